@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Fetch LuaJIT sources and build the ljgdb test matrix, idempotently.
+
+Usage: python3 testprogs/build.py [--list] [VARIANT ...]
+
+Every build is made with -g, cached outside the checkout under
+$LJGDB_CACHE (default ~/.cache/ljgdb) and keyed by a hash of its sources,
+its flags and this recipe, so a second run does nothing.  At the end a
+manifest (builds.json in the cache) tells the tests where each build is.
+
+Sources:
+  lupa 2.8 sdist (PyPI)     third-party/luajit21 (upstream 2.1 rolling),
+                            third-party/luajit20 (upstream 2.0)
+  Debian source `luajit`    2.1.0~beta3+git20220320 (Debian's upstream snapshot)
+  Debian source `luajit2`   2.1-20230119 (OpenResty's fork)
+The Debian sources are fetched with apt-get source through a private,
+source-only list derived from the system's own Debian sources, so the
+system's apt configuration is not touched.
+
+Each variant builds a static libluajit.a, the luajit binary and our C host
+(testprogs/host.c) linked against it.
+"""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CACHE = os.environ.get("LJGDB_CACHE") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ljgdb")
+SRC = os.path.join(CACHE, "src")
+BUILD = os.path.join(CACHE, "build")
+MANIFEST = os.path.join(CACHE, "builds.json")
+
+# Bump when the way a build is made changes, to invalidate the cache.
+RECIPE = "3"
+
+LUPA = "lupa==2.8"
+LUPA_FILE = "lupa-2.8.tar.gz"
+LUPA_SHA256 = "d8022641b9ec8ecf2c5ecbe9f47e5a70e0b87c4b5ae921b92cb02a638e0acd08"
+
+NO_GC64 = "-DLUAJIT_DISABLE_GC64"
+NO_JIT = "-DLUAJIT_DISABLE_JIT"
+
+# name: (source, extra XCFLAGS, what it is)
+VARIANTS = {
+    "r21-gc64": ("lupa21", "", "upstream 2.1 rolling, GC64"),
+    "r21-x64": ("lupa21", NO_GC64, "upstream 2.1 rolling, X64 (GC64 disabled)"),
+    "r20-x64": ("lupa20", "", "upstream 2.0, X64"),
+    "deb-gc64": ("luajit", "", "Debian luajit 2.1.0~beta3+git20220320, GC64"),
+    "deb-x64": ("luajit", NO_GC64, "Debian luajit 2.1.0~beta3+git20220320, X64"),
+    "or-gc64": ("luajit2", "", "OpenResty luajit2 2.1-20230119, GC64"),
+    "or-x64": ("luajit2", NO_GC64, "OpenResty luajit2 2.1-20230119, X64"),
+}
+
+
+def log(msg):
+    sys.stderr.write("[build] %s\n" % msg)
+    sys.stderr.flush()
+
+
+def run(cmd, **kw):
+    log("$ " + " ".join(cmd))
+    subprocess.run(cmd, check=True, **kw)
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fetch_lupa():
+    path = os.path.join(SRC, LUPA_FILE)
+    if not os.path.exists(path):
+        os.makedirs(SRC, exist_ok=True)
+        tmp = os.path.join(SRC, "lupa.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        # Resolving an sdist runs its metadata step, which takes a few
+        # minutes for lupa; it needs setuptools and wheel in this Python.
+        run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+             "--no-build-isolation", "-d", tmp, LUPA])
+        os.rename(os.path.join(tmp, LUPA_FILE), path)
+        shutil.rmtree(tmp, ignore_errors=True)
+    got = sha256_file(path)
+    if got != LUPA_SHA256:
+        raise SystemExit("build.py: %s has sha256 %s, expected %s; delete it and retry"
+                         % (path, got, LUPA_SHA256))
+    return [path]
+
+
+def debian_sources_list():
+    """A deb-src list made from the system's own Debian 'deb' entries."""
+    out = []
+    parts = "/etc/apt/sources.list.d"
+    for name in sorted(os.listdir(parts)) if os.path.isdir(parts) else []:
+        if name.endswith(".sources"):
+            with open(os.path.join(parts, name)) as f:
+                text = f.read()
+            for stanza in text.split("\n\n"):
+                if "debian" in stanza and "Types:" in stanza:
+                    out.append("\n".join(
+                        "Types: deb-src" if line.startswith("Types:") else line
+                        for line in stanza.splitlines()))
+    if os.path.exists("/etc/apt/sources.list"):
+        with open("/etc/apt/sources.list") as f:
+            for line in f:
+                if line.startswith("deb "):
+                    out.append("deb-src " + line[4:].strip())
+    if not out:
+        raise SystemExit("build.py: found no Debian entries in /etc/apt to derive a deb-src list from")
+    return out
+
+
+def fetch_debian(pkg):
+    d = os.path.join(SRC, "debian")
+    have = [f for f in os.listdir(d) if f.startswith(pkg + "_")] if os.path.isdir(d) else []
+    if not any(f.endswith(".dsc") for f in have):
+        apt = os.path.join(SRC, "apt")
+        srcparts = os.path.join(apt, "sources.list.d")
+        lists = os.path.join(apt, "lists")
+        os.makedirs(os.path.join(lists, "partial"), exist_ok=True)
+        os.makedirs(srcparts, exist_ok=True)
+        os.makedirs(d, exist_ok=True)
+        entries = debian_sources_list()
+        one_line = [e for e in entries if e.startswith("deb-src ")]
+        deb822 = [e for e in entries if not e.startswith("deb-src ")]
+        with open(os.path.join(srcparts, "ljgdb-src.sources"), "w") as f:
+            f.write("\n\n".join(deb822) + "\n")
+        with open(os.path.join(srcparts, "ljgdb-src.list"), "w") as f:
+            f.write("\n".join(one_line) + "\n")
+        opts = ["-o", "Dir::Etc::SourceList=/dev/null", "-o", "Dir::Etc::SourceParts=" + srcparts,
+                "-o", "Dir::State::Lists=" + lists, "-o", "APT::Sandbox::User=root"]
+        if not os.path.exists(os.path.join(apt, "updated")):
+            run(["apt-get", "update", "-q"] + opts, stdout=subprocess.DEVNULL)
+            open(os.path.join(apt, "updated"), "w").close()
+        run(["apt-get", "source", "--download-only", "-q"] + opts + [pkg], cwd=d,
+            stdout=subprocess.DEVNULL)
+        have = [f for f in os.listdir(d) if f.startswith(pkg + "_")]
+    files = sorted(os.path.join(d, f) for f in have if ".orig." in f or ".debian." in f)
+    if len(files) != 2:
+        raise SystemExit("build.py: expected an orig and a debian tarball for %s in %s, found %s"
+                         % (pkg, d, files))
+    return files
+
+
+def extract(tarball, dest, member_prefix=None, strip=None):
+    """Extract a tarball into dest, dropping `strip` leading path parts
+    (by default the one top-level folder, if every member is inside one)."""
+    with tarfile.open(tarball) as t:
+        members = t.getmembers()
+        if strip is None and not member_prefix:
+            tops = {[p for p in m.name.split("/") if p not in ("", ".")][:1][0]
+                    for m in members if m.name.strip("./")}
+            one = len(tops) == 1 and any(m.isdir() and m.name.strip("./") in tops for m in members)
+            strip = 1 if one else 0
+        for m in members:
+            if member_prefix and not m.name.startswith(member_prefix):
+                continue
+            name = m.name[len(member_prefix):] if member_prefix else m.name
+            parts = [p for p in name.split("/") if p not in ("", ".")]
+            if not member_prefix:
+                parts = parts[strip:]
+            if not parts or ".." in parts:
+                continue
+            m.name = "/".join(parts)
+            if m.issym() or m.islnk():
+                continue
+            t.extract(m, dest, filter="data") if sys.version_info >= (3, 12) else t.extract(m, dest)
+
+
+def unpack(source, files, dest):
+    if source in ("lupa21", "lupa20"):
+        sub = "luajit21" if source == "lupa21" else "luajit20"
+        extract(files[0], dest, member_prefix="lupa-2.8/third-party/%s/" % sub)
+    else:
+        orig = [f for f in files if ".orig." in f][0]
+        deb = [f for f in files if ".debian." in f][0]
+        extract(orig, dest)
+        extract(deb, dest, strip=0)  # adds debian/
+        series = os.path.join(dest, "debian", "patches", "series")
+        if os.path.exists(series):
+            with open(series) as f:
+                for line in f:
+                    line = line.split("#")[0].strip()
+                    if line:
+                        run(["patch", "-s", "-p1", "-i", os.path.join("debian", "patches", line)],
+                            cwd=dest)
+
+
+def host_hash():
+    h = hashlib.sha256()
+    for name in ("host.c",):
+        with open(os.path.join(HERE, name), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:12]
+
+
+def build_variant(name, sources):
+    source, xcflags, what = VARIANTS[name]
+    files = sources[source]
+    h = hashlib.sha256(("%s|%s|%s|" % (RECIPE, source, xcflags)).encode())
+    for f in files:
+        h.update(sha256_file(f).encode())
+    key = h.hexdigest()[:12]
+    out = os.path.join(BUILD, "%s-%s" % (name, key))
+    srcdir = os.path.join(out, "src")
+    done = os.path.join(out, "built")
+    if not os.path.exists(done):
+        shutil.rmtree(out, ignore_errors=True)
+        tree = os.path.join(out, "tree")
+        os.makedirs(tree)
+        unpack(source, files, tree)
+        jobs = str(os.cpu_count() or 2)
+        # The lupa sdist ships generated files and host binaries: start clean.
+        run(["make", "-s", "-C", os.path.join(tree, "src"), "clean"], stdout=subprocess.DEVNULL)
+        run(["make", "-s", "-j" + jobs, "-C", os.path.join(tree, "src"), "CCDEBUG=-g",
+             "BUILDMODE=static", "XCFLAGS=" + xcflags, "Q="], stdout=subprocess.DEVNULL)
+        os.rename(os.path.join(tree, "src"), srcdir)
+        shutil.rmtree(tree)
+        open(done, "w").close()
+    host = os.path.join(out, "host-" + host_hash())
+    if not os.path.exists(host):
+        for old in os.listdir(out):
+            if old.startswith("host-"):
+                os.unlink(os.path.join(out, old))
+        tmp = host + ".tmp"
+        run(["gcc", "-g", "-O0", "-Wall", "-I", srcdir, "-o", tmp, os.path.join(HERE, "host.c"),
+             os.path.join(srcdir, "libluajit.a"), "-lm", "-ldl", "-Wl,-E"])
+        os.rename(tmp, host)
+    return {
+        "name": name, "what": what, "source": source, "xcflags": xcflags,
+        "gc64": NO_GC64 not in xcflags and source != "lupa20",
+        "jit": NO_JIT not in xcflags,
+        "dir": out, "src": srcdir, "luajit": os.path.join(srcdir, "luajit"),
+        "lib": os.path.join(srcdir, "libluajit.a"), "host": host,
+    }
+
+
+def main(argv):
+    if "--list" in argv:
+        for name, (_, _, what) in VARIANTS.items():
+            print("%-10s %s" % (name, what))
+        return 0
+    names = [a for a in argv if not a.startswith("-")] or list(VARIANTS)
+    bad = [n for n in names if n not in VARIANTS]
+    if bad:
+        raise SystemExit("build.py: unknown variant(s) %s; known: %s" % (", ".join(bad), ", ".join(VARIANTS)))
+    wanted = {VARIANTS[n][0] for n in names}
+    sources = {}
+    if wanted & {"lupa21", "lupa20"}:
+        sources["lupa21"] = sources["lupa20"] = fetch_lupa()
+    for pkg in ("luajit", "luajit2"):
+        if pkg in wanted:
+            sources[pkg] = fetch_debian(pkg)
+    manifest = {}
+    if os.path.exists(MANIFEST):
+        with open(MANIFEST) as f:
+            manifest = json.load(f)
+    for n in names:
+        manifest[n] = build_variant(n, sources)
+        log("%s ready: %s" % (n, manifest[n]["host"]))
+    manifest = {k: v for k, v in manifest.items() if k in VARIANTS}
+    with open(MANIFEST + ".tmp", "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True)
+    os.rename(MANIFEST + ".tmp", MANIFEST)
+    print(MANIFEST)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

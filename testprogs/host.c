@@ -1,0 +1,79 @@
+/*
+ * ljgdb test host: runs a Lua script in a LuaJIT state and gives it a few C
+ * functions, so that tests can stop the process at a known moment.
+ *
+ *   host SCRIPT [ARG...]
+ *
+ * Globals given to the script:
+ *   ljgdb_stop(...)      calls ljgdb_break(L, nargs); tests put a breakpoint on
+ *                        ljgdb_break, so the stop happens in a C function
+ *                        called from Lua, with the Lua frames above it.
+ *   ljgdb_ccall(f, ...)  calls f(...) from C with lua_call (C -> Lua nesting).
+ *   arg                  the script's arguments, as in the luajit binary.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua.h"
+#include "lauxlib.h"
+#include "lualib.h"
+
+/* Breakpoint target.  Kept out of line and given an observable effect. */
+volatile int ljgdb_break_count;
+
+__attribute__((noinline)) void ljgdb_break(lua_State *L, int nargs)
+{
+  ljgdb_break_count++;
+  (void)L;
+  (void)nargs;
+  __asm__ volatile("" ::: "memory");
+}
+
+static int ljgdb_stop(lua_State *L)
+{
+  ljgdb_break(L, lua_gettop(L));
+  return 0;
+}
+
+static int ljgdb_ccall(lua_State *L)
+{
+  int n = lua_gettop(L);
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_call(L, n - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+int main(int argc, char **argv)
+{
+  lua_State *L;
+  int i, status;
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s SCRIPT [ARG...]\n", argv[0]);
+    return 2;
+  }
+  L = luaL_newstate();
+  if (L == NULL) {
+    fprintf(stderr, "host: cannot create a Lua state\n");
+    return 1;
+  }
+  luaL_openlibs(L);
+  lua_register(L, "ljgdb_stop", ljgdb_stop);
+  lua_register(L, "ljgdb_ccall", ljgdb_ccall);
+  lua_createtable(L, argc - 2, 1);
+  for (i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - 1);
+  }
+  lua_setglobal(L, "arg");
+  status = luaL_loadfile(L, argv[1]);
+  if (status == 0)
+    status = lua_pcall(L, 0, 0, 0);
+  if (status != 0) {
+    fprintf(stderr, "host: %s\n", lua_tostring(L, -1));
+    lua_close(L);
+    return 1;
+  }
+  lua_close(L);
+  return 0;
+}
