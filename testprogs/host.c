@@ -9,8 +9,10 @@
  *                        ljgdb_break, so the stop happens in a C function
  *                        called from Lua, with the Lua frames above it.
  *   ljgdb_ccall(f, ...)  calls f(...) from C with lua_call (C -> Lua nesting).
+ *   ljgdb_lightud(n)     a light userdata whose pointer is the number n.
  *   arg                  the script's arguments, as in the luajit binary.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,13 @@ static int ljgdb_stop(lua_State *L)
 {
   ljgdb_break(L, lua_gettop(L));
   return 0;
+}
+
+/* A light userdata holding the given number as a pointer. */
+static int ljgdb_lightud(lua_State *L)
+{
+  lua_pushlightuserdata(L, (void *)(uintptr_t)luaL_checknumber(L, 1));
+  return 1;
 }
 
 static int ljgdb_ccall(lua_State *L)
@@ -60,6 +69,7 @@ int main(int argc, char **argv)
   luaL_openlibs(L);
   lua_register(L, "ljgdb_stop", ljgdb_stop);
   lua_register(L, "ljgdb_ccall", ljgdb_ccall);
+  lua_register(L, "ljgdb_lightud", ljgdb_lightud);
   lua_createtable(L, argc - 2, 1);
   for (i = 0; i < argc; i++) {
     lua_pushstring(L, argv[i]);

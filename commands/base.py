@@ -1,0 +1,236 @@
+"""What every ljgdb command shares: settings, argument parsing, finding the
+VM, and the single error handler that turns any failure into one line."""
+import traceback
+
+import gdb
+
+from ..gdb_ext.errors import LjError
+from ..gdb_ext.gdbtarget import GdbTarget, frame_candidates
+from ..gdb_ext.layout import Layout
+from ..gdb_ext.state import make_vm
+
+
+class UsageError(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------
+# Settings: set ljgdb <name> <value>
+
+class _Prefix(gdb.Command):
+    """Settings of ljgdb, the LuaJIT extension (see 'show ljgdb')."""
+
+    def __init__(self, verb):
+        super().__init__("%s ljgdb" % verb, gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
+
+
+class _Param(gdb.Parameter):
+    def __init__(self, name, kind, default, doc, set_doc, show_doc):
+        self.__doc__ = doc
+        self.set_doc = set_doc
+        self.show_doc = show_doc
+        super().__init__("ljgdb " + name, gdb.COMMAND_DATA, kind)
+        self.value = default
+
+    def get_show_string(self, svalue):
+        return "%s is %s." % (self.show_doc.rstrip("."), svalue)
+
+    def get_set_string(self):
+        return ""
+
+
+PARAMS = {}
+
+
+def register_params():
+    if PARAMS:
+        return
+    _Prefix("set")
+    _Prefix("show")
+    PARAMS["max-string"] = _Param(
+        "max-string", gdb.PARAM_ZUINTEGER, 200,
+        "Bytes of a Lua string shown before it is cut (its length is shown).",
+        "Set the number of string bytes ljgdb shows.", "Bytes of a string ljgdb shows")
+    PARAMS["max-entries"] = _Param(
+        "max-entries", gdb.PARAM_ZUINTEGER, 100,
+        "Entries of a table ltab shows before it stops.",
+        "Set the number of table entries ljgdb shows.", "Table entries ljgdb shows")
+    PARAMS["debug"] = _Param(
+        "debug", gdb.PARAM_BOOLEAN, False,
+        "Show a Python traceback when an ljgdb command fails unexpectedly.",
+        "Set whether ljgdb shows tracebacks.", "Whether ljgdb shows tracebacks")
+
+
+def param(name):
+    return PARAMS[name].value
+
+
+# --------------------------------------------------------------------------
+# Layout cache: DWARF is read once per set of objfiles.
+
+_layouts = {}
+
+
+def _objfiles_key():
+    try:
+        return tuple(o.filename for o in gdb.objfiles() if o.is_valid())
+    except gdb.error:
+        return ()
+
+
+def _clear_layouts(*_):
+    _layouts.clear()
+
+
+def connect_events():
+    gdb.events.new_objfile.connect(_clear_layouts)
+    if hasattr(gdb.events, "clear_objfiles"):
+        gdb.events.clear_objfiles.connect(_clear_layouts)
+
+
+def get_target_and_layout():
+    if not gdb.objfiles():
+        raise LjError("no program loaded: start gdb with the LuaJIT binary (gdb PROG CORE or "
+                      "gdb -p PID)")
+    target = GdbTarget()
+    key = _objfiles_key()
+    lay = _layouts.get(key)
+    if lay is None:
+        lay = Layout(target)
+        _layouts[key] = lay
+    return target, lay
+
+
+def has_memory():
+    inf = gdb.selected_inferior()
+    if inf.pid:
+        return True
+    try:
+        return bool(inf.threads())
+    except gdb.error:
+        return False
+
+
+def get_vm(L_expr=None):
+    """The VM to work on: L=<expr> if given, else what the frames show."""
+    target, lay = get_target_and_layout()
+    if not has_memory():
+        raise LjError("no process or core file: run the program, attach with 'attach PID' "
+                      "or load a core with 'core-file FILE'")
+    explicit = None
+    if L_expr is not None:
+        explicit = eval_address(L_expr, "L")
+    return make_vm(target, lay, explicit, frame_candidates(lay) if explicit is None else ())
+
+
+def eval_value(expr, what="expression"):
+    try:
+        return gdb.parse_and_eval(expr)
+    except gdb.error as e:
+        raise UsageError("cannot evaluate %s '%s': %s" % (what, expr, e))
+
+
+def eval_address(expr, what="expression"):
+    v = eval_value(expr, what)
+    try:
+        return int(v) & 0xFFFFFFFFFFFFFFFF
+    except (gdb.error, ValueError, TypeError) as e:
+        raise UsageError("%s '%s' is not a pointer or number: %s" % (what, expr, e))
+
+
+def pointer_target_name(v):
+    """For a pointer value, the name of what it points to; else None."""
+    t = v.type.strip_typedefs()
+    if t.code != gdb.TYPE_CODE_PTR:
+        return None
+    tt = t.target()
+    name = tt.name or tt.strip_typedefs().tag or tt.strip_typedefs().name
+    return name
+
+
+# --------------------------------------------------------------------------
+# Argument parsing: options, L=<expr>, the rest an expression.
+
+def split_args(arg, flags=(), options=()):
+    """Return (flags_set, options_dict, L_expr, rest_tokens)."""
+    try:
+        tokens = gdb.string_to_argv(arg)
+    except gdb.error as e:
+        raise UsageError(str(e))
+    got_flags, got_opts, L_expr, rest = set(), {}, None, []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("L=") and len(tok) > 2:
+            L_expr = tok[2:]
+        elif tok.startswith("--") and "=" in tok and tok.split("=", 1)[0][2:] in options:
+            name, val = tok[2:].split("=", 1)
+            got_opts[name] = val
+        elif tok.startswith("--") and tok[2:] in options:
+            if i + 1 >= len(tokens):
+                raise UsageError("option %s needs a value" % tok)
+            got_opts[tok[2:]] = tokens[i + 1]
+            i += 1
+        elif tok.startswith("--") and tok[2:] in flags:
+            got_flags.add(tok[2:])
+        elif tok.startswith("-") and len(tok) > 1 and not _is_number(tok):
+            raise UsageError("unknown option '%s'" % tok)
+        else:
+            rest.append(tok)
+        i += 1
+    return got_flags, got_opts, L_expr, rest
+
+
+def _is_number(tok):
+    try:
+        int(tok, 0)
+        return True
+    except ValueError:
+        return False
+
+
+def int_option(opts, name, default, minimum=0):
+    if name not in opts:
+        return default
+    try:
+        v = int(opts[name], 0)
+    except ValueError:
+        raise UsageError("--%s needs a number, not '%s'" % (name, opts[name]))
+    if v < minimum:
+        raise UsageError("--%s must be at least %d" % (name, minimum))
+    return v
+
+
+# --------------------------------------------------------------------------
+
+class LjCommand(gdb.Command):
+    """Base class.  Subclasses set NAME and USAGE, write a docstring (the
+    help text) and implement run(arg, from_tty) that returns text lines."""
+
+    NAME = None
+    USAGE = None
+
+    def __init__(self):
+        super().__init__(self.NAME, gdb.COMMAND_DATA, gdb.COMPLETE_EXPRESSION)
+
+    def invoke(self, arg, from_tty):
+        try:
+            out = self.run(arg, from_tty)
+            if out:
+                gdb.write("\n".join(out) + "\n")
+        except UsageError as e:
+            raise gdb.GdbError("%s: %s. Usage: %s" % (self.NAME, e, self.USAGE))
+        except LjError as e:
+            raise gdb.GdbError("%s: %s" % (self.NAME, e))
+        except KeyboardInterrupt:
+            raise gdb.GdbError("%s: interrupted" % self.NAME)
+        except gdb.GdbError:
+            raise
+        except Exception as e:  # the one place that catches everything
+            if PARAMS.get("debug") is not None and param("debug"):
+                traceback.print_exc()
+            raise gdb.GdbError("%s: internal error (%s: %s); 'set ljgdb debug on' shows a "
+                               "traceback" % (self.NAME, type(e).__name__, e))
+
+    def run(self, arg, from_tty):
+        raise NotImplementedError

@@ -1,0 +1,183 @@
+"""Text forms of decoded values, shared by the commands."""
+import math
+
+from ..gdb_ext.errors import CorruptError, FaultError
+from ..gdb_ext.objects import Cdata, Func, Proto, Str, Tab, Udata
+from ..gdb_ext import consts as C
+
+_ESC = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n", ord("\r"): "\\r",
+        ord("\t"): "\\t", 0: "\\0", 7: "\\a", 8: "\\b", 11: "\\v", 12: "\\f"}
+
+
+def quote(data, truncated=False, length=None):
+    """A Lua string literal for bytes; non-printable bytes as \\ddd."""
+    out = ['"']
+    for b in data:
+        e = _ESC.get(b)
+        if e is not None:
+            out.append(e)
+        elif 32 <= b < 127:
+            out.append(chr(b))
+        else:
+            out.append("\\%d" % b)
+    out.append('"')
+    s = "".join(out)
+    if truncated:
+        s += "... (%d bytes)" % length
+    return s
+
+
+def number(x):
+    """As Lua's tostring() prints a number (LUAI_NUMFFORMAT %.14g)."""
+    if math.isnan(x):
+        return "nan" if math.copysign(1, x) > 0 else "-nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return "%.14g" % x
+
+
+def chunk_display(name):
+    """A chunk name as LuaJIT's short_src shows it, but never cut."""
+    if name.startswith("@") or name.startswith("="):
+        return name[1:]
+    line = name.split("\n", 1)
+    text = line[0]
+    if len(line) > 1:
+        text += "..."
+    return '[string "%s"]' % text
+
+
+def proto_site(vm, proto_addr):
+    """'chunk:firstline' of a proto."""
+    pt = Proto(vm, proto_addr)
+    return "%s:%d" % (chunk_display(pt.chunk(vm)), pt.firstline)
+
+
+def func_text(vm, addr):
+    fn = Func(vm, addr)
+    if fn.is_lua:
+        try:
+            site = proto_site(vm, fn.proto)
+        except (FaultError, CorruptError) as e:
+            site = "<bad proto: %s>" % e
+        return "function: (GCfuncL *)0x%x %s" % (addr, site)
+    if fn.kind == "c":
+        sym = vm.t.symbolize(fn.cfunc)
+        return "function: (GCfuncC *)0x%x C:%s" % (addr, sym or "0x%x" % fn.cfunc)
+    return "function: (GCfuncC *)0x%x [builtin#%d]" % (addr, fn.ffid)
+
+
+def value_text(vm, v, max_string=200):
+    """One-line text of a decoded Value."""
+    k = v.kind
+    if k == "nil":
+        return "nil"
+    if k in ("true", "false"):
+        return k
+    if k == "number":
+        return number(v.num)
+    if k == "int":
+        return "%d" % v.num
+    if k == "lightud":
+        return "light userdata (void *) 0x%x" % v.addr
+    try:
+        if k == "str":
+            s = Str(vm, v.addr, max_string)
+            return quote(s.data, s.truncated, s.len)
+        if k == "table":
+            return "table: (GCtab *)0x%x" % v.addr
+        if k == "func":
+            return func_text(vm, v.addr)
+        if k == "thread":
+            return "thread: (lua_State *)0x%x" % v.addr
+        if k == "udata":
+            u = Udata(vm, v.addr)
+            return "userdata: (GCudata *)0x%x %s, %d bytes at 0x%x" % (
+                v.addr, C.UDTYPE_NAMES.get(u.udtype, "udtype %d" % u.udtype), u.len, u.payload)
+        if k == "cdata":
+            cd = Cdata(vm, v.addr)
+            size = "size %d" % cd.size if cd.size is not None else "size unknown"
+            return "cdata: (GCcdata *)0x%x ctypeid %d, %s, data at 0x%x" % (
+                v.addr, cd.ctypeid, size, cd.payload)
+        if k == "proto":
+            return "proto: (GCproto *)0x%x %s" % (v.addr, proto_site(vm, v.addr))
+        if k == "upval":
+            return "upvalue: (GCupval *)0x%x" % v.addr
+        if k == "trace":
+            return "trace: (GCtrace *)0x%x" % v.addr
+    except (FaultError, CorruptError) as e:
+        return "%s: 0x%x <unreadable: %s>" % (v.type_name, v.addr, e)
+    return "%s 0x%x" % (k, v.raw)
+
+
+def key_text(vm, k, max_string=200):
+    """A table key as it would be written in a Lua table constructor."""
+    if k.kind == "str":
+        try:
+            s = Str(vm, k.addr, max_string)
+        except (FaultError, CorruptError) as e:
+            return "[<bad string key: %s>]" % e
+        if not s.truncated and _is_ident(s.data):
+            return s.data.decode("ascii")
+        return "[%s]" % quote(s.data, s.truncated, s.len)
+    return "[%s]" % value_text(vm, k, max_string)
+
+
+_KEYWORDS = frozenset(b"and break do else elseif end false for function goto if in local nil "
+                      b"not or repeat return then true until while".split())
+
+
+def _is_ident(b):
+    if not b or b in _KEYWORDS:
+        return False
+    if not (b[0:1].isalpha() or b[0:1] == b"_"):
+        return False
+    return all(c == 95 or 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122 for c in b)
+
+
+def table_header(vm, t):
+    mt = "(GCtab *)0x%x" % t.metatable if t.metatable else "nil"
+    return "table: (GCtab *)0x%x asize=%d hmask=0x%x metatable=%s" % (t.addr, t.asize, t.hmask, mt)
+
+
+def table_lines(vm, addr, depth, limit, max_string, indent="", visited=None):
+    """Lines of a Lua-constructor-like dump of the table at addr; nested
+    tables are expanded while depth > 1.  Returns a list of strings."""
+    visited = set() if visited is None else visited
+    visited.add(addr)
+    t = Tab(vm, addr)
+    lines = []
+    pad = indent + "  "
+    shown = 0
+    total = 0
+    for i, v in t.array_values(vm, t.asize):
+        if v.kind == "nil":
+            continue
+        total += 1
+        if shown < limit:
+            lines.extend(_entry(vm, "[%d]" % i, v, depth, limit, max_string, pad, visited))
+            shown += 1
+    nodes, seen = t.hash_nodes(vm, max(0, limit - shown))
+    total += seen
+    for k, v in nodes:
+        lines.extend(_entry(vm, key_text(vm, k, max_string), v, depth, limit, max_string, pad,
+                            visited))
+        shown += 1
+    if total > shown:
+        lines.append("%s... (%d more entries; see --limit)" % (pad, total - shown))
+    visited.discard(addr)   # only ancestors count: a shared table is no cycle
+    return ["{"] + lines + [indent + "}"]
+
+
+def _entry(vm, key, v, depth, limit, max_string, pad, visited):
+    if v.kind == "table" and depth > 1:
+        if v.addr in visited:
+            return ["%s%s = <cycle: table: (GCtab *)0x%x>," % (pad, key, v.addr)]
+        try:
+            sub = table_lines(vm, v.addr, depth - 1, limit, max_string, pad, visited)
+        except (FaultError, CorruptError) as e:
+            return ["%s%s = table: (GCtab *)0x%x <unreadable: %s>," % (pad, key, v.addr, e)]
+        sub[0] = "%s%s = %s  -- (GCtab *)0x%x" % (pad, key, sub[0], v.addr)
+        sub[-1] += ","
+        return sub
+    return ["%s%s = %s," % (pad, key, value_text(vm, v, max_string))]

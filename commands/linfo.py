@@ -1,0 +1,60 @@
+"""linfo: what LuaJIT this is and where its state lives."""
+from ..gdb_ext.errors import CorruptError, FaultError
+from ..gdb_ext.runtime import jit_version
+from .base import LjCommand, UsageError, get_vm, split_args
+
+
+class LInfo(LjCommand):
+    """Show the LuaJIT build and VM state: version and fork, GC64 or X64, FR2,
+DUALNUM, JIT, pointer size, the addresses of global_State and of the main,
+current and selected lua_State, the VM state (interpreter, C, GC, trace N...),
+the GC state and gc.total.
+
+Usage: linfo [L=<lua_State *>]
+Example:
+  (gdb) linfo
+  version:        LuaJIT 2.1.ROLLING (upstream 2.1)
+  mode:           GC64 (64-bit GC references)
+  ..."""
+
+    NAME = "linfo"
+    USAGE = "linfo [L=<lua_State *>]"
+
+    def run(self, arg, from_tty):
+        flags, opts, L_expr, rest = split_args(arg)
+        if rest:
+            raise UsageError("unexpected argument '%s'" % rest[0])
+        vm = get_vm(L_expr)
+        lay = vm.lay
+        ver = jit_version(vm)
+        verline = "%s (%s %s)" % (ver, lay.fork, lay.branch) if ver else \
+            "LuaJIT %s, %s (jit.version not found: jit library not loaded)" % (lay.branch, lay.fork)
+        out = [
+            ("version", verline),
+            ("mode", "GC64 (64-bit GC references)" if lay.gc64 else
+             "X64 (32-bit GC references, GC heap below 4 GB)"),
+            ("FR2", "yes (two-slot frames)" if lay.fr2 else "no (one-slot frames)"),
+            ("DUALNUM", "yes (integers as int32 TValues)" if lay.dualnum else "no (all numbers are doubles)"),
+            ("JIT", "yes" if lay.jit else "no (built with LUAJIT_DISABLE_JIT)"),
+            ("pointer size", "%d" % lay.ptr_size),
+            ("global_State", "(global_State *)0x%x" % vm.G),
+            ("main lua_State", "(lua_State *)0x%x" % vm.main_L),
+        ]
+        if lay.has_cur_L:
+            cur = vm.cur_L
+            out.append(("cur_L", "(lua_State *)0x%x" % cur if cur else "NULL"))
+        out.append(("selected L", "(lua_State *)0x%x  [%s]" % (vm.L, vm.L_source)))
+        name, trace = vm.vmstate_name()
+        out.append(("VM state", "TRACE %d (running JIT-compiled code)" % trace if name == "TRACE"
+                    else name))
+        _, gcname = vm.gc_state
+        out.append(("GC state", gcname[3:].lower() if gcname.startswith("GCS") else gcname))
+        out.append(("gc.total", "%d bytes" % vm.gc_total))
+        out.append(("gc.threshold", "%d bytes" % vm.gc_threshold))
+        try:
+            th = vm.thread()
+            out.append(("selected L stack", "%d slots at 0x%x, status %d"
+                        % (th.stacksize, th.stack, th.status)))
+        except (FaultError, CorruptError) as e:
+            out.append(("selected L stack", "unreadable: %s" % e))
+        return ["%-17s %s" % (k + ":", v) for k, v in out]

@@ -1,0 +1,46 @@
+"""ltab: dump a Lua table."""
+from .base import LjCommand, UsageError, eval_value, get_vm, int_option, param, \
+    pointer_target_name, split_args
+from .format import table_header, table_lines
+from ..gdb_ext.objects import Tab, decode_tv
+
+
+class LTab(LjCommand):
+    """Dump a Lua table: array part in index order, then the hash part in node
+order, as a Lua table constructor.  Nested tables are expanded to --depth
+levels (default 1: only this table); at most --limit entries are shown per
+table (default: 'show ljgdb max-entries').  The argument is a GCtab pointer,
+or a TValue pointer holding a table.
+
+Usage: ltab <GCtab * or TValue *> [--depth N] [--limit N] [L=<lua_State *>]
+Example:
+  (gdb) ltab (GCtab *)0x7ffff7a09a40 --depth 2
+  table: (GCtab *)0x7ffff7a09a40 asize=4 hmask=0x3 metatable=nil
+  {
+    [1] = 10,
+    name = "alpha",
+  }"""
+
+    NAME = "ltab"
+    USAGE = "ltab <GCtab * or TValue *> [--depth N] [--limit N] [L=<lua_State *>]"
+
+    def run(self, arg, from_tty):
+        flags, opts, L_expr, rest = split_args(arg, options=("depth", "limit"))
+        if not rest:
+            raise UsageError("missing table expression")
+        depth = int_option(opts, "depth", 1, 1)
+        limit = int_option(opts, "limit", param("max-entries"), 0)
+        expr = " ".join(rest)
+        v = eval_value(expr)
+        tname = pointer_target_name(v)
+        vm = get_vm(L_expr)
+        addr = int(v) & 0xFFFFFFFFFFFFFFFF
+        if tname == "TValue":
+            tv = decode_tv(vm, vm.t.u64(addr, "TValue"))
+            if tv.kind != "table":
+                raise UsageError("TValue at 0x%x holds a %s, not a table" % (addr, tv.type_name))
+            addr = tv.addr
+        elif tname not in ("GCtab", None, "GCobj", "void"):
+            raise UsageError("'%s' is a %s *, expected a GCtab * or TValue *" % (expr, tname))
+        t = Tab(vm, addr)
+        return [table_header(vm, t)] + table_lines(vm, addr, depth, limit, param("max-string"))

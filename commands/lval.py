@@ -1,0 +1,181 @@
+"""lval: decode a TValue, a GC object or a stack slot."""
+from ..gdb_ext.errors import CorruptError, FaultError
+from ..gdb_ext.objects import (KIND_GCT, Func, Proto, Str, Tab, Thread, decode_tv,
+                               gc_kind_at, split_tv)
+from ..gdb_ext import consts as C
+from .base import LjCommand, UsageError, eval_value, get_vm, param, pointer_target_name, \
+    split_args
+from .format import chunk_display, quote, table_header, value_text
+
+# Pointer types that name a GC object directly.
+_GC_POINTERS = {"GCstr": "str", "GCtab": "table", "GCfunc": "func", "GCfuncL": "func",
+                "GCfuncC": "func", "GCproto": "proto", "GCupval": "upval", "GCudata": "udata",
+                "GCcdata": "cdata", "GCtrace": "trace", "lua_State": "thread", "GCobj": None,
+                "GChead": None}
+
+
+class LVal(LjCommand):
+    """Decode a LuaJIT value.
+
+  lval <TValue *>        the TValue at that address (a plain number is taken
+                         as the address of a TValue)
+  lval <GC pointer>      a GCstr/GCtab/GCfunc/GCproto/GCudata/GCcdata/... or
+                         lua_State pointer: that object
+  lval <lua_State *> N   stack slot N as the C API numbers it: 1 is L->base[0],
+                         -1 is the top
+  --raw                  also show the 64 raw bits and how this layout (GC64 or
+                         X64) splits them into type tag and payload
+
+Usage: lval [--raw] <expr> [N] [L=<lua_State *>]
+Example:
+  (gdb) lval L 1
+  slot 1 (TValue *)0x7ffff7a04f88: "hello"
+"""
+
+    NAME = "lval"
+    USAGE = "lval [--raw] <TValue * | GC object pointer | lua_State * N> [L=<lua_State *>]"
+
+    def run(self, arg, from_tty):
+        flags, opts, L_expr, rest = split_args(arg, flags=("raw",))
+        if not rest:
+            raise UsageError("missing expression")
+        maxs = param("max-string")
+        slot = None
+        expr = " ".join(rest)
+        if len(rest) >= 2 and _is_int(rest[-1]):
+            head = " ".join(rest[:-1])
+            try:
+                hv = eval_value(head)
+                if pointer_target_name(hv) == "lua_State":
+                    expr, slot = head, int(rest[-1], 0)
+            except UsageError:
+                pass
+        v = eval_value(expr)
+        addr = int(v) & 0xFFFFFFFFFFFFFFFF if _is_scalar(v) else None
+        tname = pointer_target_name(v)
+        if slot is not None:
+            vm = get_vm(L_expr if L_expr is not None else expr)
+            th = Thread(vm, addr)
+            if slot > 0:
+                tv_addr = th.base + 8 * (slot - 1)
+            elif slot < 0:
+                tv_addr = th.top + 8 * slot
+            else:
+                raise UsageError("slot 0 does not exist; slots count from 1 (or -1 from the top)")
+            if not th.stack <= tv_addr < th.top:
+                n = (th.top - th.base) // 8
+                raise UsageError("slot %d is outside the %d slots of this frame (base 0x%x, top 0x%x)"
+                                 % (slot, n, th.base, th.top))
+            return self._tv(vm, tv_addr, "slot %d " % slot, "raw" in flags, maxs)
+        vm = get_vm(L_expr)
+        if addr is None:
+            # A TValue (not a pointer): use its address when it has one.
+            t = v.type.strip_typedefs()
+            if (t.tag or t.name) == "TValue" and v.address is not None:
+                return self._tv(vm, int(v.address), "", "raw" in flags, maxs)
+            raise UsageError("'%s' is not a pointer or an address" % expr)
+        if tname in _GC_POINTERS:
+            kind = _GC_POINTERS[tname] or gc_kind_at(vm, addr)
+            return self._gc(vm, kind, addr, "raw" in flags, maxs)
+        if tname in (None, "TValue", "void", "char") or tname.startswith("unsigned"):
+            return self._tv(vm, addr, "", "raw" in flags, maxs)
+        raise UsageError("'%s' is a %s *; expected a TValue *, a GC object pointer or an "
+                         "address" % (expr, tname))
+
+    def _tv(self, vm, addr, prefix, raw, maxs):
+        bits = vm.t.u64(addr, "TValue")
+        out = []
+        if raw:
+            out.extend(raw_lines(vm, bits))
+        try:
+            v = decode_tv(vm, bits)
+        except CorruptError as e:
+            return out + ["%s(TValue *)0x%x: %s" % (prefix, addr, e)]
+        out.append("%s(TValue *)0x%x: %s" % (prefix, addr, value_text(vm, v, maxs)))
+        out.extend(detail_lines(vm, v, maxs))
+        return out
+
+    def _gc(self, vm, kind, addr, raw, maxs):
+        tag = {v: k for k, v in C.ITYPE_MACROS.items()}
+        from ..gdb_ext.objects import Value
+        it = (~KIND_GCT[kind]) & 0xFFFFFFFF
+        v = Value(kind, 0, it, addr=addr)
+        out = []
+        if raw:
+            out.append("GC object at 0x%x, gct %d (%s); as a TValue its tag would be %s"
+                       % (addr, KIND_GCT[kind], kind, C.ITYPE_MACROS.get(it, hex(it))))
+        out.append(value_text(vm, v, maxs))
+        out.extend(detail_lines(vm, v, maxs))
+        del tag
+        return out
+
+
+def raw_lines(vm, bits):
+    lay = vm.lay
+    it, payload = split_tv(lay, bits)
+    if lay.gc64:
+        how = ("GC64: itype = bits >> 47 (sign-extended, 17 bits) = 0x%08x, payload = bits & "
+               "(2^47-1) = 0x%x" % (it, payload))
+    else:
+        how = "X64: itype = high 32 bits = 0x%08x, payload = low 32 bits = 0x%x" % (it, payload)
+    name = C.ITYPE_MACROS.get(it)
+    tisnum = C.LJ_TISNUM_GC64 if lay.gc64 else C.LJ_TISNUM_X64
+    if name is None:
+        if it < tisnum:
+            name = "a double (itype < LJ_TISNUM 0x%08x)" % tisnum
+        elif it == tisnum:
+            name = "an int32 (itype == LJ_TISNUM, DUALNUM)"
+        elif not lay.gc64 and ((it ^ 0x80000000) - 0x80000000) >> 15 == -2:
+            name = "light userdata ((int32)itype >> 15 == -2)"
+        else:
+            name = "not a valid tag"
+    return ["raw 0x%016x" % bits, "  " + how, "  tag: %s" % name]
+
+
+def detail_lines(vm, v, maxs):
+    """Extra lines for objects worth a closer look."""
+    out = []
+    try:
+        if v.kind == "str":
+            s = Str(vm, v.addr, maxs)
+            out.append("  (GCstr *)0x%x len %d, data at 0x%x" % (v.addr, s.len, s.data_addr))
+        elif v.kind == "table":
+            out.append("  " + table_header(vm, Tab(vm, v.addr)))
+        elif v.kind == "func":
+            fn = Func(vm, v.addr)
+            if fn.is_lua:
+                pt = Proto(vm, fn.proto)
+                out.append("  Lua function, proto (GCproto *)0x%x, defined at %s:%d, %d params,"
+                           " %d upvalues" % (fn.proto, chunk_display(pt.chunk(vm)), pt.firstline,
+                                             pt.numparams, fn.nupvalues))
+            else:
+                sym = vm.t.symbolize(fn.cfunc) or "?"
+                out.append("  %s function, ffid %d, C code 0x%x <%s>, %d upvalues"
+                           % ("C" if fn.kind == "c" else "fast", fn.ffid, fn.cfunc, sym,
+                              fn.nupvalues))
+        elif v.kind == "thread":
+            th = Thread(vm, v.addr)
+            out.append("  status %s, stack %d slots at 0x%x, %d slots in use"
+                       % (C.THREAD_STATUS.get(th.status, th.status), th.stacksize, th.stack,
+                          (th.top - th.stack) // 8))
+        elif v.kind == "proto":
+            pt = Proto(vm, v.addr)
+            out.append("  %d bytecodes, %d params, lines %d-%d, chunk %s"
+                       % (pt.sizebc, pt.numparams, pt.firstline, pt.firstline + pt.numline,
+                          quote(pt.chunk(vm).encode())))
+    except (FaultError, CorruptError) as e:
+        out.append("  <unreadable: %s>" % e)
+    return out
+
+
+def _is_int(tok):
+    try:
+        int(tok, 0)
+        return True
+    except ValueError:
+        return False
+
+
+def _is_scalar(v):
+    from gdb import TYPE_CODE_PTR, TYPE_CODE_INT, TYPE_CODE_ENUM
+    return v.type.strip_typedefs().code in (TYPE_CODE_PTR, TYPE_CODE_INT, TYPE_CODE_ENUM)

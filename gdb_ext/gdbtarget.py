@@ -1,0 +1,200 @@
+"""Target backend over gdb: a live process or a core file, the same code.
+
+Only this module (and commands/) import gdb.  Memory is read with
+Inferior.read_memory in blocks; types come from the DWARF gdb has loaded.
+Nothing here writes to the inferior or calls functions in it.
+"""
+import re
+
+import gdb  # noqa: F401  (only importable inside gdb)
+
+from .errors import FaultError, NotLuaJITError
+from .target import Field, Target, TypeInfo
+
+_ADDR_RE = re.compile(r"0x[0-9a-fA-F]+")
+_MAX_DEPTH = 4
+
+
+def _flatten(t, base, prefix, out, depth):
+    """Add every member of gdb struct/union type t to out (path -> Field)."""
+    for f in t.fields():
+        if f.bitpos is None or (hasattr(f, "is_base_class") and f.is_base_class):
+            continue
+        if f.bitsize:
+            continue                       # bit-fields: not used by the engine
+        ft = f.type
+        st = ft.strip_typedefs()
+        off = base + f.bitpos // 8
+        if not f.name:                     # anonymous struct/union: inline it
+            if st.code in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION) and depth < _MAX_DEPTH:
+                _flatten(st, off, prefix, out, depth + 1)
+            continue
+        path = prefix + f.name
+        count = None
+        if st.code == gdb.TYPE_CODE_ARRAY:
+            lo, hi = st.range()
+            count = hi - lo + 1
+        out[path] = Field(off - 0, st.sizeof, count, str(ft))
+        if st.code in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION) and depth < _MAX_DEPTH:
+            _flatten(st, off, path + ".", out, depth + 1)
+
+
+class GdbTarget(Target):
+    """The selected inferior of gdb (live or core)."""
+
+    def __init__(self):
+        super().__init__()
+        inf = gdb.selected_inferior()
+        if inf is None or not inf.is_valid():
+            raise NotLuaJITError("no inferior: load a program with 'file' and a process or core")
+        self.inferior = inf
+        self.ptr_size = gdb.lookup_type("void").pointer().sizeof
+        self.description = "process %d" % inf.pid if inf.pid else "core or exec file"
+        self._types = {}
+
+    def read_raw(self, addr, n):
+        try:
+            return self.inferior.read_memory(addr, n).tobytes()
+        except gdb.MemoryError as e:
+            m = _ADDR_RE.search(str(e))
+            bad = int(m.group(0), 16) if m else addr
+            raise FaultError("cannot access memory at 0x%x" % bad, bad)
+        except gdb.error as e:
+            raise FaultError("cannot read memory at 0x%x: %s" % (addr, e), addr)
+        except OverflowError:
+            raise FaultError("address 0x%x is out of range" % addr, addr)
+
+    def symbol(self, name):
+        try:
+            sym = gdb.lookup_global_symbol(name) or gdb.lookup_static_symbol(name)
+        except gdb.error:
+            sym = None
+        if sym is not None:
+            try:
+                v = sym.value()
+                if v.address is not None:
+                    return int(v.address)
+                return int(v)
+            except (gdb.error, TypeError, ValueError):
+                pass
+        try:
+            return int(gdb.parse_and_eval("(unsigned long)&'%s'" % name))
+        except gdb.error:
+            return None
+
+    def symbolize(self, addr):
+        try:
+            block = gdb.block_for_pc(addr)
+        except (gdb.error, RuntimeError):
+            block = None
+        while block is not None:
+            if block.function is not None:
+                return block.function.name
+            block = block.superblock
+        try:
+            text = gdb.execute("info symbol 0x%x" % addr, to_string=True)
+        except gdb.error:
+            return None
+        if text.startswith("No symbol"):
+            return None
+        name = text.split(" in section ")[0].strip()
+        return name.split(" + ")[0] if name else None
+
+    def type_info(self, name):
+        if name in self._types:
+            return self._types[name]
+        info = None
+        try:
+            t = gdb.lookup_type(name).strip_typedefs()
+        except gdb.error:
+            t = None
+        if t is not None and t.code in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION):
+            fields = {}
+            _flatten(t, 0, "", fields, 0)
+            info = TypeInfo(name, t.sizeof, fields)
+        self._types[name] = info
+        return info
+
+    def constant(self, name):
+        try:
+            v = gdb.parse_and_eval(name)
+        except gdb.error:
+            return None
+        if v.type.strip_typedefs().code != gdb.TYPE_CODE_ENUM:
+            return None
+        return int(v)
+
+
+def _arch_state_registers():
+    """(register, offset base) pairs that hold VM pointers in VM frames:
+    x64 DISPATCH is r14 (= GG + offsetof(GG_State, dispatch)), arm64 GL is
+    x22 (= G itself); R vm_x64.dasc / vm_arm64.dasc register definitions."""
+    try:
+        name = gdb.selected_inferior().architecture().name()
+    except (gdb.error, AttributeError):
+        return ()
+    if "x86-64" in name:
+        return (("r14", "dispatch"),)
+    if "aarch64" in name:
+        return (("x22", "g"),)
+    return ()
+
+
+def frame_candidates(lay, max_frames=64):
+    """Candidate state pointers from the stack: ('L' or 'G', address, where),
+    innermost frame first.  Reads symbols and registers only."""
+    out = []
+    try:
+        frame = gdb.selected_frame()
+    except gdb.error:
+        return out
+    regs = _arch_state_registers()
+    level = 0
+    while frame is not None and level < max_frames:
+        fname = None
+        try:
+            fname = frame.name()
+        except gdb.error:
+            pass
+        try:
+            block = frame.block()
+        except (RuntimeError, gdb.error):
+            block = None
+        while block is not None:
+            for sym in block:
+                if not (sym.is_argument or sym.is_variable):
+                    continue
+                try:
+                    t = sym.type.strip_typedefs()
+                    if t.code != gdb.TYPE_CODE_PTR:
+                        continue
+                    target = t.target().strip_typedefs()
+                    tag = target.tag or target.name
+                    if tag not in ("lua_State", "global_State"):
+                        continue
+                    addr = int(sym.value(frame))
+                except (gdb.error, RuntimeError, ValueError, TypeError):
+                    continue
+                if addr:
+                    out.append(("L" if tag == "lua_State" else "G", addr,
+                                "frame #%d %s: %s" % (level, fname or "??", sym.name)))
+            if block.function is not None:
+                break
+            block = block.superblock
+        if fname is None or fname.startswith("lj_vm_") or fname.startswith("lj_BC_"):
+            for reg, base in regs:
+                try:
+                    v = int(frame.read_register(reg)) & 0xFFFFFFFFFFFFFFFF
+                except (gdb.error, ValueError):
+                    continue
+                if base == "dispatch":
+                    G = v - lay.GG.dispatch + lay.GG.g
+                else:
+                    G = v
+                out.append(("G", G, "frame #%d %s: register %s" % (level, fname or "??", reg)))
+        try:
+            frame = frame.older()
+        except gdb.error:
+            break
+        level += 1
+    return out

@@ -1,0 +1,147 @@
+"""What this LuaJIT build is, and where every field the engine uses lives.
+
+Everything comes from debug info (through Target.type_info/constant/symbol);
+nothing here is a hard-coded offset.  Field renames between versions are
+resolved here and only here:
+
+  string table     g->str.{tab,mask,num}  (2.1 since 2020)
+                   g->strhash/strmask/strnum  (2.0, older 2.1)
+  current thread   g->cur_L (2.1)  /  g->jit_L (2.0, only set in traces)
+  GC64             sizeof(GCRef) == 8 (members gcptr64 vs gcptr32)
+  FR2              union TValue has 'ftsz' (two-slot frames) instead of 'fr'
+  DUALNUM          not in DWARF: the symbol lj_lib_checknumber exists only
+                   when LJ_DUALNUM is on (lj_lib.c, #if LJ_DUALNUM)
+  JIT              GG_State has a member J (jit_State) unless LUAJIT_DISABLE_JIT
+  OpenResty fork   lua_State has exdata (luajit2's thread exdata API)
+"""
+from .errors import NotLuaJITError
+
+# Struct/union names the engine reads (all typedef names of LuaJIT).
+REQUIRED_TYPES = ("GCRef", "MRef", "TValue", "lua_State", "global_State", "GCState",
+                  "GCstr", "GCtab", "Node", "GCfuncL", "GCfuncC", "GCproto",
+                  "GCupval", "GCudata", "GCcdata", "GG_State", "SBuf")
+OPTIONAL_TYPES = ("GCtrace", "jit_State", "StrInternState", "CTState", "CType")
+# Enumerators read from DWARF when present (for names of states).
+GC_STATE_NAMES = ("GCSpause", "GCSpropagate", "GCSatomic", "GCSsweepstring", "GCSsweep",
+                  "GCSfinalize")
+VMSTATE_NAMES = ("LJ_VMST_INTERP", "LJ_VMST_C", "LJ_VMST_GC", "LJ_VMST_EXIT",
+                 "LJ_VMST_RECORD", "LJ_VMST_OPT", "LJ_VMST_ASM")
+PROBE_SYMBOLS = ("lj_lib_checknumber",)
+
+
+class Struct(object):
+    """Offsets of one struct's members as attributes, dots turned into
+    underscores: G.gc_total, G.str_mask, TV.fr_func.  `size` is sizeof and
+    `name` the type's name; members called size or name become size_, name_."""
+
+    _RESERVED = frozenset(("size", "name", "has", "field"))
+
+    def __init__(self, info):
+        self._info = info
+        self.name = info.name
+        self.size = info.size
+        for path, f in info.fields.items():
+            attr = path.replace(".", "_")
+            if attr in self._RESERVED:
+                attr += "_"
+            setattr(self, attr, f.offset)
+
+    def has(self, path):
+        return self._info.has(path)
+
+    def field(self, path):
+        return self._info.field(path)
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise NotLuaJITError("debug info for %s has no member '%s'" % (self.__dict__.get("name"), attr))
+
+
+class Layout(object):
+    """Modes and offsets of one LuaJIT build, read once from debug info."""
+
+    def __init__(self, target):
+        missing = [n for n in REQUIRED_TYPES if target.type_info(n) is None]
+        if missing:
+            if len(missing) == len(REQUIRED_TYPES):
+                raise NotLuaJITError(
+                    "no LuaJIT debug info: type lua_State is unknown (load a binary or "
+                    "libluajit built with -g, or install its debug symbols)")
+            raise NotLuaJITError("LuaJIT debug info is incomplete: missing %s" % ", ".join(missing))
+        s = {n: Struct(target.type_info(n)) for n in REQUIRED_TYPES}
+        for n in OPTIONAL_TYPES:
+            info = target.type_info(n)
+            s[n] = Struct(info) if info is not None else None
+        self.s = s
+        self.ptr_size = target.ptr_size
+        self.L = s["lua_State"]
+        self.G = s["global_State"]
+        self.GCS = s["GCState"]
+        self.TV = s["TValue"]
+        self.str = s["GCstr"]
+        self.tab = s["GCtab"]
+        self.node = s["Node"]
+        self.fnL = s["GCfuncL"]
+        self.fnC = s["GCfuncC"]
+        self.pt = s["GCproto"]
+        self.uv = s["GCupval"]
+        self.ud = s["GCudata"]
+        self.cd = s["GCcdata"]
+        self.GG = s["GG_State"]
+        self.trace = s["GCtrace"]
+        self.J = s["jit_State"]
+        self.sbuf = s["SBuf"]
+
+        self.ref_size = s["GCRef"].size
+        self.mref_size = s["MRef"].size
+        self.gc64 = self.ref_size == 8
+        self.fr2 = self.TV.has("ftsz")
+        self.dualnum = target.symbol("lj_lib_checknumber") is not None
+        self.jit = self.GG.has("J")
+        self.openresty = self.L.has("exdata")
+        self.has_cur_L = self.G.has("cur_L")
+        self.branch = "2.1" if self.has_cur_L else "2.0"
+        self.fork = "OpenResty" if self.openresty else "upstream"
+        # String table shape.
+        if self.G.has("str.tab"):
+            self.strtab_kind = "str"
+            self.o_strtab, self.o_strmask, self.o_strnum = self.G.str_tab, self.G.str_mask, self.G.str_num
+        elif self.G.has("strhash"):
+            self.strtab_kind = "strhash"
+            self.o_strtab, self.o_strmask, self.o_strnum = self.G.strhash, self.G.strmask, self.G.strnum
+        else:
+            raise NotLuaJITError("global_State has neither str.tab nor strhash: unknown LuaJIT version")
+        self.has_lightudseg = self.G.has("gc.lightudseg")
+        self.sizeof_gcstr = self.str.size
+        self.gcstate_size = self.G.field("gc.total").size
+        # Light userdata split (GC64 with segments, lj_obj.h LJ_LIGHTUD_BITS_*)
+        self.lightud_seg_bits = 8
+        self.lightud_lo_bits = 47 - 8
+
+        self.gc_state_names = self._enum_names(target, GC_STATE_NAMES)
+        self.vmstate_names = self._enum_names(target, VMSTATE_NAMES)
+        if not self.vmstate_names:
+            # Not every build keeps this anonymous enum in DWARF; these are
+            # the values of lj_obj.h (LJ_VMST_INTERP = 0 ... stored negated).
+            self.vmstate_names = {i: n for i, n in enumerate(VMSTATE_NAMES)}
+
+    @staticmethod
+    def _enum_names(target, names):
+        out = {}
+        for n in names:
+            v = target.constant(n)
+            if v is not None:
+                out[v] = n
+        return out
+
+    # ---------------------------------------------------------------------
+    def mode_name(self):
+        return "GC64" if self.gc64 else "X64"
+
+    def summary(self):
+        return {
+            "branch": self.branch, "fork": self.fork, "gc64": self.gc64, "fr2": self.fr2,
+            "dualnum": self.dualnum, "jit": self.jit, "ptr_size": self.ptr_size,
+            "ref_size": self.ref_size,
+        }

@@ -1,0 +1,392 @@
+"""Decoders for LuaJIT values and objects.  They read bytes through a Target
+(one read per object header) and return plain data objects; they never
+print.  `vm` below is a gdb_ext.state.VM: target `t`, layout `lay`, and
+the global_State address `G` (needed for light userdata segments)."""
+import struct
+
+from . import consts as C
+from .errors import CorruptError, FaultError
+
+_Q = struct.Struct("<Q")
+_d = struct.Struct("<d")
+
+
+def _u(buf, off, size):
+    return int.from_bytes(buf[off:off + size], "little")
+
+
+def _field(buf, s, name):
+    f = s.field(name)
+    return int.from_bytes(buf[f.offset:f.offset + f.size], "little")
+
+
+# --------------------------------------------------------------------------
+# TValue
+
+class Value(object):
+    """One decoded TValue.  kind is one of: nil false true lightud number int
+    str upval thread proto func trace cdata table udata.  For GC kinds `addr`
+    is the object's address; for numbers `num`; for light userdata `addr`."""
+
+    __slots__ = ("kind", "raw", "itype", "addr", "num")
+
+    def __init__(self, kind, raw, itype, addr=None, num=None):
+        self.kind = kind
+        self.raw = raw
+        self.itype = itype
+        self.addr = addr
+        self.num = num
+
+    @property
+    def is_gc(self):
+        return self.kind in _GC_KINDS
+
+    @property
+    def type_name(self):
+        """What Lua's type() would say."""
+        return _LUA_TYPE.get(self.kind, self.kind)
+
+    def __repr__(self):
+        return "Value(%s, raw=0x%016x)" % (self.kind, self.raw)
+
+
+_TAG_KIND = {
+    C.LJ_TNIL: "nil", C.LJ_TFALSE: "false", C.LJ_TTRUE: "true", C.LJ_TLIGHTUD: "lightud",
+    C.LJ_TSTR: "str", C.LJ_TUPVAL: "upval", C.LJ_TTHREAD: "thread", C.LJ_TPROTO: "proto",
+    C.LJ_TFUNC: "func", C.LJ_TTRACE: "trace", C.LJ_TCDATA: "cdata", C.LJ_TTAB: "table",
+    C.LJ_TUDATA: "udata",
+}
+_GC_KINDS = frozenset(("str", "upval", "thread", "proto", "func", "trace", "cdata", "table", "udata"))
+_LUA_TYPE = {"false": "boolean", "true": "boolean", "lightud": "userdata", "int": "number",
+             "str": "string", "func": "function", "udata": "userdata"}
+KIND_GCT = {"str": C.GCT_STR, "upval": C.GCT_UPVAL, "thread": C.GCT_THREAD,
+            "proto": C.GCT_PROTO, "func": C.GCT_FUNC, "trace": C.GCT_TRACE,
+            "cdata": C.GCT_CDATA, "table": C.GCT_TAB, "udata": C.GCT_UDATA}
+GCT_KIND = {v: k for k, v in KIND_GCT.items()}
+
+
+def split_tv(lay, raw):
+    """(itype, payload) as this layout splits the 64 raw bits (for teaching)."""
+    if lay.gc64:
+        v = raw >> C.GC64_TAG_SHIFT
+        it = (v | 0xFFFE0000) if v & 0x10000 else v
+        return it, raw & C.GCVMASK
+    return raw >> 32, raw & 0xFFFFFFFF
+
+
+def decode_tv(vm, raw):
+    """Decode the 64 bits of a TValue into a Value."""
+    lay = vm.lay
+    if lay.gc64:
+        v = raw >> C.GC64_TAG_SHIFT
+        it = (v | 0xFFFE0000) if v & 0x10000 else v
+        if it < C.LJ_TISNUM_GC64:
+            return Value("number", raw, it, num=_d.unpack(_Q.pack(raw))[0])
+        if it == C.LJ_TISNUM_GC64:
+            i = raw & 0xFFFFFFFF
+            return Value("int", raw, it, num=i - (1 << 32) if i & 0x80000000 else i)
+        kind = _TAG_KIND.get(it)
+        if kind is None:
+            raise CorruptError("invalid TValue 0x%016x: type tag 0x%x is not a LuaJIT type" % (raw, it))
+        if kind == "lightud":
+            return Value(kind, raw, it, addr=lightud_pointer(vm, raw))
+        if kind in _GC_KINDS:
+            return Value(kind, raw, it, addr=raw & C.GCVMASK)
+        return Value(kind, raw, it)
+    it = raw >> 32
+    tisnum = C.LJ_TISNUM_X64 if lay.ptr_size == 8 else C.LJ_TNUMX
+    if it < tisnum:
+        return Value("number", raw, it, num=_d.unpack(_Q.pack(raw))[0])
+    if it == tisnum:
+        i = raw & 0xFFFFFFFF
+        return Value("int", raw, it, num=i - (1 << 32) if i & 0x80000000 else i)
+    if lay.ptr_size == 8 and ((it ^ 0x80000000) - 0x80000000) >> 15 == -2:
+        # R lj_obj.h tvislightud for 64-bit non-GC64: 47-bit pointer.
+        return Value("lightud", raw, C.LJ_TLIGHTUD, addr=raw & C.GCVMASK)
+    kind = _TAG_KIND.get(it)
+    if kind is None:
+        raise CorruptError("invalid TValue 0x%016x: type tag 0x%x is not a LuaJIT type" % (raw, it))
+    if kind in _GC_KINDS or kind == "lightud":
+        return Value(kind, raw, it, addr=raw & 0xFFFFFFFF)
+    return Value(kind, raw, it)
+
+
+def lightud_pointer(vm, raw):
+    """GC64 light userdata: a segment number and 39 low bits; the segment
+    map in g->gc.lightudseg gives the upper 32 bits (R lj_obj.h lightudV)."""
+    lay = vm.lay
+    if not lay.has_lightudseg:
+        return raw & C.GCVMASK
+    seg = (raw >> lay.lightud_lo_bits) & ((1 << lay.lightud_seg_bits) - 1)
+    lo = raw & ((1 << lay.lightud_lo_bits) - 1)
+    segmap = vm.t.uint(vm.G + lay.G.gc_lightudseg, lay.mref_size, "g->gc.lightudseg")
+    num = vm.t.u8(vm.G + lay.G.gc_lightudnum, "g->gc.lightudnum")
+    if seg > num or not segmap:
+        raise CorruptError("light userdata 0x%016x names segment %d of %d" % (raw, seg, num + 1))
+    return (vm.t.u32(segmap + 4 * seg, "lightuserdata segment map") << 32) | lo
+
+
+def read_tv(vm, addr):
+    return decode_tv(vm, vm.t.u64(addr, "TValue"))
+
+
+# --------------------------------------------------------------------------
+# GC objects: one small class per type, each built from one read.
+
+class GCObj(object):
+    gct_expected = None
+    struct_name = None
+
+    def __init__(self, vm, addr):
+        s = self._struct(vm)
+        self.addr = addr
+        self.buf = vm.t.read(addr, s.size, "%s at 0x%x" % (s.name, addr))
+        self.gct = _field(self.buf, s, "gct")
+        self.marked = _field(self.buf, s, "marked")
+        if self.gct_expected is not None and self.gct != self.gct_expected:
+            raise CorruptError("object at 0x%x has gct %d, expected %d (%s)"
+                               % (addr, self.gct, self.gct_expected, s.name), addr)
+
+    def _struct(self, vm):
+        return vm.lay.s[self.struct_name]
+
+    def _f(self, vm, name):
+        return _field(self.buf, self._struct(vm), name)
+
+
+class Str(GCObj):
+    gct_expected = C.GCT_STR
+    struct_name = "GCstr"
+
+    def __init__(self, vm, addr, limit=None):
+        GCObj.__init__(self, vm, addr)
+        self.len = self._f(vm, "len")
+        self.data_addr = addr + vm.lay.str.size
+        n = self.len if limit is None else min(self.len, limit)
+        if n > (1 << 31):
+            raise CorruptError("string at 0x%x claims length %d" % (addr, self.len), addr)
+        self.data = vm.t.read(self.data_addr, n, "string data of 0x%x" % addr) if n else b""
+        self.truncated = n < self.len
+
+
+def read_str(vm, addr, limit=None):
+    return Str(vm, addr, limit)
+
+
+def str_text(vm, addr, limit=None):
+    """The bytes of a GCstr (up to limit)."""
+    return Str(vm, addr, limit).data
+
+
+class Tab(GCObj):
+    gct_expected = C.GCT_TAB
+    struct_name = "GCtab"
+
+    def __init__(self, vm, addr):
+        GCObj.__init__(self, vm, addr)
+        lay = vm.lay
+        self.asize = self._f(vm, "asize")
+        self.hmask = self._f(vm, "hmask")
+        self.array = self._f(vm, "array")
+        self.node = self._f(vm, "node")
+        self.metatable = self._f(vm, "metatable")
+        c = self._f(vm, "colo")
+        self.colo = c - 256 if c & 0x80 else c
+        self.nomm = self._f(vm, "nomm")
+        self.nodesize = lay.node.size
+        if self.asize > (1 << 28) or self.hmask > (1 << 27) or (self.hmask & (self.hmask + 1)):
+            raise CorruptError("table at 0x%x has impossible sizes asize=%d hmask=0x%x"
+                               % (addr, self.asize, self.hmask), addr)
+
+    def array_values(self, vm, limit):
+        """[(index, Value)] of the array part, nil slots included, at most limit."""
+        n = min(self.asize, limit)
+        if n == 0:
+            return []
+        data = vm.t.read(self.array, 8 * n, "array part of table 0x%x" % self.addr)
+        return [(i, decode_tv(vm, _Q.unpack_from(data, 8 * i)[0])) for i in range(n)]
+
+    def hash_nodes(self, vm, limit):
+        """[(key Value, value Value)] of non-nil hash slots, in node order,
+        at most `limit` of them; and the number of non-nil slots seen."""
+        if not self.node:
+            return [], 0
+        nn = self.hmask + 1
+        out = []
+        seen = 0
+        lay = vm.lay
+        ko, vo = lay.node.key, lay.node.val
+        step = 4096
+        i = 0
+        while i < nn and len(out) < limit:
+            cnt = min(step, nn - i)
+            data = vm.t.read(self.node + i * self.nodesize, cnt * self.nodesize,
+                             "hash part of table 0x%x" % self.addr)
+            for j in range(cnt):
+                base = j * self.nodesize
+                vraw = _Q.unpack_from(data, base + vo)[0]
+                if vraw == 0xFFFFFFFFFFFFFFFF:
+                    continue
+                v = decode_tv(vm, vraw)
+                if v.kind == "nil":
+                    continue
+                seen += 1
+                if len(out) < limit:
+                    out.append((decode_tv(vm, _Q.unpack_from(data, base + ko)[0]), v))
+            i += cnt
+        return out, seen
+
+
+class Func(GCObj):
+    gct_expected = C.GCT_FUNC
+    struct_name = "GCfuncC"
+
+    def __init__(self, vm, addr):
+        GCObj.__init__(self, vm, addr)
+        self.ffid = self._f(vm, "ffid")
+        self.nupvalues = self._f(vm, "nupvalues")
+        self.env = self._f(vm, "env")
+        self.pc = self._f(vm, "pc")
+        self.is_lua = self.ffid == C.FF_LUA
+        self.kind = "lua" if self.is_lua else ("c" if self.ffid == C.FF_C else "builtin")
+        self.cfunc = None if self.is_lua else self._f(vm, "f")
+        # R lj_obj.h funcproto(): the proto sits right before its bytecode.
+        self.proto = self.pc - vm.lay.pt.size if self.is_lua else None
+
+    def upvalue_refs(self, vm):
+        """GCRef addresses of a Lua function's upvalue objects."""
+        lay = vm.lay
+        if not self.is_lua or not self.nupvalues:
+            return []
+        data = vm.t.read(self.addr + lay.fnL.uvptr, lay.ref_size * self.nupvalues, "upvalues")
+        return [_u(data, i * lay.ref_size, lay.ref_size) for i in range(self.nupvalues)]
+
+
+class Proto(GCObj):
+    gct_expected = C.GCT_PROTO
+    struct_name = "GCproto"
+
+    def __init__(self, vm, addr):
+        GCObj.__init__(self, vm, addr)
+        for name in ("numparams", "framesize", "sizebc", "sizekgc", "sizekn", "sizept",
+                     "sizeuv", "flags", "firstline", "numline", "chunkname", "lineinfo",
+                     "uvinfo", "varinfo", "k", "uv"):
+            setattr(self, name, self._f(vm, name))
+        self.bc = addr + vm.lay.pt.size
+
+    def chunk(self, vm, limit=4096):
+        try:
+            return str_text(vm, self.chunkname, limit).decode("utf-8", "replace")
+        except (FaultError, CorruptError):
+            return "?"
+
+
+class Udata(GCObj):
+    gct_expected = C.GCT_UDATA
+    struct_name = "GCudata"
+
+    def __init__(self, vm, addr):
+        GCObj.__init__(self, vm, addr)
+        self.len = self._f(vm, "len")
+        self.udtype = self._f(vm, "udtype")
+        self.metatable = self._f(vm, "metatable")
+        self.env = self._f(vm, "env")
+        self.payload = addr + vm.lay.ud.size
+
+
+class Cdata(GCObj):
+    gct_expected = C.GCT_CDATA
+    struct_name = "GCcdata"
+
+    def __init__(self, vm, addr):
+        GCObj.__init__(self, vm, addr)
+        self.ctypeid = self._f(vm, "ctypeid")
+        self.payload = addr + vm.lay.cd.size
+        self.size = None
+        # R lj_cdata.h: marked & 0x80 means a variable-length cdata whose
+        # GCcdataVar header (offset, extra, len) sits just below it.
+        self.is_vla = bool(self.marked & 0x80)
+        try:
+            self.size = ctype_size(vm, self.ctypeid)
+            if self.is_vla:
+                self.size = vm.t.u32(addr - 4, "GCcdataVar.len")
+        except (FaultError, CorruptError):
+            pass
+
+
+def ctype_size(vm, ctypeid):
+    """sizeof the ctype with this id, from g->ctype_state (None if unknown)."""
+    lay = vm.lay
+    cts_s, ct_s = lay.s.get("CTState"), lay.s.get("CType")
+    if cts_s is None or ct_s is None or not lay.G.has("ctype_state"):
+        return None
+    cts = vm.t.uint(vm.G + lay.G.ctype_state, lay.mref_size, "g->ctype_state")
+    if not cts:
+        return None
+    tab = vm.t.ptr(cts + cts_s.tab, "CTState.tab")
+    top = vm.t.u32(cts + cts_s.top, "CTState.top")
+    if ctypeid >= top:
+        raise CorruptError("ctype id %d is past the ctype table (%d entries)" % (ctypeid, top))
+    return vm.t.u32(tab + ctypeid * ct_s.size + ct_s.size_, "CType.size")
+
+
+class Thread(GCObj):
+    gct_expected = C.GCT_THREAD
+    struct_name = "lua_State"
+
+    def __init__(self, vm, addr):
+        GCObj.__init__(self, vm, addr)
+        lay = vm.lay
+        s = lay.L
+        self.status = self._f(vm, "status")
+        self.glref = self._f(vm, "glref")
+        self.base = _u(self.buf, s.base, lay.ptr_size)
+        self.top = _u(self.buf, s.top, lay.ptr_size)
+        self.stack = self._f(vm, "stack")
+        self.maxstack = self._f(vm, "maxstack")
+        self.stacksize = self._f(vm, "stacksize")
+        self.cframe = _u(self.buf, s.cframe, lay.ptr_size)
+        self.openupval = self._f(vm, "openupval")
+        self.env = self._f(vm, "env")
+
+
+class Upval(GCObj):
+    gct_expected = C.GCT_UPVAL
+    struct_name = "GCupval"
+
+    def __init__(self, vm, addr):
+        GCObj.__init__(self, vm, addr)
+        self.closed = self._f(vm, "closed")
+        self.v = self._f(vm, "v")
+
+
+class Trace(GCObj):
+    gct_expected = C.GCT_TRACE
+    struct_name = "GCtrace"
+
+    def __init__(self, vm, addr):
+        GCObj.__init__(self, vm, addr)
+        for name in ("traceno", "nins", "nk", "nsnap", "nsnapmap", "szmcode", "startpt",
+                     "link", "root"):
+            setattr(self, name, self._f(vm, name))
+        self.mcode = self._f(vm, "mcode")
+
+
+OBJECT_CLASSES = {"str": Str, "table": Tab, "func": Func, "proto": Proto, "udata": Udata,
+                  "cdata": Cdata, "thread": Thread, "upval": Upval, "trace": Trace}
+
+
+def read_object(vm, kind, addr):
+    cls = OBJECT_CLASSES[kind]
+    if kind == "trace" and vm.lay.trace is None:
+        raise CorruptError("this build has no JIT, so no trace objects")
+    return cls(vm, addr)
+
+
+def gc_kind_at(vm, addr):
+    """The kind of the GC object at addr, from its gct byte."""
+    gct = vm.t.u8(addr + vm.lay.str.gct, "GC header at 0x%x" % addr)
+    kind = GCT_KIND.get(gct)
+    if kind is None:
+        raise CorruptError("no GC object at 0x%x: gct byte is %d, not 4..12" % (addr, gct), addr)
+    return kind

@@ -1,0 +1,154 @@
+"""Finding and checking the Lua VM: global_State, the main thread and the
+lua_State a command should work on.
+
+A VM bundles the target, the layout and the global_State address; every
+decoder takes one.  Candidates for the state come from the backend (for gdb:
+lua_State/global_State pointers visible in the stack frames, and the
+dispatch register of a frame inside the VM); each is checked here before use:
+L->glref must point to a G whose main thread points back to G.
+"""
+from . import consts as C
+from .errors import CorruptError, FaultError, NotLuaJITError
+from .objects import Thread
+
+
+class VM(object):
+    def __init__(self, target, layout, G, L=None, L_source=None):
+        self.t = target
+        self.lay = layout
+        self.G = G
+        self.L = L                  # the lua_State commands work on
+        self.L_source = L_source    # how L was chosen, for linfo
+
+    # --- global_State fields ---------------------------------------------
+    def gref(self, addr, what=None):
+        """Read a GCRef or MRef (their size depends on GC64)."""
+        return self.t.uint(addr, self.lay.ref_size, what)
+
+    def mref(self, addr, what=None):
+        return self.t.uint(addr, self.lay.mref_size, what)
+
+    @property
+    def main_L(self):
+        return self.gref(self.G + self.lay.G.mainthref, "g->mainthref")
+
+    @property
+    def cur_L(self):
+        """g->cur_L (2.1); None on 2.0, which has only jit_L."""
+        if not self.lay.has_cur_L:
+            return None
+        return self.gref(self.G + self.lay.G.cur_L, "g->cur_L")
+
+    @property
+    def GG(self):
+        return self.G - self.lay.GG.g
+
+    @property
+    def vmstate(self):
+        return self.t.i32(self.G + self.lay.G.vmstate, "g->vmstate")
+
+    def vmstate_name(self, v=None):
+        v = self.vmstate if v is None else v
+        if v >= 0:
+            return "TRACE", v
+        name = self.lay.vmstate_names.get(~v)
+        return (name[len("LJ_VMST_"):] if name else "unknown(%d)" % v), None
+
+    @property
+    def gc_total(self):
+        return self.t.uint(self.G + self.lay.G.gc_total, self.lay.gcstate_size, "g->gc.total")
+
+    @property
+    def gc_threshold(self):
+        return self.t.uint(self.G + self.lay.G.gc_threshold, self.lay.gcstate_size, "g->gc.threshold")
+
+    @property
+    def gc_state(self):
+        v = self.t.u8(self.G + self.lay.G.gc_state, "g->gc.state")
+        return v, self.lay.gc_state_names.get(v, "state %d" % v)
+
+    @property
+    def registry(self):
+        """The registry TValue's raw bits (g->registrytv)."""
+        return self.t.u64(self.G + self.lay.G.registrytv, "g->registrytv")
+
+    def thread(self, L=None):
+        return Thread(self, self.L if L is None else L)
+
+
+def check_thread(target, lay, L):
+    """Return G if L is a lua_State of a consistent VM; else raise."""
+    if not L:
+        raise NotLuaJITError("lua_State pointer is NULL")
+    try:
+        th = Thread(_Bare(target, lay), L)
+    except CorruptError:
+        raise NotLuaJITError("0x%x is not a lua_State: its GC type byte is not 'thread'" % L)
+    G = th.glref
+    check_global(target, lay, G, via="L->glref of 0x%x" % L)
+    return G
+
+
+def check_global(target, lay, G, via=None):
+    where = " (reached through %s)" % via if via else ""
+    if not G:
+        raise NotLuaJITError("global_State pointer is NULL%s" % where)
+    try:
+        mainL = target.uint(G + lay.G.mainthref, lay.ref_size, "g->mainthref")
+        th = Thread(_Bare(target, lay), mainL)
+    except (FaultError, CorruptError) as e:
+        raise NotLuaJITError("0x%x is not a global_State%s: its main thread is unreadable (%s)"
+                             % (G, where, e))
+    if th.glref != G:
+        raise NotLuaJITError("0x%x is not a global_State%s: its main thread 0x%x points to 0x%x"
+                             % (G, where, mainL, th.glref))
+    return G
+
+
+class _Bare(object):
+    """Just enough of a VM for decoding a thread header."""
+
+    def __init__(self, t, lay):
+        self.t = t
+        self.lay = lay
+        self.G = None
+
+
+def make_vm(target, lay, explicit_L=None, candidates=()):
+    """Choose the state.  explicit_L (from L=<expr>) wins; otherwise the
+    first valid candidate (kind 'L' or 'G', address, where) in order; with a
+    G only, the current thread is g->cur_L, else the main thread."""
+    if explicit_L is not None:
+        G = check_thread(target, lay, explicit_L)
+        return VM(target, lay, G, explicit_L, "L= argument")
+    problems = []
+    for kind, addr, where in candidates:
+        try:
+            if kind == "L":
+                G = check_thread(target, lay, addr)
+                return VM(target, lay, G, addr, where)
+            G = check_global(target, lay, addr)
+        except (NotLuaJITError, FaultError) as e:
+            problems.append("%s: %s" % (where, e))
+            continue
+        vm = VM(target, lay, G)
+        cur = None
+        try:
+            cur = vm.cur_L
+            if cur:
+                check_thread(target, lay, cur)
+        except (NotLuaJITError, FaultError):
+            cur = None
+        if cur:
+            vm.L, vm.L_source = cur, "g->cur_L (from %s)" % where
+        else:
+            vm.L, vm.L_source = vm.main_L, "main thread (from %s)" % where
+        return vm
+    msg = ("no Lua state found: no lua_State or global_State pointer in the stack frames; "
+           "select a frame that has one or pass L=<lua_State *>")
+    if problems:
+        msg += " (rejected %s)" % "; ".join(problems[:3])
+    raise NotLuaJITError(msg)
+
+
+THREAD_STATUS = C.THREAD_STATUS

@@ -1,0 +1,231 @@
+"""The narrow interface between the engine and whatever holds the memory.
+
+A Target gives:
+  read(addr, n) -> bytes         raises FaultError(address) when unreadable
+  symbol(name) -> int or None    address of a global symbol
+  symbolize(addr) -> str or None name of the function containing addr
+  type_info(name) -> TypeInfo    a struct/union layout from debug info, or None
+  constant(name) -> int or None  value of an enumerator from debug info
+
+Backends: GdbTarget (gdb_ext.gdbtarget; a live process or a core, same code)
+and SyntheticTarget (below; byte segments plus a layout dictionary, for unit
+tests).  Reads go through a block cache; a Target is meant to live for one
+command, so a live process that runs again is never seen through stale data.
+"""
+import struct
+
+from .errors import FaultError
+
+BLOCK = 4096
+_BIG = 64 * 1024
+
+
+class Field(object):
+    __slots__ = ("offset", "size", "count", "type_name")
+
+    def __init__(self, offset, size, count=None, type_name=None):
+        self.offset = offset
+        self.size = size
+        self.count = count          # number of elements for arrays, else None
+        self.type_name = type_name
+
+    def to_json(self):
+        return [self.offset, self.size, self.count, self.type_name]
+
+
+class TypeInfo(object):
+    """Layout of one struct or union: its size and every member by dotted
+    path ('gc.total', 'str.mask', 'fr.func'), members of anonymous structs
+    and unions appearing under their own names."""
+
+    def __init__(self, name, size, fields):
+        self.name = name
+        self.size = size
+        self.fields = fields        # path -> Field
+
+    def has(self, path):
+        return path in self.fields
+
+    def field(self, path):
+        f = self.fields.get(path)
+        if f is None:
+            from .errors import NotLuaJITError
+            raise NotLuaJITError("debug info for %s has no member '%s'" % (self.name, path))
+        return f
+
+    def offset(self, path):
+        return self.field(path).offset
+
+    def to_json(self):
+        return {"size": self.size, "fields": {k: v.to_json() for k, v in self.fields.items()}}
+
+    @classmethod
+    def from_json(cls, name, d):
+        return cls(name, d["size"], {k: Field(*v) for k, v in d["fields"].items()})
+
+
+class Target(object):
+    """Base class: block cache and typed helpers over read_raw()."""
+
+    ptr_size = 8
+    little_endian = True
+    description = "target"
+
+    def __init__(self):
+        self._blocks = {}
+        self.reads = 0              # raw reads, for benchmarks
+
+    # --- to implement in a backend -------------------------------------
+    def read_raw(self, addr, n):
+        raise NotImplementedError
+
+    def symbol(self, name):
+        return None
+
+    def symbolize(self, addr):
+        return None
+
+    def type_info(self, name):
+        return None
+
+    def constant(self, name):
+        return None
+
+    # --- reading ---------------------------------------------------------
+    def clear_cache(self):
+        self._blocks.clear()
+
+    def _block(self, base):
+        b = self._blocks.get(base)
+        if b is None:
+            self.reads += 1
+            b = self.read_raw(base, BLOCK)
+            if len(self._blocks) > 16384:   # 64 MB of cache at most
+                self._blocks.clear()
+            self._blocks[base] = b
+        return b
+
+    def read(self, addr, n, what=None):
+        """n bytes at addr as bytes.  Raises FaultError naming the address."""
+        if n < 0 or addr < 0 or addr + n > (1 << 64):
+            raise FaultError("cannot read %d bytes at 0x%x" % (n, addr), addr, what)
+        if n == 0:
+            return b""
+        if n >= _BIG:
+            try:
+                self.reads += 1
+                return bytes(self.read_raw(addr, n))
+            except FaultError as e:
+                raise FaultError("cannot read %d bytes at 0x%x" % (n, addr), e.address, what)
+        first = addr & ~(BLOCK - 1)
+        last = (addr + n - 1) & ~(BLOCK - 1)
+        try:
+            if first == last:
+                b = self._block(first)
+                off = addr - first
+                return bytes(b[off:off + n])
+            parts = []
+            base = first
+            while base <= last:
+                parts.append(self._block(base))
+                base += BLOCK
+            data = b"".join(bytes(p) for p in parts)
+            off = addr - first
+            return data[off:off + n]
+        except FaultError:
+            # A block may straddle the end of a mapping: try the exact range.
+            try:
+                self.reads += 1
+                return bytes(self.read_raw(addr, n))
+            except FaultError as e:
+                raise FaultError("cannot access memory at 0x%x" % e.address, e.address, what)
+
+    def u8(self, addr, what=None):
+        return self.read(addr, 1, what)[0]
+
+    def u16(self, addr, what=None):
+        return struct.unpack("<H", self.read(addr, 2, what))[0]
+
+    def u32(self, addr, what=None):
+        return struct.unpack("<I", self.read(addr, 4, what))[0]
+
+    def i32(self, addr, what=None):
+        return struct.unpack("<i", self.read(addr, 4, what))[0]
+
+    def u64(self, addr, what=None):
+        return struct.unpack("<Q", self.read(addr, 8, what))[0]
+
+    def f64(self, addr, what=None):
+        return struct.unpack("<d", self.read(addr, 8, what))[0]
+
+    def ptr(self, addr, what=None):
+        if self.ptr_size == 8:
+            return self.u64(addr, what)
+        return self.u32(addr, what)
+
+    def uint(self, addr, size, what=None):
+        return int.from_bytes(self.read(addr, size, what), "little")
+
+    def cstring(self, addr, limit=4096, what=None):
+        """A NUL-terminated string of at most `limit` bytes."""
+        out = b""
+        while len(out) < limit:
+            chunk = min(256, limit - len(out))
+            try:
+                data = self.read(addr + len(out), chunk, what)
+            except FaultError:
+                if chunk == 1:
+                    raise
+                data = self.read(addr + len(out), 1, what)
+            i = data.find(b"\0")
+            if i >= 0:
+                return out + data[:i]
+            out += data
+        return out
+
+
+class SyntheticTarget(Target):
+    """Memory made of (address, bytes) segments plus a layout dictionary
+    (as written by testprogs/dump_layout.py from a real build's DWARF)."""
+
+    description = "synthetic memory"
+
+    def __init__(self, layout_json, segments=(), symbols=None):
+        super().__init__()
+        self._types = {k: TypeInfo.from_json(k, v) for k, v in layout_json["types"].items()}
+        self._constants = dict(layout_json.get("constants", {}))
+        self._symbols = dict(layout_json.get("symbols", {}))
+        self._symbols.update(symbols or {})
+        self.ptr_size = layout_json.get("ptr_size", 8)
+        self.segments = []
+        for addr, data in segments:
+            self.add(addr, data)
+
+    def add(self, addr, data):
+        self.segments.append((addr, bytearray(data)))
+        self.segments.sort(key=lambda s: s[0])
+        self.clear_cache()
+
+    def read_raw(self, addr, n):
+        for base, data in self.segments:
+            if base <= addr and addr + n <= base + len(data):
+                return bytes(data[addr - base:addr - base + n])
+        # Report the first address that is not covered.
+        a = addr
+        while a < addr + n:
+            for base, data in self.segments:
+                if base <= a < base + len(data):
+                    a = base + len(data)
+                    break
+            else:
+                raise FaultError("cannot access memory at 0x%x" % a, a)
+        raise FaultError("cannot access memory at 0x%x" % addr, addr)
+
+    def symbol(self, name):
+        return self._symbols.get(name)
+
+    def type_info(self, name):
+        return self._types.get(name)
+
+    def constant(self, name):
+        return self._constants.get(name)

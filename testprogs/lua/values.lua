@@ -1,0 +1,62 @@
+-- Puts values of every kind on the stack of a C call and records, with
+-- LuaJIT's own tostring/type/ffi, what they are, then stops in ljgdb_break.
+-- Usage: host values.lua EXPECTED_FILE
+local ffi = require("ffi")
+local out = assert(io.open(arg[1], "w"))
+
+local function rec(...)
+  local parts = {}
+  for i = 1, select("#", ...) do parts[#parts + 1] = tostring((select(i, ...))) end
+  out:write(table.concat(parts, "\t"), "\n")
+end
+
+local function shown(v)
+  -- strings as hex of their bytes (tests rebuild the literal), others tostring
+  if type(v) == "string" then
+    return "hex:" .. (v:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+  end
+  return tostring(v)
+end
+
+local function lua_func(a, b)
+  return a + b
+end
+
+local nested = {x = 1, y = {z = "deep"}}
+local t = {10, 20.5, "three", true, name = "alpha", nested = nested,
+           [false] = "no", ["with space"] = 7, [2.5] = "float key"}
+setmetatable(nested, {__index = t})
+local co = coroutine.create(function(x) coroutine.yield(x) end)
+coroutine.resume(co, 1)
+local cd = ffi.new("int[4]", 1, 2, 3, 4)
+local vla = ffi.new("double[?]", 100)
+local ud = newproxy(true)
+local lud = ljgdb_lightud(0x1234)
+local nul = ljgdb_lightud(0)
+local long = string.rep("abcdefghij", 50)
+local esc = "tab\tnl\nquote\"bs\\"
+
+local args = {"hello", 42, 3.25, -0.5, 1e300, true, false, nil, t, lua_func, print,
+              ljgdb_ccall, co, cd, vla, ud, lud, nul, long, esc, 2^53}
+local n = 21
+
+for i = 1, n do
+  local v = args[i]
+  rec("slot", i, type(v), shown(v))
+end
+local info = debug.getinfo(lua_func, "S")
+rec("func", info.short_src, info.linedefined)
+rec("cdata", tonumber(ffi.typeof(cd)), ffi.sizeof(cd), tostring(cd))
+rec("cdata", tonumber(ffi.typeof(vla)), ffi.sizeof(vla), tostring(vla))
+rec("longlen", #long)
+for k, v in pairs(t) do
+  if type(v) ~= "table" then rec("t", type(k), shown(k), type(v), shown(v)) end
+end
+rec("t", "string", shown("nested"), "table", tostring(nested))
+for k, v in pairs(nested) do
+  if type(v) ~= "table" then rec("nested", type(k), shown(k), type(v), shown(v)) end
+end
+rec("version", jit.version)
+out:close()
+
+ljgdb_stop(unpack(args, 1, n))
