@@ -1,7 +1,7 @@
 """lval: decode a TValue, a GC object or a stack slot."""
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.objects import (KIND_GCT, Func, Proto, Str, Tab, Thread, decode_tv,
-                               gc_kind_at, split_tv)
+from ..gdb_ext.objects import (KIND_GCT, Func, Proto, Str, Tab, Thread, Value, decode_tv,
+                               gc_kind_at, read_object, split_tv)
 from ..gdb_ext import consts as C
 from .base import LjCommand, UsageError, eval_value, get_vm, param, pointer_target_name, \
     split_args
@@ -96,8 +96,7 @@ Example:
         return out
 
     def _gc(self, vm, kind, addr, raw, maxs):
-        tag = {v: k for k, v in C.ITYPE_MACROS.items()}
-        from ..gdb_ext.objects import Value
+        read_object(vm, kind, addr)     # an unreadable or wrong object fails here
         it = (~KIND_GCT[kind]) & 0xFFFFFFFF
         v = Value(kind, 0, it, addr=addr)
         out = []
@@ -106,7 +105,6 @@ Example:
                        % (addr, KIND_GCT[kind], kind, C.ITYPE_MACROS.get(it, hex(it))))
         out.append(value_text(vm, v, maxs))
         out.extend(detail_lines(vm, v, maxs))
-        del tag
         return out
 
 

@@ -208,7 +208,7 @@ class Tab(GCObj):
 
     def hash_nodes(self, vm, limit):
         """[(key Value, value Value)] of non-nil hash slots, in node order,
-        at most `limit` of them; and the number of non-nil slots seen."""
+        at most `limit` of them; and the number of all non-nil slots."""
         if not self.node:
             return [], 0
         nn = self.hmask + 1
@@ -218,7 +218,7 @@ class Tab(GCObj):
         ko, vo = lay.node.key, lay.node.val
         step = 4096
         i = 0
-        while i < nn and len(out) < limit:
+        while i < nn:
             cnt = min(step, nn - i)
             data = vm.t.read(self.node + i * self.nodesize, cnt * self.nodesize,
                              "hash part of table 0x%x" % self.addr)

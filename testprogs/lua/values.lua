@@ -37,8 +37,8 @@ local long = string.rep("abcdefghij", 50)
 local esc = "tab\tnl\nquote\"bs\\"
 
 local args = {"hello", 42, 3.25, -0.5, 1e300, true, false, nil, t, lua_func, print,
-              ljgdb_ccall, co, cd, vla, ud, lud, nul, long, esc, 2^53}
-local n = 21
+              ljgdb_ccall, co, cd, vla, ud, lud, nul, long, esc, 2^53, 0}
+local n = 21   -- slot 22 gets gc.total in bytes just before the stop
 
 for i = 1, n do
   local v = args[i]
@@ -57,6 +57,9 @@ for k, v in pairs(nested) do
   if type(v) ~= "table" then rec("nested", type(k), shown(k), type(v), shown(v)) end
 end
 rec("version", jit.version)
+rec("gc64", tostring(ffi.abi("gc64")))
+rec("jitstatus", tostring((jit.status())))
 out:close()
 
-ljgdb_stop(unpack(args, 1, n))
+args[n + 1] = collectgarbage("count") * 1024
+ljgdb_stop(unpack(args, 1, n + 1))

@@ -1,0 +1,130 @@
+"""Run real gdb with ljgdb on real LuaJIT builds, live and on a core.
+
+A "stop" runs a Lua test program in the C host of one build variant under
+gdb, stops at ljgdb_break (a C function called from Lua), runs a list of
+gdb commands, saves a core with gcore, then loads that core in a second gdb
+and runs the same commands again.  Each command's output is cut out of
+gdb's output by markers.  The Lua program writes what it expects (from
+LuaJIT itself) to a file before it stops.
+"""
+import json
+import os
+import re
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOADER = os.path.join(ROOT, "ljgdb.py")
+LUA_DIR = os.path.join(ROOT, "testprogs", "lua")
+CACHE = os.environ.get("LJGDB_CACHE") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ljgdb")
+MANIFEST = os.path.join(CACHE, "builds.json")
+
+ALL_VARIANTS = ("r21-gc64", "r21-x64", "r20-x64", "deb-gc64", "deb-x64", "or-gc64", "or-x64")
+GDB_TIMEOUT = int(os.environ.get("LJGDB_GDB_TIMEOUT", "300"))
+
+
+def manifest():
+    if not os.path.exists(MANIFEST):
+        raise RuntimeError("no LuaJIT builds: run `python3 testprogs/build.py` first (%s missing)"
+                           % MANIFEST)
+    with open(MANIFEST) as f:
+        m = json.load(f)
+    missing = [v for v in ALL_VARIANTS if v not in m or not os.path.exists(m[v]["host"])]
+    if missing:
+        raise RuntimeError("builds missing for %s: run `python3 testprogs/build.py`"
+                           % ", ".join(missing))
+    return m
+
+
+_BEGIN = "@@LJGDB-BEGIN %d@@"
+_END = "@@LJGDB-END %d@@"
+
+
+def _wrap(commands):
+    args = []
+    for i, cmd in enumerate(commands):
+        args += ["-ex", "echo \\n" + _BEGIN % i + "\\n", "-ex", cmd,
+                 "-ex", "echo \\n" + _END % i + "\\n"]
+    return args
+
+
+def _cut(text, commands):
+    out = {}
+    for i, cmd in enumerate(commands):
+        m = re.search(re.escape(_BEGIN % i) + r"\n(.*?)\n?" + re.escape(_END % i), text, re.S)
+        out[cmd] = m.group(1) if m else None
+    return out
+
+
+def run_gdb(args, timeout=GDB_TIMEOUT):
+    """Run gdb in batch mode without any init file; return its whole output."""
+    cmd = ["gdb", "-nx", "-nh", "--batch", "-ex", "set confirm off", "-ex", "set pagination off",
+           "-ex", "set width 0", "-ex", "set auto-load safe-path /"] + args
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                       stdin=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C"))
+    return p.stdout.decode("utf-8", "replace")
+
+
+class Stop(object):
+    """Outputs of `commands` live and from the core, plus the expectations
+    the Lua program wrote.  live/core map command -> output text."""
+
+    def __init__(self, variant, program, commands, workdir, args=()):
+        m = manifest()[variant]
+        self.variant = variant
+        self.build = m
+        self.commands = list(commands)
+        os.makedirs(workdir, exist_ok=True)
+        self.expected_file = os.path.join(workdir, "expected.txt")
+        self.core = os.path.join(workdir, "core")
+        for f in (self.expected_file, self.core):
+            if os.path.exists(f):
+                os.unlink(f)
+        prog = os.path.join(LUA_DIR, program)
+        live_args = ["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run"]
+        live_args += _wrap(self.commands)
+        live_args += ["-ex", "gcore " + self.core, "-ex", "kill",
+                      "--args", m["host"], prog, self.expected_file] + list(args)
+        self.live_text = run_gdb(live_args)
+        if "Breakpoint 1, ljgdb_break" not in self.live_text:
+            raise AssertionError("%s: the program did not reach ljgdb_break:\n%s"
+                                 % (variant, self.live_text[-3000:]))
+        if not os.path.exists(self.core):
+            raise AssertionError("%s: gcore wrote no core:\n%s" % (variant, self.live_text[-3000:]))
+        self.live = _cut(self.live_text, self.commands)
+        core_args = ["-ex", "source " + LOADER, "-ex", "core-file " + self.core]
+        core_args += _wrap(self.commands)
+        self.core_text = run_gdb(core_args + [m["host"]])
+        self.core_out = _cut(self.core_text, self.commands)
+        self.expected = read_expected(self.expected_file)
+
+    def out(self, mode, cmd):
+        text = (self.live if mode == "live" else self.core_out).get(cmd)
+        if text is None:
+            whole = self.live_text if mode == "live" else self.core_text
+            raise AssertionError("no output for %r (%s):\n%s" % (cmd, mode, whole[-3000:]))
+        return text
+
+
+def read_expected(path):
+    """Tab-separated records the Lua program wrote: list of lists."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return [line.rstrip("\n").split("\t") for line in f if line.strip()]
+
+
+def unhex(s):
+    assert s.startswith("hex:"), s
+    return bytes.fromhex(s[4:])
+
+
+def lua_quote(data, limit=200):
+    """The string literal form ljgdb specifies for bytes (see README):
+    \\ escapes for \\ " \\n \\r \\t \\0 \\a \\b \\v \\f, \\ddd for other
+    bytes outside printable ASCII; cut at `limit` bytes with the length."""
+    esc = {92: "\\\\", 34: '\\"', 10: "\\n", 13: "\\r", 9: "\\t", 0: "\\0", 7: "\\a", 8: "\\b",
+           11: "\\v", 12: "\\f"}
+    cut = data[:limit]
+    s = '"' + "".join(esc.get(b) or (chr(b) if 32 <= b < 127 else "\\%d" % b) for b in cut) + '"'
+    if len(data) > limit:
+        s += "... (%d bytes)" % len(data)
+    return s

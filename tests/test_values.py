@@ -1,0 +1,244 @@
+"""linfo, lval and ltab on every build variant, live and from a core.
+
+testprogs/lua/values.lua puts 21 values of every kind on the stack of a C
+call (ljgdb_stop -> ljgdb_break), plus gc.total as slot 22, and writes what
+LuaJIT itself says about each (type, tostring, debug.getinfo, ffi.typeof,
+ffi.sizeof) to the expected file.
+"""
+import re
+import struct
+
+import pytest
+
+from harness import ALL_VARIANTS, Stop, lua_quote, unhex
+
+NSLOTS = 22
+COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
+            ["lval --raw L 2", "lval --raw L 1", "lval --raw L 17",
+             "ltab L->base+8", "ltab L->base+8 --depth 2", "ltab L->base+8 --limit 2",
+             "lval (GCtab *)0", "lval L 0", "lval L 99", "lval nosuchsymbol", "lval --bogus L 1",
+             "ltab L->base", "ltab", "linfo extra", "ltab L->base+8 --depth x"])
+MODES = ("live", "core")
+
+
+@pytest.fixture(scope="module", params=ALL_VARIANTS)
+def stop(request, tmp_path_factory):
+    return Stop(request.param, "values.lua", COMMANDS,
+                str(tmp_path_factory.mktemp(request.param)))
+
+
+def records(stop, kind):
+    return [r[1:] for r in stop.expected if r[0] == kind]
+
+
+def one(stop, kind):
+    rs = records(stop, kind)
+    assert len(rs) == 1, (kind, rs)
+    return rs[0]
+
+
+def addr_of(tostring_text):
+    return int(tostring_text.rsplit(" ", 1)[1], 16)
+
+
+def expected_text(stop, typ, shown):
+    """What lval prints for a value LuaJIT described as (type, tostring)."""
+    if typ == "string":
+        return re.escape(lua_quote(unhex(shown)))
+    if typ in ("number", "boolean", "nil"):
+        return re.escape(shown)
+    if typ == "table":
+        return re.escape("table: (GCtab *)0x%x" % addr_of(shown))
+    if typ == "thread":
+        return re.escape("thread: (lua_State *)0x%x" % addr_of(shown))
+    if typ == "function":
+        if shown.startswith("function: builtin#"):
+            return r"function: \(GCfuncC \*\)0x[0-9a-f]+ \[builtin#%s\]" % shown.split("#")[1]
+        addr = addr_of(shown)
+        src, line = one(stop, "func")
+        if addr == int(_slot_shown(stop, 10), 16):
+            return re.escape("function: (GCfuncL *)0x%x %s:%s" % (addr, src, line))
+        return re.escape("function: (GCfuncC *)0x%x C:ljgdb_ccall" % addr)
+    if typ == "cdata":
+        payload = addr_of(shown)
+        for ctid, size, text in records(stop, "cdata"):
+            if addr_of(text) == payload:
+                return (r"cdata: \(GCcdata \*\)0x[0-9a-f]+ ctypeid %s, size %s, data at 0x%x"
+                        % (ctid, size, payload))
+        raise AssertionError("no cdata record for " + shown)
+    if typ == "userdata":
+        if shown == "userdata: NULL":
+            return re.escape("light userdata (void *) 0x0")
+        ptr = addr_of(shown)
+        if ptr < 0x100000:   # our light userdata is 0x1234
+            return re.escape("light userdata (void *) 0x%x" % ptr)
+        return r"userdata: \(GCudata \*\)0x[0-9a-f]+ userdata, 0 bytes at 0x%x" % ptr
+    raise AssertionError("unexpected type " + typ)
+
+
+def _slot_shown(stop, i):
+    for r in records(stop, "slot"):
+        if int(r[0]) == i:
+            return r[2].rsplit(" ", 1)[1]
+    raise AssertionError(i)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_linfo_reports_build_mode(stop, mode):
+    out = stop.out(mode, "linfo")
+    info = dict(re.findall(r"^([A-Za-z0-9_. ]+):\s+(.*)$", out, re.M))
+    gc64 = one(stop, "gc64")[0] == "true"
+    assert gc64 == stop.build["gc64"], "the build flags and LuaJIT's ffi.abi disagree"
+    assert info["mode"].startswith("GC64" if gc64 else "X64"), out
+    # On x86-64, LJ_FR2 follows LJ_GC64 in every variant we build.
+    assert info["FR2"].startswith("yes" if gc64 else "no"), out
+    assert info["DUALNUM"].startswith("no"), out          # x86-64 default
+    assert info["JIT"].startswith("yes" if one(stop, "jitstatus")[0] == "true" else "no"), out
+    assert info["pointer size"] == "8"
+    version = one(stop, "version")[0]
+    assert info["version"].startswith(version + " ("), (info["version"], version)
+    fork = "OpenResty" if stop.variant.startswith("or-") else "upstream"
+    branch = "2.0" if stop.variant.startswith("r20") else "2.1"
+    assert info["version"].endswith("(%s %s)" % (fork, branch)), info["version"]
+    # gc.total as collectgarbage("count") saw it right before the stop.
+    total = _slot_shown_number(stop, NSLOTS)
+    assert info["gc.total"] == "%d bytes" % total, (info["gc.total"], total)
+    assert info["VM state"] == "C", out
+    assert re.match(r"\(lua_State \*\)0x[0-9a-f]+  \[frame #0 ljgdb_break: L\]$",
+                    info["selected L"]), out
+    assert info["selected L"].startswith(info["main lua_State"] + " "), out
+
+
+def _slot_shown_number(stop, i):
+    out = stop.out("live", "lval L %d" % i)
+    return int(float(out.split(": ", 1)[1]))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lval_every_slot(stop, mode):
+    slots = records(stop, "slot")
+    assert len(slots) == NSLOTS - 1
+    for idx, typ, shown in slots:
+        out = stop.out(mode, "lval L %s" % idx)
+        first = out.splitlines()[0]
+        pat = r"slot %s \(TValue \*\)0x[0-9a-f]+: %s$" % (idx, expected_text(stop, typ, shown))
+        assert re.match(pat, first), "slot %s: %r does not match %r" % (idx, first, pat)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lval_slot_addresses_follow_the_stack(stop, mode):
+    addrs = [int(re.search(r"\(TValue \*\)(0x[0-9a-f]+)", stop.out(mode, "lval L %d" % i))
+                 .group(1), 16) for i in range(1, NSLOTS + 1)]
+    assert [b - a for a, b in zip(addrs, addrs[1:])] == [8] * (NSLOTS - 1)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lval_details(stop, mode):
+    long_len = int(one(stop, "longlen")[0])
+    assert re.search(r"^  \(GCstr \*\)0x[0-9a-f]+ len %d, data at" % long_len,
+                     stop.out(mode, "lval L 19"), re.M)
+    src, line = one(stop, "func")
+    assert "defined at %s:%s, 2 params, 0 upvalues" % (src, line) in stop.out(mode, "lval L 10")
+    assert "<lj_cf_print>" in stop.out(mode, "lval L 11")
+    assert re.search(r"^  status yield, stack \d+ slots", stop.out(mode, "lval L 13"), re.M)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lval_raw_split(stop, mode):
+    bits = struct.unpack("<Q", struct.pack("<d", 42.0))[0]
+    out = stop.out(mode, "lval --raw L 2")
+    assert out.splitlines()[0] == "raw 0x%016x" % bits
+    assert "tag: a double" in out
+    gc64 = stop.build["gc64"]
+    out = stop.out(mode, "lval --raw L 1")
+    assert ("GC64: itype = bits >> 47" if gc64 else "X64: itype = high 32 bits") in out
+    assert "tag: LJ_TSTR" in out
+    raw = int(out.splitlines()[0].split()[1], 16)
+    if gc64:
+        assert raw >> 47 == 0x1FFFB               # ~LJ_TSTR in the top 17 bits
+    else:
+        assert raw >> 32 == 0xFFFFFFFB
+    out = stop.out(mode, "lval --raw L 17")
+    if not gc64:
+        assert "light userdata ((int32)itype >> 15 == -2)" in out
+    else:
+        assert "tag: LJ_TLIGHTUD" in out
+
+
+def table_expect(stop, kind):
+    lines = set()
+    for ktype, kshown, vtype, vshown in records(stop, kind):
+        if ktype == "string":
+            key = unhex(kshown)
+            if re.match(rb"^[A-Za-z_][A-Za-z0-9_]*$", key):
+                k = key.decode()
+            else:
+                k = "[%s]" % lua_quote(key)
+        else:
+            k = "[%s]" % kshown
+        if vtype == "string":
+            v = lua_quote(unhex(vshown))
+        elif vtype == "table":
+            v = "table: (GCtab *)0x%x" % addr_of(vshown)
+        else:
+            v = vshown
+        lines.add("%s = %s," % (k, v))
+    return lines
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ltab(stop, mode):
+    out = stop.out(mode, "ltab L->base+8").splitlines()
+    t_addr = addr_of(_full_slot(stop, 9))
+    assert out[0] == "table: (GCtab *)0x%x asize=%s hmask=%s metatable=nil" % (
+        t_addr, out[0].split("asize=")[1].split()[0], out[0].split("hmask=")[1].split()[0])
+    assert out[1] == "{" and out[-1] == "}"
+    got = {l.strip() for l in out[2:-1]}
+    assert got == table_expect(stop, "t")
+
+
+def _full_slot(stop, i):
+    for r in records(stop, "slot"):
+        if int(r[0]) == i:
+            return r[2]
+    raise AssertionError(i)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ltab_depth_and_limit(stop, mode):
+    out = stop.out(mode, "ltab L->base+8 --depth 2").splitlines()
+    nested_addr = [addr_of(r[3]) for r in records(stop, "t") if r[2] == "table"]
+    start = out.index("  nested = {  -- (GCtab *)0x%x" % nested_addr[0])
+    end = out.index("  },", start)
+    inner = {l.strip() for l in out[start + 1:end]}
+    want = table_expect(stop, "nested")
+    assert want <= inner
+    # y = { z = "deep" } is a table at depth 3: shown as a reference only.
+    assert len([l for l in inner if l.startswith("y = table: (GCtab *)0x")]) == 1
+    assert len(inner) == len(want) + 1
+    out = stop.out(mode, "ltab L->base+8 --limit 2").splitlines()
+    total = len(table_expect(stop, "t"))
+    assert len(out) == 1 + 1 + 2 + 1 + 1
+    assert out[-2] == "  ... (%d more entries; see --limit)" % (total - 2)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bad_input_gives_one_line(stop, mode):
+    cases = {
+        "lval (GCtab *)0": "lval: cannot access memory at 0x0",
+        "lval L 0": "lval: slot 0 does not exist",
+        "lval L 99": "lval: slot 99 is outside the 22 slots of this frame",
+        "lval nosuchsymbol": "lval: cannot evaluate expression 'nosuchsymbol'",
+        "lval --bogus L 1": "lval: unknown option '--bogus'. Usage: lval",
+        "ltab L->base": "ltab: TValue at 0x",
+        "ltab": "ltab: missing table expression. Usage: ltab",
+        "linfo extra": "linfo: unexpected argument 'extra'. Usage: linfo",
+        "ltab L->base+8 --depth x": "ltab: --depth needs a number",
+    }
+    for cmd, start in cases.items():
+        out = stop.out(mode, cmd).strip()
+        assert "\n" not in out, (cmd, out)
+        assert out.startswith(start), (cmd, out)
+    whole = stop.live_text if mode == "live" else stop.core_text
+    assert "Traceback" not in whole
+    assert "internal error" not in whole
