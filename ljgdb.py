@@ -1,31 +1,29 @@
 """ljgdb loader: put `source /path/to/ljgdb.py` in ~/.gdbinit.
 
-Makes the checkout importable as the package `ljgdb` (gdb_ext = engine,
-commands = gdb commands) without touching the current directory, then
-registers the commands.  Sourcing it again reloads everything.
+Sourced by gdb, it makes the checkout importable as the package `ljgdb`
+(ljgdb.gdb_ext = engine, ljgdb.commands = gdb commands), from any working
+directory, and registers the commands; sourcing it again reloads them.
+Imported as a module named `ljgdb` (Python started in the checkout), it is
+that package's root and registers nothing.
 """
 import os
 import sys
 import types
 
+_HERE = os.path.dirname(os.path.realpath(__file__))
 
-def _load():
-    here = os.path.dirname(os.path.realpath(__file__))
-    for name in [m for m in sys.modules if m == "ljgdb" or m.startswith("ljgdb.")]:
-        del sys.modules[name]
-    pkg = types.ModuleType("ljgdb")
-    pkg.__path__ = [here]
-    pkg.__file__ = os.path.join(here, "ljgdb.py")
-    sys.modules["ljgdb"] = pkg
-    import importlib
-    commands = importlib.import_module("ljgdb.commands")
-    return commands.register()
+if __name__ == "ljgdb":
+    __path__ = [_HERE]
+else:
+    def _load():
+        import importlib
+        for name in [m for m in sys.modules if m == "ljgdb" or m.startswith("ljgdb.")]:
+            del sys.modules[name]
+        pkg = types.ModuleType("ljgdb")
+        pkg.__path__ = [_HERE]
+        pkg.__file__ = os.path.join(_HERE, "ljgdb.py")
+        sys.modules["ljgdb"] = pkg
+        return importlib.import_module("ljgdb.commands").register()
 
-
-try:
-    __file__
-except NameError:  # run with `python exec(...)`: nothing to anchor on
-    raise RuntimeError("ljgdb.py must be loaded with gdb's `source` command")
-
-_names = _load()
-del _load
+    _load()
+    del _load

@@ -84,6 +84,8 @@ def check_thread(target, lay, L):
         th = Thread(_Bare(target, lay), L)
     except CorruptError:
         raise NotLuaJITError("0x%x is not a lua_State: its GC type byte is not 'thread'" % L)
+    except FaultError as e:
+        raise NotLuaJITError("0x%x is not a lua_State: %s" % (L, e))
     G = th.glref
     check_global(target, lay, G, via="L->glref of 0x%x" % L)
     return G

@@ -1,0 +1,24 @@
+"""Install ljgdb as the package `ljgdb` (ljgdb.gdb_ext, ljgdb.commands).
+
+The checkout itself is all gdb needs (`source /path/to/ljgdb.py`); installing
+is for using the engine from Python and for loading from site-packages with
+`python import ljgdb.commands; ljgdb.commands.register()` in gdb, when gdb's
+own Python sees that site-packages.  No bare top-level `commands` module is
+installed: both parts live under `ljgdb`.
+"""
+from setuptools import setup
+
+setup(
+    name="ljgdb",
+    version="0.1.0",
+    description="GDB Python extension for LuaJIT: Lua backtraces, values, tables, GC and JIT "
+                "state from live processes and core files",
+    long_description=open("README.md").read() if __import__("os").path.exists("README.md") else "",
+    long_description_content_type="text/markdown",
+    license="MIT",
+    python_requires=">=3.6",
+    packages=["ljgdb", "ljgdb.gdb_ext", "ljgdb.commands"],
+    package_dir={"ljgdb": "pkg", "ljgdb.gdb_ext": "gdb_ext", "ljgdb.commands": "commands"},
+    classifiers=["Topic :: Software Development :: Debuggers",
+                 "Programming Language :: Python :: 3"],
+)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# ljgdb demo: build a LuaJIT (upstream 2.1, GC64 unless VARIANT= says
+# otherwise), run testprogs/lua/demo.lua in it under gdb, save a core at the
+# moment it sits in a C function called from Lua, then open that core in a
+# fresh gdb with ljgdb loaded and run its commands.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VARIANT="${VARIANT:-r21-gc64}"
+bash testprogs/install-deps.sh
+python3 testprogs/build.py "$VARIANT" >/dev/null
+host=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]["host"])' \
+       "${LJGDB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ljgdb}/builds.json" "$VARIANT")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+echo "== $VARIANT: running testprogs/lua/demo.lua; gcore at the breakpoint in ljgdb_break"
+gdb -nx --batch -ex 'set confirm off' -ex 'break ljgdb_break' -ex run \
+    -ex "gcore $work/demo.core" -ex kill --args "$host" testprogs/lua/demo.lua >/dev/null 2>&1
+ls -l "$work/demo.core" | awk '{print "== core file: " $5 " bytes"}'
+
+cmds=("linfo" "lval L 1" "ltab L->base --depth 2" "ltab L->base+1" "lval --raw L 3")
+args=()
+for c in "${cmds[@]}"; do args+=(-ex "echo \\n(gdb) $c\\n" -ex "$c"); done
+echo "== gdb $(basename "$host") demo.core, with: source $PWD/ljgdb.py"
+gdb -nx --batch -ex "source $PWD/ljgdb.py" -ex "core-file $work/demo.core" "${args[@]}" "$host" \
+    2>&1 | grep -v -e '^\[New LWP' -e '^Core was generated' -e '^Program terminated' \
+                   -e '^#0 ' -e '^[0-9]*\s.*ljgdb_break_count' -e '^\[Thread debugging' \
+                   -e '^Using host libthread_db'

@@ -1,0 +1,33 @@
+"""Write the parts of a LuaJIT build's DWARF that the engine reads as JSON,
+for unit tests on synthetic memory (tests/data/layout-*.json).
+
+  gdb -nx --batch -ex 'python import sys; sys.argv = ["x", "OUT.json"]' \
+      -x testprogs/dump_layout.py HOST_BINARY
+"""
+import json
+import os
+import sys
+
+import gdb
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+import ljgdb  # noqa: E402  (the checkout as a package)
+from ljgdb.gdb_ext import layout as L  # noqa: E402
+from ljgdb.gdb_ext.gdbtarget import GdbTarget  # noqa: E402
+
+t = GdbTarget()
+out = {"ptr_size": t.ptr_size, "types": {}, "constants": {}, "symbols": {}}
+for name in L.REQUIRED_TYPES + L.OPTIONAL_TYPES:
+    info = t.type_info(name)
+    if info is not None:
+        out["types"][name] = info.to_json()
+for name in L.GC_STATE_NAMES + L.VMSTATE_NAMES:
+    v = t.constant(name)
+    if v is not None:
+        out["constants"][name] = v
+for name in L.PROBE_SYMBOLS:
+    if t.symbol(name) is not None:
+        out["symbols"][name] = t.symbol(name)
+with open(sys.argv[1], "w") as f:
+    json.dump(out, f, indent=0, sort_keys=True)
+gdb.write("wrote %s\n" % sys.argv[1])

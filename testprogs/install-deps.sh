@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Install what ljgdb's tests and demo need, idempotently: gdb, a C toolchain,
+# patch, xz, and for the Python that runs the tests: pip, pytest, setuptools,
+# wheel (pip download of the lupa sdist runs its metadata step).
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+PY="${PYTHON:-python3}"
+
+apt_pkgs=()
+for pair in gdb:gdb gcc:gcc make:make patch:patch xz:xz-utils apt-get:apt; do
+  cmd="${pair%%:*}"; pkg="${pair#*:}"
+  command -v "$cmd" >/dev/null 2>&1 || apt_pkgs+=("$pkg")
+done
+# gdb's embedded Python must be able to run (Debian's gdb links libpython3).
+if command -v gdb >/dev/null 2>&1 && ! gdb -nx --batch -ex 'python import sys' >/dev/null 2>&1; then
+  apt_pkgs+=(gdb)
+fi
+if ! command -v "$PY" >/dev/null 2>&1; then apt_pkgs+=(python3); fi
+[ -d /etc/ssl/certs ] || apt_pkgs+=(ca-certificates)
+
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q >/dev/null
+  $SUDO apt-get install -y -q --no-install-recommends "$@" >/dev/null
+}
+if [ ${#apt_pkgs[@]} -gt 0 ]; then
+  echo "[deps] apt-get install ${apt_pkgs[*]}" >&2
+  apt_install "${apt_pkgs[@]}"
+fi
+
+# Python modules: pip first; where the system Python refuses pip installs
+# (PEP 668, Debian bookworm's python3), Debian's packages instead.
+py_has() { "$PY" -c "import $1" >/dev/null 2>&1; }
+if ! "$PY" -m pip --version >/dev/null 2>&1; then
+  echo "[deps] apt-get install python3-pip" >&2
+  apt_install python3-pip
+fi
+missing=()
+for mod in pytest setuptools wheel; do py_has "$mod" || missing+=("$mod"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[deps] pip install ${missing[*]}" >&2
+  if ! "$PY" -m pip install -q "${missing[@]}" 2>/dev/null; then
+    debs=()
+    for m in "${missing[@]}"; do debs+=("python3-$m"); done
+    echo "[deps] apt-get install ${debs[*]}" >&2
+    apt_install "${debs[@]}"
+  fi
+fi
