@@ -151,6 +151,10 @@ def frame_candidates(lay, max_frames=64):
     regs = _arch_state_registers()
     level = 0
     while frame is not None and level < max_frames:
+        try:
+            num = frame.level()              # gdb's own frame number
+        except (AttributeError, gdb.error):
+            num = level
         fname = None
         try:
             fname = frame.name()
@@ -177,7 +181,7 @@ def frame_candidates(lay, max_frames=64):
                     continue
                 if addr:
                     out.append(("L" if tag == "lua_State" else "G", addr,
-                                "frame #%d %s: %s" % (level, fname or "??", sym.name)))
+                                "frame #%d %s: %s" % (num, fname or "??", sym.name)))
             if block.function is not None:
                 break
             block = block.superblock
@@ -191,7 +195,7 @@ def frame_candidates(lay, max_frames=64):
                     G = v - lay.GG.dispatch + lay.GG.g
                 else:
                     G = v
-                out.append(("G", G, "frame #%d %s: register %s" % (level, fname or "??", reg)))
+                out.append(("G", G, "frame #%d %s: register %s" % (num, fname or "??", reg)))
         try:
             frame = frame.older()
         except gdb.error:

@@ -7,7 +7,9 @@
  * Globals given to the script:
  *   ljgdb_stop(...)      calls ljgdb_break(L, nargs); tests put a breakpoint on
  *                        ljgdb_break, so the stop happens in a C function
- *                        called from Lua, with the Lua frames above it.
+ *                        called from Lua, with the Lua frames above it.  The
+ *                        last coroutine among the arguments is stored in the
+ *                        C global ljgdb_thread (tests use L=ljgdb_thread).
  *   ljgdb_ccall(f, ...)  calls f(...) from C with lua_call (C -> Lua nesting).
  *   ljgdb_lightud(n)     a light userdata whose pointer is the number n.
  *   arg                  the script's arguments, as in the luajit binary.
@@ -23,6 +25,8 @@
 
 /* Breakpoint target.  Kept out of line and given an observable effect. */
 volatile int ljgdb_break_count;
+/* The last coroutine passed to ljgdb_stop, for tests of L=<expr>. */
+lua_State *ljgdb_thread;
 
 __attribute__((noinline)) void ljgdb_break(lua_State *L, int nargs)
 {
@@ -34,6 +38,10 @@ __attribute__((noinline)) void ljgdb_break(lua_State *L, int nargs)
 
 static int ljgdb_stop(lua_State *L)
 {
+  int i;
+  for (i = 1; i <= lua_gettop(L); i++)
+    if (lua_type(L, i) == LUA_TTHREAD)
+      ljgdb_thread = lua_tothread(L, i);
   ljgdb_break(L, lua_gettop(L));
   return 0;
 }

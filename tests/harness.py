@@ -49,19 +49,23 @@ def _wrap(commands):
 
 
 def _cut(text, commands):
-    out = {}
+    """[(command, output or None)] in order."""
+    out = []
     for i, cmd in enumerate(commands):
         m = re.search(re.escape(_BEGIN % i) + r"\n(.*?)\n?" + re.escape(_END % i), text, re.S)
-        out[cmd] = m.group(1) if m else None
+        out.append((cmd, m.group(1) if m else None))
     return out
 
 
-def run_gdb(args, timeout=GDB_TIMEOUT):
-    """Run gdb in batch mode without any init file; return its whole output."""
+def run_gdb(args, timeout=GDB_TIMEOUT, cwd=None):
+    """Run gdb in batch mode without any init file; return its whole output.
+    cwd is where gdb runs: never the checkout, to show that `source` of the
+    loader by absolute path is all it takes."""
     cmd = ["gdb", "-nx", "-nh", "--batch", "-ex", "set confirm off", "-ex", "set pagination off",
            "-ex", "set width 0", "-ex", "set auto-load safe-path /"] + args
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
-                       stdin=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C"))
+                       stdin=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C"),
+                       cwd=cwd or os.path.expanduser("~"))
     return p.stdout.decode("utf-8", "replace")
 
 
@@ -85,7 +89,7 @@ class Stop(object):
         live_args += _wrap(self.commands)
         live_args += ["-ex", "gcore " + self.core, "-ex", "kill",
                       "--args", m["host"], prog, self.expected_file] + list(args)
-        self.live_text = run_gdb(live_args)
+        self.live_text = run_gdb(live_args, cwd=workdir)
         if "Breakpoint 1, ljgdb_break" not in self.live_text:
             raise AssertionError("%s: the program did not reach ljgdb_break:\n%s"
                                  % (variant, self.live_text[-3000:]))
@@ -94,12 +98,14 @@ class Stop(object):
         self.live = _cut(self.live_text, self.commands)
         core_args = ["-ex", "source " + LOADER, "-ex", "core-file " + self.core]
         core_args += _wrap(self.commands)
-        self.core_text = run_gdb(core_args + [m["host"]])
+        self.core_text = run_gdb(core_args + [m["host"]], cwd=workdir)
         self.core_out = _cut(self.core_text, self.commands)
         self.expected = read_expected(self.expected_file)
 
-    def out(self, mode, cmd):
-        text = (self.live if mode == "live" else self.core_out).get(cmd)
+    def out(self, mode, cmd, nth=0):
+        """Output of the nth run of cmd (a command may be listed twice)."""
+        found = [t for c, t in (self.live if mode == "live" else self.core_out) if c == cmd]
+        text = found[nth] if len(found) > nth else None
         if text is None:
             whole = self.live_text if mode == "live" else self.core_text
             raise AssertionError("no output for %r (%s):\n%s" % (cmd, mode, whole[-3000:]))

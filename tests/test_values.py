@@ -17,7 +17,10 @@ COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
             ["lval --raw L 2", "lval --raw L 1", "lval --raw L 17",
              "ltab L->base+8", "ltab L->base+8 --depth 2", "ltab L->base+8 --limit 2",
              "lval (GCtab *)0", "lval L 0", "lval L 99", "lval nosuchsymbol", "lval --bogus L 1",
-             "ltab L->base", "ltab", "linfo extra", "ltab L->base+8 --depth x"])
+             "ltab L->base", "ltab", "linfo extra", "ltab L->base+8 --depth x",
+             "linfo L=ljgdb_thread", "linfo L=8", "linfo L=0",
+             # frame 2 is the VM's lj_BC_FUNCC: no C variables, only registers
+             "frame 2", "linfo", "frame 0"])
 MODES = ("live", "core")
 
 
@@ -242,3 +245,29 @@ def test_bad_input_gives_one_line(stop, mode):
     whole = stop.live_text if mode == "live" else stop.core_text
     assert "Traceback" not in whole
     assert "internal error" not in whole
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_L_override(stop, mode):
+    out = stop.out(mode, "linfo L=ljgdb_thread")
+    co = addr_of(_full_slot(stop, 13))
+    assert "selected L:       (lua_State *)0x%x  [L= argument]" % co in out
+    main = re.search(r"main lua_State:\s+(.*)", out).group(1)
+    assert main != "(lua_State *)0x%x" % co
+    out = stop.out(mode, "linfo L=8")
+    assert out.startswith("linfo: 0x8 is not a lua_State: cannot access memory at 0x8"), out
+    out = stop.out(mode, "linfo L=0")
+    assert out.strip() == "linfo: lua_State pointer is NULL", out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_state_from_vm_register(stop, mode):
+    assert "lj_BC_FUNCC" in stop.out(mode, "frame 2")
+    out = stop.out(mode, "linfo", nth=1)
+    info = dict(re.findall(r"^([A-Za-z0-9_. ]+):\s+(.*)$", out, re.M))
+    first = dict(re.findall(r"^([A-Za-z0-9_. ]+):\s+(.*)$", stop.out(mode, "linfo"), re.M))
+    assert info["global_State"] == first["global_State"]
+    # With only G known, the thread is g->cur_L (2.1) or the main thread (2.0).
+    src = "g->cur_L" if stop.variant != "r20-x64" else "main thread"
+    assert info["selected L"] == "%s  [%s (from frame #2 lj_BC_FUNCC: register r14)]" % (
+        first["main lua_State"], src), out
