@@ -2,10 +2,10 @@
 
 
 def register():
-    import gdb
-    from . import base, linfo, lval, ltab
+    from . import base, linfo, lval, ltab, lbt, lthreads
     base.register_params()
     base.connect_events()
-    for cls in (linfo.LInfo, lval.LVal, ltab.LTab):
+    classes = (linfo.LInfo, lval.LVal, ltab.LTab, lbt.LBt, lthreads.LThreads)
+    for cls in classes:
         cls()
-    return [c.NAME for c in (linfo.LInfo, lval.LVal, ltab.LTab)]
+    return [c.NAME for c in classes]

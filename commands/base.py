@@ -7,7 +7,7 @@ import gdb
 from ..gdb_ext.errors import LjError
 from ..gdb_ext.gdbtarget import GdbTarget, frame_candidates
 from ..gdb_ext.layout import Layout
-from ..gdb_ext.state import make_vm
+from ..gdb_ext.state import check_thread, make_vm
 
 
 class UsageError(Exception):
@@ -120,7 +120,19 @@ def get_vm(L_expr=None):
     explicit = None
     if L_expr is not None:
         explicit = eval_address(L_expr, "L")
-    return make_vm(target, lay, explicit, frame_candidates(lay) if explicit is None else ())
+    candidates = frame_candidates(lay)
+    vm = make_vm(target, lay, explicit, candidates if explicit is None else ())
+    if explicit is not None:
+        # Still note which thread the C frames show (the running one on 2.0).
+        for kind, addr, _ in candidates:
+            if kind == "L":
+                try:
+                    if check_thread(target, lay, addr) == vm.G:
+                        vm.frame_L = addr
+                        break
+                except (LjError, Exception):
+                    continue
+    return vm
 
 
 def eval_value(expr, what="expression"):

@@ -51,6 +51,11 @@ class GdbTarget(Target):
         self.ptr_size = gdb.lookup_type("void").pointer().sizeof
         self.description = "process %d" % inf.pid if inf.pid else "core or exec file"
         self._types = {}
+        try:
+            name = inf.architecture().name()
+        except (gdb.error, AttributeError):
+            name = ""
+        self.arch = "x86_64" if "x86-64" in name else ("aarch64" if "aarch64" in name else name)
 
     def read_raw(self, addr, n):
         try:
@@ -123,6 +128,15 @@ class GdbTarget(Target):
         if v.type.strip_typedefs().code != gdb.TYPE_CODE_ENUM:
             return None
         return int(v)
+
+    def enum_members(self, name):
+        try:
+            t = gdb.parse_and_eval(name).type.strip_typedefs()
+        except gdb.error:
+            return None
+        if t.code != gdb.TYPE_CODE_ENUM:
+            return None
+        return {f.name: int(f.enumval) for f in t.fields()}
 
 
 def _arch_state_registers():
@@ -201,4 +215,20 @@ def frame_candidates(lay, max_frames=64):
         except gdb.error:
             break
         level += 1
+    return out
+
+
+def machine_pcs(max_frames=32):
+    """Program counters of the innermost gdb frames of the selected thread."""
+    out = []
+    try:
+        frame = gdb.newest_frame()
+    except gdb.error:
+        return out
+    while frame is not None and len(out) < max_frames:
+        try:
+            out.append(frame.pc())
+            frame = frame.older()
+        except gdb.error:
+            break
     return out

@@ -20,13 +20,16 @@ from .errors import NotLuaJITError
 REQUIRED_TYPES = ("GCRef", "MRef", "TValue", "lua_State", "global_State", "GCState",
                   "GCstr", "GCtab", "Node", "GCfuncL", "GCfuncC", "GCproto",
                   "GCupval", "GCudata", "GCcdata", "GG_State", "SBuf")
-OPTIONAL_TYPES = ("GCtrace", "jit_State", "StrInternState", "CTState", "CType")
+OPTIONAL_TYPES = ("GCtrace", "jit_State", "StrInternState", "CTState", "CType", "SnapShot")
 # Enumerators read from DWARF when present (for names of states).
 GC_STATE_NAMES = ("GCSpause", "GCSpropagate", "GCSatomic", "GCSsweepstring", "GCSsweep",
                   "GCSfinalize")
 VMSTATE_NAMES = ("LJ_VMST_INTERP", "LJ_VMST_C", "LJ_VMST_GC", "LJ_VMST_EXIT",
                  "LJ_VMST_RECORD", "LJ_VMST_OPT", "LJ_VMST_ASM")
 PROBE_SYMBOLS = ("lj_lib_checknumber",)
+# Enumerations read whole, by one of their enumerators (both are anonymous
+# enums in LuaJIT: lj_bc.h BCOp, lj_ff.h fast-function ids).
+ENUMS = ("BC_ISLT", "FF_LUA_")
 
 
 class Struct(object):
@@ -119,6 +122,10 @@ class Layout(object):
         self.lightud_seg_bits = 8
         self.lightud_lo_bits = 47 - 8
 
+        bc = target.enum_members("BC_ISLT") or {}
+        self.bc_names = {v: k for k, v in bc.items()}
+        ff = target.enum_members("FF_LUA_") or {}
+        self.ff_names = {v: k for k, v in ff.items() if v >= 2 and k != "FF__MAX"}
         self.gc_state_names = self._enum_names(target, GC_STATE_NAMES)
         self.vmstate_names = self._enum_names(target, VMSTATE_NAMES)
         if not self.vmstate_names:

@@ -53,3 +53,80 @@ def jit_version(vm):
         return Str(vm, ver.addr, 200).data.decode("utf-8", "replace")
     except (FaultError, CorruptError):
         return None
+
+
+def _str_of(vm, v, limit=256):
+    if v.kind != "str":
+        return None
+    s = Str(vm, v.addr, limit)
+    return None if s.truncated else s.data.decode("utf-8", "replace")
+
+
+def _funcs_in(vm, tab_addr, limit=4096):
+    """[(key, ffid, func addr)] of the fast and C functions in a table."""
+    from .objects import Func
+    out = []
+    t = Tab(vm, tab_addr)
+    nodes, _ = t.hash_nodes(vm, limit)
+    for k, v in nodes:
+        if v.kind != "func":
+            continue
+        key = _str_of(vm, k)
+        if key is None:
+            continue
+        try:
+            fn = Func(vm, v.addr)
+        except (FaultError, CorruptError):
+            continue
+        out.append((key, fn.ffid, v.addr))
+    return out
+
+
+def builtin_names(vm):
+    """{ffid: 'lib.name'} for fast functions, from the process itself:
+    package.loaded (base functions under their plain names, others as
+    lib.name), the file methods in registry['FILE*'] as io.method.name, and
+    for the rest the FF_* enumerators of the build's DWARF (lj_ff.h), split
+    at a known library prefix.  Missing ids fall back to builtin#N."""
+    names = {}
+    libs = []
+    try:
+        loaded = loaded_table(vm)
+        if loaded is not None:
+            entries = []
+            for k, v in Tab(vm, loaded).hash_nodes(vm, 4096)[0]:
+                lib = _str_of(vm, k)
+                if lib is not None and v.kind == "table":
+                    entries.append((lib, v.addr))
+            entries.sort(key=lambda e: (e[0] != "_G", e[0]))
+            for lib, addr in entries:
+                libs.append(lib.replace(".", "_"))
+                for key, ffid, _ in _funcs_in(vm, addr):
+                    if ffid >= 2 and ffid not in names:
+                        names[ffid] = key if lib == "_G" else "%s.%s" % (lib, key)
+        reg = registry_table(vm)
+        if reg is not None:
+            fh = tab_get_str(vm, reg, b"FILE*")
+            if fh is not None and fh.kind == "table":
+                for key, ffid, _ in _funcs_in(vm, fh.addr):
+                    if ffid >= 2 and ffid not in names and not key.startswith("__"):
+                        names[ffid] = "io.method." + key
+    except (FaultError, CorruptError):
+        pass
+    # Library modules of lj_lib*.c (LJLIB_MODULE_*); buildvm prints their
+    # underscores as dots (jit/vmdef.lua ffnames: io.method.close, ffi.meta.__call).
+    prefixes = sorted(set(libs + ["io_method", "ffi_meta", "buffer_method", "jit_util", "jit_opt",
+                                  "jit_profile", "string", "table", "math", "io", "os",
+                                  "coroutine", "debug", "jit", "bit", "ffi", "buffer",
+                                  "package"]) - {"_G"},
+                      key=len, reverse=True)
+    for ffid, enum_name in vm.lay.ff_names.items():
+        if ffid in names or not enum_name.startswith("FF_"):
+            continue
+        rest = enum_name[3:]
+        for p in prefixes:
+            if rest.startswith(p + "_"):
+                rest = p.replace("_", ".") + "." + rest[len(p) + 1:]
+                break
+        names[ffid] = rest
+    return names

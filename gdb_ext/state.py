@@ -19,6 +19,7 @@ class VM(object):
         self.G = G
         self.L = L                  # the lua_State commands work on
         self.L_source = L_source    # how L was chosen, for linfo
+        self.frame_L = None         # a lua_State seen in the C frames, if any
 
     # --- global_State fields ---------------------------------------------
     def gref(self, addr, what=None):
@@ -75,6 +76,26 @@ class VM(object):
     def thread(self, L=None):
         return Thread(self, self.L if L is None else L)
 
+    @property
+    def running_L(self):
+        """The thread the VM is executing: g->cur_L (2.1); on 2.0 the
+        lua_State seen in the C frames, else the main thread."""
+        cur = None
+        try:
+            cur = self.cur_L
+        except FaultError:
+            cur = None
+        if cur:
+            return cur
+        return self.frame_L or self.main_L
+
+    @property
+    def jit_base(self):
+        """g->jit_base: the Lua BASE while JIT-compiled code runs, else 0."""
+        if not self.lay.G.has("jit_base"):
+            return 0
+        return self.mref(self.G + self.lay.G.jit_base, "g->jit_base")
+
 
 def check_thread(target, lay, L):
     """Return G if L is a lua_State of a consistent VM; else raise."""
@@ -128,7 +149,9 @@ def make_vm(target, lay, explicit_L=None, candidates=()):
         try:
             if kind == "L":
                 G = check_thread(target, lay, addr)
-                return VM(target, lay, G, addr, where)
+                vm = VM(target, lay, G, addr, where)
+                vm.frame_L = addr
+                return vm
             G = check_global(target, lay, addr)
         except (NotLuaJITError, FaultError) as e:
             problems.append("%s: %s" % (where, e))

@@ -6,6 +6,9 @@ A Target gives:
   symbolize(addr) -> str or None name of the function containing addr
   type_info(name) -> TypeInfo    a struct/union layout from debug info, or None
   constant(name) -> int or None  value of an enumerator from debug info
+  enum_members(name) -> dict     every enumerator of the enum that has the
+                                 enumerator `name`, or None
+  arch                           'x86_64', 'aarch64', ...
 
 Backends: GdbTarget (gdb_ext.gdbtarget; a live process or a core, same code)
 and SyntheticTarget (below; byte segments plus a layout dictionary, for unit
@@ -70,6 +73,7 @@ class Target(object):
     ptr_size = 8
     little_endian = True
     description = "target"
+    arch = "x86_64"
 
     def __init__(self):
         self._blocks = {}
@@ -89,6 +93,9 @@ class Target(object):
         return None
 
     def constant(self, name):
+        return None
+
+    def enum_members(self, name):
         return None
 
     # --- reading ---------------------------------------------------------
@@ -196,7 +203,9 @@ class SyntheticTarget(Target):
         self._constants = dict(layout_json.get("constants", {}))
         self._symbols = dict(layout_json.get("symbols", {}))
         self._symbols.update(symbols or {})
+        self._enums = dict(layout_json.get("enums", {}))
         self.ptr_size = layout_json.get("ptr_size", 8)
+        self.arch = layout_json.get("arch", "x86_64")
         self.segments = []
         for addr, data in segments:
             self.add(addr, data)
@@ -229,3 +238,6 @@ class SyntheticTarget(Target):
 
     def constant(self, name):
         return self._constants.get(name)
+
+    def enum_members(self, name):
+        return self._enums.get(name)

@@ -16,7 +16,8 @@ from ljgdb.gdb_ext import layout as L  # noqa: E402
 from ljgdb.gdb_ext.gdbtarget import GdbTarget  # noqa: E402
 
 t = GdbTarget()
-out = {"ptr_size": t.ptr_size, "types": {}, "constants": {}, "symbols": {}}
+out = {"ptr_size": t.ptr_size, "arch": t.arch, "types": {}, "constants": {}, "symbols": {},
+       "enums": {}}
 for name in L.REQUIRED_TYPES + L.OPTIONAL_TYPES:
     info = t.type_info(name)
     if info is not None:
@@ -25,6 +26,10 @@ for name in L.GC_STATE_NAMES + L.VMSTATE_NAMES:
     v = t.constant(name)
     if v is not None:
         out["constants"][name] = v
+for name in L.ENUMS:
+    members = t.enum_members(name)
+    if members is not None:
+        out["enums"][name] = members
 for name in L.PROBE_SYMBOLS:
     if t.symbol(name) is not None:
         out["symbols"][name] = t.symbol(name)

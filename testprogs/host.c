@@ -12,6 +12,10 @@
  *                        C global ljgdb_thread (tests use L=ljgdb_thread).
  *   ljgdb_ccall(f, ...)  calls f(...) from C with lua_call (C -> Lua nesting).
  *   ljgdb_lightud(n)     a light userdata whose pointer is the number n.
+ * C functions for the FFI (ffi.C.*):
+ *   ljgdb_ffi_stop()     calls ljgdb_break(main L, 0)
+ *   ljgdb_call_cb(cb, v) calls the callback cb(v)
+ *   ljgdb_ffi_tick(i, n) calls ljgdb_break(main L, 0) when i == n
  *   arg                  the script's arguments, as in the luajit binary.
  */
 #include <stdint.h>
@@ -27,6 +31,8 @@
 volatile int ljgdb_break_count;
 /* The last coroutine passed to ljgdb_stop, for tests of L=<expr>. */
 lua_State *ljgdb_thread;
+/* The main lua_State, for stops that come through the FFI. */
+lua_State *ljgdb_main_L;
 
 __attribute__((noinline)) void ljgdb_break(lua_State *L, int nargs)
 {
@@ -46,6 +52,26 @@ static int ljgdb_stop(lua_State *L)
   return 0;
 }
 
+/* For the FFI (found through -Wl,-E): stop without a Lua C function. */
+void ljgdb_ffi_stop(void)
+{
+  ljgdb_break(ljgdb_main_L, 0);
+}
+
+/* For the FFI, called on every iteration of a hot loop so that the call is
+   compiled into the trace: stops on the last one. */
+void ljgdb_ffi_tick(int i, int n)
+{
+  if (i == n)
+    ljgdb_break(ljgdb_main_L, 0);
+}
+
+/* For the FFI: call a callback made with ffi.cast (C -> Lua via FFI). */
+void ljgdb_call_cb(void (*cb)(int), int v)
+{
+  cb(v);
+}
+
 /* A light userdata holding the given number as a pointer. */
 static int ljgdb_lightud(lua_State *L)
 {
@@ -56,7 +82,6 @@ static int ljgdb_lightud(lua_State *L)
 static int ljgdb_ccall(lua_State *L)
 {
   int n = lua_gettop(L);
-  luaL_checktype(L, 1, LUA_TFUNCTION);
   lua_call(L, n - 1, LUA_MULTRET);
   return lua_gettop(L);
 }
@@ -74,6 +99,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "host: cannot create a Lua state\n");
     return 1;
   }
+  ljgdb_main_L = L;
   luaL_openlibs(L);
   lua_register(L, "ljgdb_stop", ljgdb_stop);
   lua_register(L, "ljgdb_ccall", ljgdb_ccall);

@@ -57,14 +57,14 @@ def _cut(text, commands):
     return out
 
 
-def run_gdb(args, timeout=GDB_TIMEOUT, cwd=None):
+def run_gdb(args, timeout=GDB_TIMEOUT, cwd=None, env=None):
     """Run gdb in batch mode without any init file; return its whole output.
     cwd is where gdb runs: never the checkout, to show that `source` of the
     loader by absolute path is all it takes."""
     cmd = ["gdb", "-nx", "-nh", "--batch", "-ex", "set confirm off", "-ex", "set pagination off",
            "-ex", "set width 0", "-ex", "set auto-load safe-path /"] + args
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
-                       stdin=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C"),
+                       stdin=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C", **(env or {})),
                        cwd=cwd or os.path.expanduser("~"))
     return p.stdout.decode("utf-8", "replace")
 
@@ -73,7 +73,7 @@ class Stop(object):
     """Outputs of `commands` live and from the core, plus the expectations
     the Lua program wrote.  live/core map command -> output text."""
 
-    def __init__(self, variant, program, commands, workdir, args=()):
+    def __init__(self, variant, program, commands, workdir, args=(), stop_on="break"):
         m = manifest()[variant]
         self.variant = variant
         self.build = m
@@ -85,12 +85,19 @@ class Stop(object):
             if os.path.exists(f):
                 os.unlink(f)
         prog = os.path.join(LUA_DIR, program)
-        live_args = ["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run"]
+        live_args = ["-ex", "source " + LOADER]
+        if stop_on == "break":
+            live_args += ["-ex", "break ljgdb_break"]
+        live_args += ["-ex", "run"]
         live_args += _wrap(self.commands)
         live_args += ["-ex", "gcore " + self.core, "-ex", "kill",
                       "--args", m["host"], prog, self.expected_file] + list(args)
-        self.live_text = run_gdb(live_args, cwd=workdir)
-        if "Breakpoint 1, ljgdb_break" not in self.live_text:
+        # LUA_PATH lets the program load jit.vmdef (LuaJIT's own names).
+        env = {"LUA_PATH": os.path.join(m["src"], "?.lua") + ";;"}
+        self.live_text = run_gdb(live_args, cwd=workdir, env=env)
+        marker = "Breakpoint 1, ljgdb_break" if stop_on == "break" else \
+            "received signal " + stop_on
+        if marker not in self.live_text:
             raise AssertionError("%s: the program did not reach ljgdb_break:\n%s"
                                  % (variant, self.live_text[-3000:]))
         if not os.path.exists(self.core):
@@ -134,3 +141,51 @@ def lua_quote(data, limit=200):
     if len(data) > limit:
         s += "... (%d bytes)" % len(data)
     return s
+
+
+def addr_of(tostring_text):
+    """The address in a tostring() result such as 'table: 0x7f...'."""
+    return int(tostring_text.rsplit(" ", 1)[1].strip("()"), 16)
+
+
+def chunk_display(source):
+    """LuaJIT's short_src rule, uncut: '@file' -> file, '=name' -> name."""
+    if source[:1] in ("@", "="):
+        return source[1:]
+    first = source.split("\n", 1)
+    return '[string "%s%s"]' % (first[0], "..." if len(first) > 1 else "")
+
+
+def value_regex(typ, shown, ffnames=None):
+    """A regex for the text ljgdb prints for a value LuaJIT described with
+    type() and tostring() (strings as hex, see the Lua programs)."""
+    import re as _re
+    if typ == "string":
+        return _re.escape(lua_quote(unhex(shown)))
+    if typ in ("number", "boolean", "nil"):
+        return _re.escape(shown)
+    if typ == "table":
+        return _re.escape("table: (GCtab *)0x%x" % addr_of(shown))
+    if typ == "thread":
+        return _re.escape("thread: (lua_State *)0x%x" % addr_of(shown))
+    if typ == "function":
+        if "builtin#" in shown:
+            ffid = int(shown.split("#")[1])
+            name = (ffnames or {}).get(ffid, str(ffid))
+            return r"function: \(GCfuncC \*\)0x[0-9a-f]+ \[builtin#%s\]" % _re.escape(name)
+        return r"function: \(GCfunc[LC] \*\)0x%x .+" % addr_of(shown)
+    if typ == "userdata":
+        if shown == "userdata: NULL":
+            return _re.escape("light userdata (void *) 0x0")
+        if shown.startswith("file ("):
+            return r"userdata: \(GCudata \*\)0x[0-9a-f]+ io file, \d+ bytes at 0x[0-9a-f]+"
+        ptr = addr_of(shown)
+        if ptr < 0x100000:
+            return _re.escape("light userdata (void *) 0x%x" % ptr)
+        return r"userdata: \(GCudata \*\)0x[0-9a-f]+ userdata, \d+ bytes at 0x%x" % ptr
+    if typ == "cdata":
+        if "*" in shown.split(">:")[0]:
+            # tostring() of a pointer cdata prints the pointer, not the payload
+            return r"cdata: \(GCcdata \*\)0x[0-9a-f]+ ctypeid \d+, size \d+, data at 0x[0-9a-f]+"
+        return r"cdata: \(GCcdata \*\)0x[0-9a-f]+ ctypeid \d+, size \d+, data at 0x%x" % addr_of(shown)
+    raise AssertionError("unexpected type " + typ)

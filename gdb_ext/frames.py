@@ -1,0 +1,492 @@
+"""Walking the frames of a lua_State, as LuaJIT's own debug API does.
+
+Mirrors (R = upstream 2.1 source):
+  lj_debug_frame   R lj_debug.c:25   frame order, dummy and vararg pseudo-frames
+  debug_framepc    R lj_debug.c:53   a frame's current pc from the frame above it
+  lj_debug_line    R lj_debug.c:120  pc -> line through lineinfo
+  debug_varname    R lj_debug.c:152  local names from varinfo
+  debug_localname  R lj_debug.c:186  varargs
+Frame links (R lj_frame.h): FR2 builds keep [func | PC/delta] in two slots
+(base-2, base-1), others in one slot (base-1: func low word, link high word).
+
+The walk reads the whole stack in one block and is bounded by the stack's
+size: a link that points outside it or does not go down ends the walk with
+a CorruptError naming the bad address.
+"""
+import struct
+
+from . import consts as C
+from .errors import CorruptError, FaultError
+from .objects import Func, Proto, decode_tv, GCT_KIND
+
+_Q = struct.Struct("<Q")
+_q = struct.Struct("<q")
+
+# R lj_frame.h frame types (low bits of the link).
+FRAME_LUA, FRAME_C, FRAME_CONT, FRAME_VARG, FRAME_LUAP, FRAME_CP, FRAME_PCALL, FRAME_PCALLH = \
+    range(8)
+FRAME_TYPE = 3
+FRAME_TYPEP = 7
+FRAME_TYPE_NAMES = {FRAME_LUA: "Lua", FRAME_C: "C", FRAME_CONT: "continuation",
+                    FRAME_VARG: "vararg", FRAME_LUAP: "Lua", FRAME_CP: "cpcall",
+                    FRAME_PCALL: "pcall", FRAME_PCALLH: "pcall (hook)"}
+LJ_CONT_FFI_CALLBACK = 1        # R lj_frame.h: enum { LJ_CONT_TAILCALL, LJ_CONT_FFI_CALLBACK }
+NO_BCPOS = None
+
+# C frame (cframe) member offsets, R lj_frame.h CFRAME_OFS_*; these follow the
+# hand-written assembler of each VM and are in no debug info.  Same values in
+# 2.0, 2.1, Debian's and OpenResty's trees (checked).  (arch, gc64) -> offsets
+CFRAME_OFS = {
+    ("x86_64", True): {"prev": 32, "pc": 24, "L": 16, "nres": 8},
+    ("x86_64", False): {"prev": 32, "pc": 28, "L": 24, "nres": 16},
+    ("aarch64", True): {"prev": 0, "pc": 8, "L": 16, "nres": 40},
+}
+CFRAME_RAWMASK = ~3                 # CFRAME_RESUME | CFRAME_UNWIND_FF
+
+# R lj_debug.h VARNAMEDEF: internal names of for-loop slots, codes 1..6.
+VARNAMES = (None, "(for index)", "(for limit)", "(for step)", "(for generator)",
+            "(for state)", "(for control)")
+VARNAME__MAX = 7
+PROTO_VARARG = 0x02                 # R lj_obj.h PROTO_VARARG
+
+MAX_STACK_BYTES = 64 << 20          # far above LUAI_MAXSTACK (65500 slots)
+
+
+class Frame(object):
+    """One frame as lua_getstack numbers them (level 0 is the innermost)."""
+
+    def __init__(self, level, slot, func, link, link_type):
+        self.level = level
+        self.slot = slot            # address of the frame link slot (base - 1)
+        self.func = func            # GCfunc address
+        self.link = link            # raw PC/delta value
+        self.link_type = link_type
+        self.fn = None              # Func object
+        self.kind = None            # 'lua', 'c', 'builtin'
+        self.pos = None             # bytecode position (Lua frames) or None
+        self.line = None            # current line (Lua frames) or None
+        self.nextframe = None       # slot of the frame above (inner), or None
+        self.proto = None
+
+    @property
+    def base(self):
+        return self.slot + 8
+
+
+class Stack(object):
+    """A lua_State's stack read in one block; slot access by address."""
+
+    def __init__(self, vm, th, extra_top=None):
+        self.vm = vm
+        self.start = th.stack
+        size = th.stacksize * 8
+        if size <= 0 or size > MAX_STACK_BYTES:
+            raise CorruptError("lua_State 0x%x has an impossible stack size of %d slots"
+                               % (th.addr, th.stacksize), th.addr)
+        self.end = self.start + size
+        self.data = vm.t.read(self.start, size, "stack of lua_State 0x%x" % th.addr)
+
+    def contains(self, addr):
+        return self.start <= addr and addr + 8 <= self.end
+
+    def u64(self, addr):
+        if not self.contains(addr):
+            raise CorruptError("stack slot 0x%x is outside the stack [0x%x, 0x%x)"
+                               % (addr, self.start, self.end), addr)
+        return _Q.unpack_from(self.data, addr - self.start)[0]
+
+    def tv(self, addr):
+        return decode_tv(self.vm, self.u64(addr))
+
+
+class FrameWalker(object):
+    def __init__(self, vm, th, base=None, top_pos=None):
+        """base: the BASE to start from (default L->base; g->jit_base in a
+        trace).  top_pos: bytecode position of the innermost frame when it
+        is known from elsewhere (a trace snapshot)."""
+        self.top_pos = top_pos
+        self.vm = vm
+        self.lay = vm.lay
+        self.th = th
+        self.stack = Stack(vm, th)
+        self.fr2 = self.lay.fr2
+        self.base = th.base if base is None else base
+        arch = getattr(vm.t, "arch", "x86_64")
+        self.cfo = CFRAME_OFS.get((arch, self.lay.gc64))
+
+    # --- frame link accessors (R lj_frame.h) --------------------------------
+    def ftsz(self, f):
+        raw = self.stack.u64(f)
+        if self.fr2:
+            return _q.unpack(_Q.pack(raw))[0]
+        hi = raw >> 32
+        return hi - (1 << 32) if hi & 0x80000000 else hi
+
+    def frame_gc(self, f):
+        if self.fr2:
+            v = self.stack.tv(f - 8)
+            return v.addr if v.is_gc else None
+        return self.stack.u64(f) & 0xFFFFFFFF
+
+    def frame_pc(self, f):
+        raw = self.stack.u64(f)
+        return raw if self.fr2 else raw >> 32
+
+    def frame_type(self, f):
+        return self.ftsz(f) & FRAME_TYPE
+
+    def frame_typep(self, f):
+        return self.ftsz(f) & FRAME_TYPEP
+
+    def is_lua(self, f):
+        return self.frame_type(f) == FRAME_LUA
+
+    def is_c(self, f):
+        return self.frame_type(f) == FRAME_C
+
+    def is_cont(self, f):
+        return self.frame_typep(f) == FRAME_CONT
+
+    def is_varg(self, f):
+        return self.frame_typep(f) == FRAME_VARG
+
+    def frame_contpc(self, f):
+        return self.frame_pc(f - 16 if self.fr2 else f - 8)
+
+    def frame_iscont_fficb(self, f):
+        if self.fr2:
+            v = self.stack.u64(f - 24)
+        else:
+            v = self.stack.u64(f - 8) & 0xFFFFFFFF
+        return v == LJ_CONT_FFI_CALLBACK
+
+    def prevl(self, f):
+        pc = self.frame_pc(f)
+        ins = self.vm.t.u32(pc - 4, "bytecode before return pc 0x%x" % pc)
+        return f - 8 * (1 + self.fr2 + ((ins >> 8) & 0xFF))
+
+    def prevd(self, f):
+        return f - (self.ftsz(f) & ~FRAME_TYPEP)
+
+    def prev(self, f):
+        return self.prevl(f) if self.is_lua(f) else self.prevd(f)
+
+    # --- cframes ------------------------------------------------------------
+    def _cf_read(self, cf, what):
+        o = self.cfo
+        if o is None:
+            raise CorruptError("C frame layout for this architecture is not known")
+        if what == "prev":
+            return self.vm.t.ptr(cf + o["prev"], "cframe prev")
+        if what == "pc":
+            return self.vm.t.uint(cf + o["pc"], self.lay.mref_size, "cframe pc")
+        if what == "L":
+            return self.vm.t.uint(cf + o["L"], self.lay.ref_size, "cframe L")
+        if what == "nres":
+            return self.vm.t.i32(cf + o["nres"], "cframe nres")
+        raise KeyError(what)
+
+    # --- walk ------------------------------------------------------------------
+    def walk(self, max_frames=1 << 20):
+        """All frames, innermost first.  Returns (frames, error) where error
+        is None or the CorruptError/FaultError that ended the walk early."""
+        frames = []
+        bot = self.stack.start + 8 * self.fr2
+        f = self.base - 8
+        nextframe = None
+        level = 0
+        skip = False
+        steps = 0
+        limit = (self.stack.end - self.stack.start) // 8 + 1
+        L = self.th.addr
+        try:
+            while f > bot:
+                steps += 1
+                if steps > limit or len(frames) >= max_frames:
+                    break
+                if not self.stack.contains(f):
+                    raise CorruptError("frame link at 0x%x is outside the stack [0x%x, 0x%x)"
+                                       % (f, self.stack.start, self.stack.end), f)
+                func = self.frame_gc(f)
+                ftsz = self.ftsz(f)
+                if func != L and not skip:
+                    fr = Frame(level, f, func, ftsz, ftsz & FRAME_TYPEP)
+                    fr.nextframe = nextframe
+                    self._describe(fr)
+                    frames.append(fr)
+                    level += 1
+                skip = False
+                nextframe = f
+                if self.is_lua(f):
+                    nf = self.prevl(f)
+                else:
+                    if self.is_varg(f):
+                        skip = True     # the frame below is its vararg pseudo-frame
+                    nf = self.prevd(f)
+                if nf >= f:
+                    raise CorruptError("frame link at 0x%x does not go down the stack (0x%x)"
+                                       % (f, ftsz & 0xFFFFFFFFFFFFFFFF), f)
+                f = nf
+        except (CorruptError, FaultError) as e:
+            return frames, e
+        return frames, None
+
+    def _describe(self, fr):
+        if not fr.func:
+            raise CorruptError("frame at 0x%x has no function" % fr.slot, fr.slot)
+        kind = GCT_KIND.get(self.vm.t.u8(fr.func + self.lay.str.gct, "frame function"))
+        if kind != "func":
+            raise CorruptError("frame at 0x%x: slot holds a %s, not a function"
+                               % (fr.slot, kind or "non-object"), fr.func)
+        fn = Func(self.vm, fr.func)
+        fr.fn = fn
+        fr.kind = fn.kind
+        if fn.is_lua:
+            fr.proto = Proto(self.vm, fn.proto)
+            fr.pos = self.framepc(fn, fr.proto, fr.nextframe)
+            fr.line = debug_line(self.vm, fr.proto, fr.pos)
+
+    def framepc(self, fn, pt, nextframe):
+        """R lj_debug.c debug_framepc: bytecode position or None."""
+        if nextframe is None and self.top_pos is not None:
+            if 0 <= self.top_pos <= pt.sizebc:
+                return self.top_pos
+            return NO_BCPOS
+        if nextframe is None:
+            cf = self.th.cframe & CFRAME_RAWMASK
+            if not cf:
+                return NO_BCPOS
+            ins = self._cf_read(cf, "pc")
+            if ins == self._cf_read(cf, "L") or not ins:
+                return NO_BCPOS
+        elif self.is_lua(nextframe):
+            ins = self.frame_pc(nextframe)
+        elif self.is_cont(nextframe):
+            ins = self.frame_contpc(nextframe)
+        else:
+            cf = self.th.cframe & CFRAME_RAWMASK
+            f = self.base - 8
+            guard = 0
+            while True:
+                guard += 1
+                if guard > 100000:
+                    raise CorruptError("cframe chain does not end")
+                if not cf:
+                    return NO_BCPOS
+                while self._cf_read(cf, "nres") < 0:
+                    if f >= self.stack.start + -self._cf_read(cf, "nres"):
+                        break
+                    cf = self._cf_read(cf, "prev") & CFRAME_RAWMASK
+                    if not cf:
+                        return NO_BCPOS
+                if f < nextframe:
+                    break
+                if self.is_lua(f):
+                    f = self.prevl(f)
+                else:
+                    if self.is_c(f) or (self.is_cont(f) and self.frame_iscont_fficb(f)):
+                        cf = self._cf_read(cf, "prev") & CFRAME_RAWMASK
+                    f = self.prevd(f)
+            ins = self._cf_read(cf, "pc")
+            if not ins:
+                return NO_BCPOS
+        pos = (ins - pt.bc) // 4 - 1
+        if pos < 0 or pos > pt.sizebc:
+            # R: undo lj_trace_exit for JLOOP; otherwise punt.
+            return self._jloop_pos(pt, ins)
+        return pos
+
+    def _jloop_pos(self, pt, ins):
+        lay = self.lay
+        if lay.trace is None:
+            return NO_BCPOS
+        try:
+            prev = self.vm.t.u32(ins - 4, "bytecode")
+        except FaultError:
+            return NO_BCPOS
+        if not _bc_isret(self.vm, prev & 0xFF):
+            return NO_BCPOS
+        T = ins - 4 - lay.trace.startins
+        startpc = self.vm.t.uint(T + lay.trace.startpc, lay.mref_size, "trace startpc")
+        return (startpc - pt.bc) // 4
+
+
+def _bc_isret(vm, op):
+    names = vm.lay.bc_names
+    n = names.get(op)
+    return n in ("BC_RETM", "BC_RET", "BC_RET0", "BC_RET1")
+
+
+def debug_line(vm, pt, pos):
+    """R lj_debug.c lj_debug_line: the line of bytecode position pos."""
+    if pos is None or pos > pt.sizebc or not pt.lineinfo:
+        return None
+    first = pt.firstline
+    if pos == pt.sizebc:
+        return first + pt.numline
+    if pos == 0:
+        return first
+    pos -= 1
+    if pt.numline < 256:
+        return first + vm.t.u8(pt.lineinfo + pos, "lineinfo")
+    if pt.numline < 65536:
+        return first + vm.t.u16(pt.lineinfo + 2 * pos, "lineinfo")
+    return first + vm.t.u32(pt.lineinfo + 4 * pos, "lineinfo")
+
+
+def _uleb128(data, i):
+    v = 0
+    shift = 0
+    while True:
+        if i >= len(data):
+            raise CorruptError("varinfo ends inside a number")
+        b = data[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        if b < 0x80:
+            return v, i
+        shift += 7
+        if shift > 35:
+            raise CorruptError("varinfo number too long")
+
+
+def proto_debug_block(vm, pt, start):
+    """Bytes from `start` to the end of the proto (debug info lives there)."""
+    end = pt.addr + pt.sizept
+    if not start or start < pt.addr or start >= end or pt.sizept > (64 << 20):
+        return b""
+    return vm.t.read(start, end - start, "debug info of proto 0x%x" % pt.addr)
+
+
+def local_names(vm, pt, pos):
+    """[(slot index from 0, name)] of the variables active at pos, in slot
+    order (R lj_debug.c debug_varname, applied for every slot)."""
+    if pos is None or not pt.varinfo:
+        return []
+    data = proto_debug_block(vm, pt, pt.varinfo)
+    out = []
+    i = 0
+    lastpc = 0
+    slot = 0
+    while i < len(data):
+        vn = data[i]
+        if vn < VARNAME__MAX:
+            if vn == 0:
+                break
+            name = VARNAMES[vn]
+            i += 1
+        else:
+            j = data.find(b"\0", i)
+            if j < 0:
+                raise CorruptError("varinfo name is not terminated")
+            name = data[i:j].decode("utf-8", "replace")
+            i = j + 1
+        d, i = _uleb128(data, i)
+        startpc = lastpc + d
+        lastpc = startpc
+        if startpc > pos:
+            break
+        length, i = _uleb128(data, i)
+        endpc = startpc + length
+        if pos < endpc:
+            out.append((slot, name))
+            slot += 1
+    return out
+
+
+def upvalue_names(vm, pt):
+    """Names of a proto's upvalues (uvinfo: NUL-terminated, sizeuv of them)."""
+    if not pt.uvinfo or not pt.sizeuv:
+        return []
+    data = proto_debug_block(vm, pt, pt.uvinfo)
+    names = data.split(b"\0")[:pt.sizeuv]
+    return [n.decode("utf-8", "replace") for n in names]
+
+
+def frame_locals(walker, fr, frames_top):
+    """[(name, Value)] of a Lua frame: named locals, then varargs.
+    frames_top: address limit of this frame's slots (the next frame's link
+    slot, or L->top for the innermost frame)."""
+    vm = walker.vm
+    pt = fr.proto
+    out = []
+    limit = frames_top
+    for idx, name in local_names(vm, pt, fr.pos):
+        addr = fr.base + 8 * idx
+        if addr >= limit + 8 * walker.fr2 and fr.nextframe is not None:
+            break
+        try:
+            out.append((name, walker.stack.tv(addr)))
+        except CorruptError as e:
+            out.append((name, e))
+    if fr.pos is not None and pt.flags & PROTO_VARARG:
+        # R debug_localname for negative slots: varargs live below the frame.
+        f = fr.slot
+        nextframe = fr.nextframe if fr.nextframe is not None else frames_top + 8 * walker.fr2
+        if walker.is_varg(f):
+            nextframe = f
+            f = walker.prevd(f)
+        k = 1
+        while k < 1000:
+            s = pt.numparams + k
+            if not (f + 8 * (s + walker.fr2) < nextframe):
+                break
+            try:
+                out.append(("(*vararg %d)" % k, walker.stack.tv(f + 8 * s)))
+            except CorruptError as e:
+                out.append(("(*vararg %d)" % k, e))
+            k += 1
+    return out
+
+
+def frame_upvalues(vm, fr):
+    """[(name, Value)] of a Lua frame's function upvalues."""
+    out = []
+    names = upvalue_names(vm, fr.proto)
+    from .objects import Upval
+    for i, ref in enumerate(fr.fn.upvalue_refs(vm)):
+        name = names[i] if i < len(names) else "?%d" % i
+        try:
+            uv = Upval(vm, ref)
+            out.append((name, decode_tv(vm, vm.t.u64(uv.v, "upvalue value"))))
+        except (CorruptError, FaultError) as e:
+            out.append((name, e))
+    return out
+
+
+THREAD_STATUS = C.THREAD_STATUS
+
+
+def trace_snapshot_pc(vm, T_addr, mpcs):
+    """The bytecode pc of the snapshot in effect at a machine-code address
+    inside trace T (the first of mpcs that lies in its code), or None.
+    Snapshots are ordered by mcofs (R lj_jit.h SnapShot); the pc is stored
+    after the snapshot's entries (snap_pc: FR2 keeps pc << 8 in 64 bits)."""
+    lay = vm.lay
+    ss = lay.s.get("SnapShot")
+    if ss is None or lay.trace is None or not ss.has("mcofs"):
+        return None         # 2.0's SnapShot has no machine-code offsets
+    from .objects import Trace
+    T = Trace(vm, T_addr)
+    inside = [p for p in mpcs if T.mcode <= p < T.mcode + T.szmcode]
+    if not inside or not T.nsnap:
+        return None
+    off = inside[0] - T.mcode
+    unit = 4 if getattr(vm.t, "arch", "x86_64") == "aarch64" else 1   # MCode units
+    snap = vm.t.ptr(T_addr + lay.trace.snap, "T->snap")
+    data = vm.t.read(snap, ss.size * T.nsnap, "snapshots of trace %d" % T.traceno)
+    best = None
+    for i in range(T.nsnap):
+        b = i * ss.size
+        mcofs = int.from_bytes(data[b + ss.mcofs:b + ss.mcofs + 2], "little") * unit
+        if mcofs <= off:
+            best = b
+    if best is None:
+        return None
+    mapofs = int.from_bytes(data[best + ss.mapofs:best + ss.mapofs + 4], "little")
+    nent = data[best + ss.nent]
+    snapmap = vm.t.ptr(T_addr + lay.trace.snapmap, "T->snapmap")
+    entry = snapmap + 4 * (mapofs + nent)
+    if lay.fr2:
+        return vm.t.u64(entry, "snapshot pc") >> 8
+    return vm.t.u32(entry, "snapshot pc")

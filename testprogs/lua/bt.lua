@@ -1,0 +1,197 @@
+-- Backtrace scenarios for lbt/lthreads.  Each scenario records, with
+-- LuaJIT's own debug library, the stack it is about to stop with (levels,
+-- what, source, currentline, the function, locals, varargs, upvalues) and
+-- then stops in ljgdb_stop ON THE SAME LINE, so the recorded lines are the
+-- lines the VM is at when the debugger looks.
+-- Usage: host bt.lua EXPECTED_FILE SCENARIO
+local ffi = require("ffi")
+local out = assert(io.open(arg[1], "w"))
+local scenario = arg[2]
+
+local function enc(v)
+  local t = type(v)
+  if t == "string" then
+    return t, "hex:" .. (v:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+  end
+  return t, tostring(v)
+end
+
+local function rec(...)
+  local parts = {}
+  for i = 1, select("#", ...) do parts[#parts + 1] = tostring((select(i, ...))) end
+  out:write(table.concat(parts, "\t"), "\n")
+  out:flush()
+end
+
+-- Fast-function names as LuaJIT itself names them (jit/vmdef.lua, found
+-- through LUA_PATH set by the test).
+local ok, vmdef = pcall(require, "jit.vmdef")
+if ok and vmdef.ffnames then
+  for id, name in pairs(vmdef.ffnames) do rec("ffname", id, name) end
+end
+
+-- (No tail calls here: a tail call would remove these frames and shift
+-- every level by one.)
+local function getinfo(co, level, what)
+  local info
+  if co then info = debug.getinfo(co, level, what)
+  else info = debug.getinfo(level + 1, what) end
+  return info
+end
+
+local function getlocal(co, level, i)
+  local name, v
+  if co then name, v = debug.getlocal(co, level, i)
+  else name, v = debug.getlocal(level + 1, i) end
+  return name, v
+end
+
+-- Record the stack of coroutine co, or of the caller of record_stack.
+local function record_stack(tag, co)
+  local first = co and 0 or 2
+  local n = 0
+  local level = first
+  while true do
+    local info = getinfo(co, level, "Slf")
+    if not info then break end
+    rec(tag, "frame", n, info.what, info.source, info.currentline, tostring(info.func))
+    if info.what ~= "C" then
+      local i = 1
+      while true do
+        local name, v = getlocal(co, level, i)
+        if not name then break end
+        if name ~= "(*temporary)" then rec(tag, "local", n, name, enc(v)) end
+        i = i + 1
+      end
+      i = 1
+      while true do
+        local name, v = getlocal(co, level, -i)
+        if not name then break end
+        rec(tag, "vararg", n, i, enc(v))
+        i = i + 1
+      end
+      i = 1
+      while true do
+        local name, v = debug.getupvalue(info.func, i)
+        if not name then break end
+        rec(tag, "upval", n, name, enc(v))
+        i = i + 1
+      end
+    end
+    level = level + 1
+    n = n + 1
+  end
+  rec(tag, "depth", n)
+end
+
+local S = {}
+
+-- pcall, xpcall with a handler, metamethods (__index, __add, __call), a
+-- vararg function, a tail call, lua_call from C, string.gsub and
+-- table.sort callbacks, all on one stack.
+function S.nest()
+  local function leaf(a, b, ...)
+    local s, d, e, k, nul = "text", 3.14, true, nil, ljgdb_lightud(0)
+    local t = {1, 2}
+    record_stack("main"); ljgdb_stop()
+    return s, d, e, k, nul, t
+  end
+  local function tail(x, ...)
+    return leaf(x, "two", ...)         -- a tail call: this frame is replaced
+  end
+  local mt = {}
+  mt.__call = function(self, v) return tail(v, "va1", 42) end
+  mt.__add = function(a, b) return a.f(b) end
+  mt.__index = function(t, key) return ljgdb_ccall(t, 7) end
+  local obj = setmetatable({f = function(v) return obj_index(v) end}, mt)
+  function obj_index(v) return obj[v] end
+  local function cmp(p, q)
+    local r = ("x"):gsub("x", function() return tostring(obj + 1) end)
+    return p < q
+  end
+  local function handler(m) return m end
+  local ok1, res = xpcall(function() table.sort({3, 1, 2}, cmp) end, handler)
+  assert(ok1, res)
+  return pcall(function() return ok1, res end)
+end
+
+-- 5000 Lua frames.
+function S.deep()
+  local function down(n)
+    if n == 0 then
+      record_stack("main"); ljgdb_stop()
+      return 0
+    end
+    return 1 + down(n - 1)      -- not a tail call
+  end
+  down(5000)
+end
+
+-- Coroutines: A resumes B with coroutine.resume, B resumes C through
+-- coroutine.wrap, C stops.  Others are suspended, dead, failed, not started.
+function S.coro()
+  local susp = coroutine.create(function(x) local y = x * 2; coroutine.yield(y) end)
+  coroutine.resume(susp, 21)
+  local dead = coroutine.create(function() return 1 end)
+  coroutine.resume(dead)
+  local failed = coroutine.create(function() error("boom") end)
+  coroutine.resume(failed)
+  local fresh = coroutine.create(function() end)
+  local A, B
+  local C = coroutine.wrap(function(tagv)
+    local here = "in C"
+    for _, c in ipairs({{"A", A}, {"B", B}, {"susp", susp}}) do
+      rec("co", c[1], tostring(c[2]), coroutine.status(c[2]))
+      record_stack(c[1], c[2])
+    end
+    rec("co", "dead", tostring(dead), coroutine.status(dead))
+    rec("co", "failed", tostring(failed), "error")
+    rec("co", "fresh", tostring(fresh), coroutine.status(fresh))
+    rec("co", "C", tostring(coroutine.running()), "running")
+    record_stack("main"); ljgdb_stop(here)
+  end)
+  B = coroutine.create(function() local inB = 2; C("c") end)
+  A = coroutine.create(function() local inA = 1; coroutine.resume(B) end)
+  coroutine.resume(A)
+end
+
+-- An FFI callback: C (ljgdb_call_cb) calls back into Lua.
+ffi.cdef[[
+void ljgdb_call_cb(void (*cb)(int), int v);
+void ljgdb_ffi_stop(void);
+void ljgdb_ffi_tick(int i, int n);
+]]
+function S.fficb()
+  local cb = ffi.cast("void (*)(int)", function(v)
+    local inside = v
+    record_stack("main"); ljgdb_stop()
+  end)
+  ffi.C.ljgdb_call_cb(cb, 5)
+  cb:free()
+end
+
+-- A crash: SIGSEGV writing through a NULL pointer with the FFI.
+function S.crash()
+  local p = ffi.cast("int *", 0)
+  local function boom(v)
+    record_stack("main"); p[0] = v
+  end
+  boom(1)
+end
+
+-- JIT-compiled code: a hot loop that calls C through the FFI from a trace.
+function S.jit()
+  local function hot(n)
+    local acc = 0
+    for i = 1, n do
+      acc = acc + i
+      ffi.C.ljgdb_ffi_tick(i, n)     -- stops in ljgdb_break when i == n
+    end
+    return acc
+  end
+  rec("jitline", debug.getinfo(hot, "S").linedefined + 4)
+  record_stack("main"); hot(200000)
+end
+
+assert(S[scenario], "unknown scenario " .. tostring(scenario))
+S[scenario]()
