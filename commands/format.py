@@ -48,9 +48,13 @@ def chunk_display(name):
 
 
 def proto_site(vm, proto_addr):
-    """'chunk:firstline' of a proto."""
-    pt = Proto(vm, proto_addr)
-    return "%s:%d" % (chunk_display(pt.chunk(vm)), pt.firstline)
+    """'chunk:firstline' of a proto (cached for the command's VM object)."""
+    cache = vm.__dict__.setdefault("_sites", {})
+    site = cache.get(proto_addr)
+    if site is None:
+        pt = Proto(vm, proto_addr)
+        site = cache[proto_addr] = "%s:%d" % (chunk_display(pt.chunk(vm)), pt.firstline)
+    return site
 
 
 def func_text(vm, addr):

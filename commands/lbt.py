@@ -78,7 +78,9 @@ class Backtracer(object):
 
     def frame_text(self, fr):
         if fr.kind == "lua":
-            src = chunk_display(fr.proto.chunk(self.vm))
+            src = fr.proto.__dict__.get("_display")
+            if src is None:
+                src = fr.proto._display = chunk_display(fr.proto.chunk(self.vm))
             return "%s:%s" % (src, fr.line if fr.line is not None else "?")
         if fr.kind == "c":
             sym = self.vm.t.symbolize(fr.fn.cfunc)

@@ -57,6 +57,12 @@ Example:
                                                "where")]
         total = 0
         count = 0
+        vmthread = None
+        if vm.lay.G.has("vmthref"):      # upstream 2.1 rolling only
+            try:
+                vmthread = vm.gref(vm.G + vm.lay.G.vmthref, "g->vmthref")
+            except FaultError:
+                pass
         for L, th, info in rows:
             if th is None:
                 out.append("0x%-18x <unreadable: %s>" % (L, info))
@@ -69,6 +75,8 @@ Example:
             note = []
             if L == vm.main_L:
                 note.append("main")
+            if L == vmthread:
+                note.append("the VM's internal thread, g->vmthref")
             if L in resumer:
                 note.append("resumed by 0x%x" % resumer[L])
             out.append("0x%-18x %-9s %7d %9d %9d  %s%s" % (
@@ -77,7 +85,8 @@ Example:
         coros = [r for r in rows if r[1] is not None and r[0] != vm.main_L]
         cbytes = sum(lsize + r[1].stacksize * 8 for r in coros)
         avg = (cbytes / len(coros)) if coros else 0
-        out.append("%d threads (%d coroutines and the main thread), %d bytes; %.0f bytes per "
+        out.append("%d threads (%d coroutine%s and the main thread), %d bytes; %.0f bytes per "
                    "coroutine on average (sizeof(lua_State) = %d; PUC Lua 5.4: about %d)"
-                   % (count, len(coros), total, avg, lsize, PUC_LUA54_BYTES))
+                   % (count, len(coros), "" if len(coros) == 1 else "s", total, avg, lsize,
+                      PUC_LUA54_BYTES))
         return out

@@ -242,7 +242,7 @@ class FrameWalker(object):
         fr.fn = fn
         fr.kind = fn.kind
         if fn.is_lua:
-            fr.proto = Proto(self.vm, fn.proto)
+            fr.proto = cached_proto(self.vm, fn.proto)
             fr.pos = self.framepc(fn, fr.proto, fr.nextframe)
             fr.line = debug_line(self.vm, fr.proto, fr.pos)
 
@@ -358,16 +358,40 @@ def proto_debug_block(vm, pt, start):
     return vm.t.read(start, end - start, "debug info of proto 0x%x" % pt.addr)
 
 
+def cached_proto(vm, addr):
+    """Proto objects are read once per VM object (one command)."""
+    cache = vm.__dict__.setdefault("_protos", {})
+    pt = cache.get(addr)
+    if pt is None:
+        pt = cache[addr] = Proto(vm, addr)
+    return pt
+
+
 def local_names(vm, pt, pos):
     """[(slot index from 0, name)] of the variables active at pos, in slot
     order (R lj_debug.c debug_varname, applied for every slot)."""
     if pos is None or not pt.varinfo:
         return []
+    ranges = pt.__dict__.get("_varranges")
+    if ranges is None:
+        ranges = pt._varranges = _var_ranges(vm, pt)
+    out = []
+    slot = 0
+    for name, startpc, endpc in ranges:
+        if startpc > pos:
+            break
+        if pos < endpc:
+            out.append((slot, name))
+            slot += 1
+    return out
+
+
+def _var_ranges(vm, pt):
+    """[(name, startpc, endpc)] from a proto's varinfo, in order."""
     data = proto_debug_block(vm, pt, pt.varinfo)
     out = []
     i = 0
     lastpc = 0
-    slot = 0
     while i < len(data):
         vn = data[i]
         if vn < VARNAME__MAX:
@@ -384,13 +408,8 @@ def local_names(vm, pt, pos):
         d, i = _uleb128(data, i)
         startpc = lastpc + d
         lastpc = startpc
-        if startpc > pos:
-            break
         length, i = _uleb128(data, i)
-        endpc = startpc + length
-        if pos < endpc:
-            out.append((slot, name))
-            slot += 1
+        out.append((name, startpc, startpc + length))
     return out
 
 
@@ -398,9 +417,12 @@ def upvalue_names(vm, pt):
     """Names of a proto's upvalues (uvinfo: NUL-terminated, sizeuv of them)."""
     if not pt.uvinfo or not pt.sizeuv:
         return []
-    data = proto_debug_block(vm, pt, pt.uvinfo)
-    names = data.split(b"\0")[:pt.sizeuv]
-    return [n.decode("utf-8", "replace") for n in names]
+    names = pt.__dict__.get("_uvnames")
+    if names is None:
+        data = proto_debug_block(vm, pt, pt.uvinfo)
+        names = pt._uvnames = [n.decode("utf-8", "replace")
+                               for n in data.split(b"\0")[:pt.sizeuv]]
+    return names
 
 
 def frame_locals(walker, fr, frames_top):
