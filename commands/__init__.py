@@ -2,10 +2,10 @@
 
 
 def register():
-    from . import base, linfo, lval, ltab, lbt, lthreads
+    from . import base, linfo, lval, ltab, lbt, lthreads, lgcstat
     base.register_params()
     base.connect_events()
-    classes = (linfo.LInfo, lval.LVal, ltab.LTab, lbt.LBt, lthreads.LThreads)
+    classes = (linfo.LInfo, lval.LVal, ltab.LTab, lbt.LBt, lthreads.LThreads, lgcstat.LGcStat)
     for cls in classes:
         cls()
     return [c.NAME for c in classes]

@@ -1,0 +1,185 @@
+"""lgcstat: every GC object and every byte the collector counts, per type."""
+import sys
+
+import gdb
+
+from ..gdb_ext import consts as C
+from ..gdb_ext.errors import CorruptError, FaultError
+from ..gdb_ext.gcstat import HEADER_STRUCT, TYPE_ORDER, walk_heap
+from ..gdb_ext.objects import Func, Proto, Str, Tab, Thread, Trace, Udata, Cdata
+from .base import LjCommand, UsageError, get_vm, int_option, split_args
+from .format import chunk_display, func_text, proto_site, quote
+
+TYPE_TEXT = {C.GCT_STR: "string", C.GCT_UPVAL: "upvalue", C.GCT_THREAD: "thread",
+             C.GCT_PROTO: "prototype", C.GCT_FUNC: "function", C.GCT_TRACE: "trace",
+             C.GCT_CDATA: "cdata", C.GCT_TAB: "table", C.GCT_UDATA: "userdata"}
+
+
+class LGcStat(LjCommand):
+    """Count every GC object of the Lua VM and every byte the collector counts.
+
+Walks the GC root list, the string table, every thread's open upvalues and
+the userdata/cdata waiting for finalization, and sizes each object as the
+collector frees it (a table with its array and hash parts, a thread with its
+stack, a prototype with its bytecode and debug info, a cdata with its VLA
+payload...).  One line per type gives count, bytes, min/avg/max object size
+and the fixed header of that type in this layout (GC64 headers are larger
+than X64 ones).  Then the memory g->gc.total counts that is no object (the
+GG_State, the string table, buffers, JIT and FFI state), and the sum next to
+g->gc.total.
+  --top N       the N largest objects, with what they are
+  --by-chunk    bytes of functions, prototypes and traces by chunk name
+
+Usage: lgcstat [--top N] [--by-chunk] [L=<lua_State *>]
+Example:
+  (gdb) lgcstat --top 3
+  type           count        bytes      min        avg      max  header (this layout)
+  string           381        10952       25       28.7      104  sizeof(GCstr) = 24
+  ...
+  sum: 67193 bytes; g->gc.total: 67193 bytes (exact)"""
+
+    NAME = "lgcstat"
+    USAGE = "lgcstat [--top N] [--by-chunk] [L=<lua_State *>]"
+
+    def run(self, arg, from_tty):
+        flags, opts, L_expr, rest = split_args(arg, flags=("by-chunk",), options=("top",))
+        if rest:
+            raise UsageError("unexpected argument '%s'" % rest[0])
+        top = int_option(opts, "top", 0, 0)
+        vm = get_vm(L_expr)
+        progress = _Progress() if from_tty and _is_terminal() else None
+        try:
+            st = walk_heap(vm, top=top, by_chunk="by-chunk" in flags, progress=progress)
+        finally:
+            if progress is not None:
+                progress.clear()
+        return report(vm, st, top, "by-chunk" in flags)
+
+
+def _is_terminal():
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class _Progress(object):
+    """A progress line on the terminal, rewritten in place."""
+
+    def __init__(self):
+        self.shown = False
+
+    def __call__(self, n):
+        gdb.write("\rlgcstat: %d objects walked (Ctrl-C stops)..." % n)
+        gdb.flush()
+        self.shown = True
+
+    def clear(self):
+        if self.shown:
+            gdb.write("\r%s\r" % (" " * 60))
+            gdb.flush()
+
+
+def report(vm, st, top, by_chunk):
+    lay = vm.lay
+    _, gcname = vm.gc_state
+    out = ["GC heap of (global_State *)0x%x: %s %s, %s layout, GC state %s"
+           % (vm.G, lay.fork, lay.branch, lay.mode_name(),
+              gcname[3:].lower() if gcname.startswith("GCS") else gcname)]
+    out.append("%-10s %10s %14s %8s %10s %10s  %s" % ("type", "count", "bytes", "min", "avg",
+                                                       "max", "header (this layout)"))
+    dead = []
+    for g in TYPE_ORDER:
+        ts = st.types[g]
+        hs = st.header_sizes.get(g)
+        header = "sizeof(%s) = %d" % (HEADER_STRUCT[g], hs) if hs is not None else "-"
+        if ts.count:
+            out.append("%-10s %10d %14d %8d %10.1f %10d  %s" % (
+                TYPE_TEXT[g], ts.count, ts.bytes, ts.min, ts.bytes / ts.count, ts.max, header))
+        else:
+            out.append("%-10s %10d %14d %8s %10s %10s  %s" % (TYPE_TEXT[g], 0, 0, "-", "-", "-",
+                                                             header))
+        if ts.dead:
+            dead.append("%d %s (%d bytes)" % (ts.dead, TYPE_TEXT[g], ts.dead_bytes))
+    nobj = sum(t.count for t in st.types.values())
+    out.append("%-10s %10d %14d" % ("objects", nobj, st.object_bytes))
+    if dead:
+        out.append("  of which dead but not yet swept: " + ", ".join(dead))
+    if st.pending:
+        out.append("  of which %d wait for their finalizer (g->gc.mmudata)" % st.pending)
+    out.append("Memory in g->gc.total that is no GC object:")
+    for name, size, note in st.other:
+        out.append("  %-18s %14d  %s" % (name, size, note))
+    out.append("  %-18s %14d" % ("total", st.other_bytes))
+    diff = st.total - st.accounted
+    if diff == 0:
+        verdict = "exact"
+    elif diff > 0:
+        verdict = ("%d bytes not accounted for: memory the VM holds only for a moment (a parser, "
+                   "profiler or JIT-recorder buffer in use now) or state this version adds"
+                   % diff)
+    else:
+        verdict = "%d bytes more than gc.total: a corrupt or inconsistent heap" % -diff
+    out.append("sum: %d bytes; g->gc.total: %d bytes (%s)" % (st.accounted, st.total, verdict))
+    if top:
+        out.append("")
+        out.append("The %d largest objects:" % len(st.top))
+        for size, addr, gct in st.top:
+            out.append("  %12d  %-9s 0x%-14x %s" % (size, TYPE_TEXT[gct], addr,
+                                                   describe(vm, gct, addr)))
+    if by_chunk:
+        out.append("")
+        out.extend(chunk_lines(vm, st))
+    return out
+
+
+def describe(vm, gct, addr):
+    """A short text of what the object at addr is."""
+    try:
+        if gct == C.GCT_TAB:
+            t = Tab(vm, addr)
+            return "table asize=%d hmask=0x%x" % (t.asize, t.hmask)
+        if gct == C.GCT_STR:
+            s = Str(vm, addr, 40)
+            return "%s, %d bytes" % (quote(s.data, s.truncated, s.len), s.len)
+        if gct == C.GCT_PROTO:
+            return "prototype %s" % proto_site(vm, addr)
+        if gct == C.GCT_FUNC:
+            return func_text(vm, addr)
+        if gct == C.GCT_THREAD:
+            th = Thread(vm, addr)
+            main = " (main thread)" if addr == vm.main_L else ""
+            return "lua_State, stack of %d slots%s" % (th.stacksize, main)
+        if gct == C.GCT_UDATA:
+            u = Udata(vm, addr)
+            return "%s, %d bytes" % (C.UDTYPE_NAMES.get(u.udtype, "udtype %d" % u.udtype), u.len)
+        if gct == C.GCT_CDATA:
+            cd = Cdata(vm, addr)
+            return "ctypeid %d%s" % (cd.ctypeid, ", variable length" if cd.is_vla else "")
+        if gct == C.GCT_TRACE:
+            tr = Trace(vm, addr)
+            pt = vm.gref(addr + vm.lay.trace.startpt, "GCtrace.startpt")
+            return "trace %d from %s" % (tr.traceno, proto_site(vm, pt))
+        if gct == C.GCT_UPVAL:
+            return "upvalue"
+    except (FaultError, CorruptError) as e:
+        return "<unreadable: %s>" % e
+    return ""
+
+
+def chunk_lines(vm, st):
+    """Bytes of functions, prototypes and traces grouped by chunk name."""
+    chunks = {}
+    for pt, (size, count) in st.chunks.items():
+        try:
+            name = chunk_display(Proto(vm, pt).chunk(vm))
+        except (FaultError, CorruptError):
+            name = "<unreadable prototype 0x%x>" % pt
+        c = chunks.setdefault(name, [0, 0])
+        c[0] += size
+        c[1] += count
+    out = ["Functions, prototypes and traces by chunk:",
+           "%14s %10s  %s" % ("bytes", "objects", "chunk")]
+    for name, (size, count) in sorted(chunks.items(), key=lambda kv: (-kv[1][0], kv[0])):
+        out.append("%14d %10d  %s" % (size, count, name))
+    return out

@@ -1,0 +1,112 @@
+"""Large-page reads for heap walks.
+
+A heap walk touches millions of small objects spread over hundreds of MB.
+Reading them one by one through the target (one gdb call each) costs tens
+of microseconds per object; reading the heap in 1 MB pages and decoding
+with struct from those buffers costs well under one.
+
+PageCache keeps pages in plain dicts that a hot loop may consult itself
+(`full` for wholly readable 1 MB pages, `p64` for readable 64 KB pieces of
+pages that a mapping boundary cuts), so that most lookups cost one dict
+access and no call.  At most `max_bytes` are kept: the oldest pages are
+dropped first, so a walk over a heap larger than the gdb process could hold
+stays bounded.  A 64 KB piece that is itself cut is read in 4 KB pieces;
+what cannot be read is remembered, so a walk that keeps touching it fails
+fast with FaultError.
+"""
+from .errors import FaultError
+
+PAGE = 1 << 20
+PAGE_MASK = ~(PAGE - 1)
+P64 = 1 << 16
+P64_MASK = ~(P64 - 1)
+P4 = 1 << 12
+
+
+class PageCache(object):
+    def __init__(self, target, max_bytes=256 << 20):
+        self.t = target
+        self.max_bytes = max(max_bytes, 4 * PAGE)
+        self.full = {}                 # 1 MB base -> bytes (whole page readable)
+        self.split = set()             # 1 MB bases not wholly readable
+        self.p64 = {}                  # 64 KB base -> bytes (in split pages)
+        self.p4 = {}                   # 4 KB base -> bytes (in cut 64 KB pieces)
+        self.bad64 = set()
+        self.bad4 = set()
+        self.bytes_read = 0
+        self.reads = 0
+        self.held = 0                  # bytes held in the dicts
+
+    # ------------------------------------------------------------------
+    def _read(self, addr, n):
+        self.reads += 1
+        data = self.t.read_raw(addr, n)
+        self.bytes_read += len(data)
+        return data
+
+    def _keep(self, d, base, data):
+        d[base] = data
+        self.held += len(data)
+        while self.held > self.max_bytes:
+            victim = self.full if self.full else (self.p64 if self.p64 else self.p4)
+            if not victim:
+                break
+            old = next(iter(victim))
+            self.held -= len(victim.pop(old))
+
+    def _piece(self, addr):
+        """(base, bytes) of the largest readable piece holding addr."""
+        base = addr & PAGE_MASK
+        if base not in self.split:
+            data = self.full.get(base)
+            if data is not None:
+                return base, data
+            try:
+                data = self._read(base, PAGE)
+                self._keep(self.full, base, data)
+                return base, data
+            except FaultError:
+                self.split.add(base)
+        base = addr & P64_MASK
+        data = self.p64.get(base)
+        if data is not None:
+            return base, data
+        if base not in self.bad64:
+            try:
+                data = self._read(base, P64)
+                self._keep(self.p64, base, data)
+                return base, data
+            except FaultError:
+                self.bad64.add(base)
+        base = addr & ~(P4 - 1)
+        data = self.p4.get(base)
+        if data is not None:
+            return base, data
+        if base not in self.bad4:
+            try:
+                data = self._read(base, P4)
+                self._keep(self.p4, base, data)
+                return base, data
+            except FaultError:
+                self.bad4.add(base)
+        raise FaultError("cannot access memory at 0x%x" % addr, addr)
+
+    def window(self, addr, n):
+        """(base, buf) with buf holding at least [addr, addr+n) at buf[addr-base:].
+        Raises FaultError naming the first unreadable address."""
+        base, data = self._piece(addr)
+        if addr + n <= base + len(data):
+            return base, data
+        # Straddles a page or piece end: read the exact range.
+        return addr, self.read(addr, n)
+
+    def read(self, addr, n):
+        """n bytes at addr (stitched across pages)."""
+        out = []
+        a, end = addr, addr + n
+        while a < end:
+            base, data = self._piece(a)
+            take = min(end, base + len(data)) - a
+            out.append(data[a - base:a - base + take])
+            a += take
+        return b"".join(out)

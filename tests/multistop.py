@@ -1,0 +1,103 @@
+"""A Lua program that stops several times: gdb runs the same commands at
+every stop and saves a core at each, then a second gdb loads each core in
+turn and runs the commands again.  Two gdb processes per program, however
+many stops."""
+import os
+import re
+
+import json
+
+from harness import LOADER, LUA_DIR, MANIFEST, read_expected, run_gdb
+
+_BEGIN = "@@LJGDB-BEGIN %d %d@@"
+_END = "@@LJGDB-END %d %d@@"
+
+
+def _wrap(stop, commands):
+    args = []
+    for i, cmd in enumerate(commands):
+        args += ["-ex", "echo \\n" + _BEGIN % (stop, i) + "\\n", "-ex", cmd,
+                 "-ex", "echo \\n" + _END % (stop, i) + "\\n"]
+    return args
+
+
+def _cut(text, nstops, commands):
+    """out[stop][command index] = text or None."""
+    out = []
+    for s in range(nstops):
+        row = []
+        for i in range(len(commands)):
+            m = re.search(re.escape(_BEGIN % (s, i)) + r"\n(.*?)\n?" + re.escape(_END % (s, i)),
+                          text, re.S)
+            row.append(m.group(1) if m else None)
+        out.append(row)
+    return out
+
+
+class MultiStop(object):
+    """Run `program` in the host of `variant`; at each of `nstops` hits of
+    ljgdb_break run `commands` and save a core.  live[s][i] / core[s][i]
+    are the outputs of command i at stop s; expected the program's records."""
+
+    def __init__(self, variant, program, commands, nstops, workdir, args=(), keep_cores=False):
+        m = build_of(variant)
+        self.variant = variant
+        self.commands = list(commands)
+        self.nstops = nstops
+        os.makedirs(workdir, exist_ok=True)
+        self.expected_file = os.path.join(workdir, "expected.txt")
+        cores = [os.path.join(workdir, "core.%d" % s) for s in range(nstops)]
+        for f in [self.expected_file] + cores:
+            if os.path.exists(f):
+                os.unlink(f)
+        live = ["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run"]
+        for s in range(nstops):
+            live += _wrap(s, self.commands) + ["-ex", "gcore " + cores[s]]
+            if s + 1 < nstops:
+                live += ["-ex", "continue"]
+        live += ["-ex", "kill", "--args", m["host"], os.path.join(LUA_DIR, program),
+                 self.expected_file] + list(args)
+        self.live_text = run_gdb(live, cwd=workdir)
+        missing = [c for c in cores if not os.path.exists(c)]
+        if missing:
+            raise AssertionError("%s: %d of %d stops reached:\n%s" % (
+                variant, nstops - len(missing), nstops, self.live_text[-4000:]))
+        self.live = _cut(self.live_text, nstops, self.commands)
+        core = ["-ex", "source " + LOADER, "-ex", "file " + m["host"]]
+        for s in range(nstops):
+            core += ["-ex", "core-file " + cores[s]] + _wrap(s, self.commands)
+        self.core_text = run_gdb(core, cwd=workdir)
+        self.core = _cut(self.core_text, nstops, self.commands)
+        if not keep_cores:
+            for c in cores:
+                os.unlink(c)
+        self.expected = read_expected(self.expected_file)
+
+    def out(self, mode, stop, cmd_index=0):
+        text = (self.live if mode == "live" else self.core)[stop][cmd_index]
+        if text is None:
+            whole = self.live_text if mode == "live" else self.core_text
+            raise AssertionError("%s %s: no output for %r at stop %d:\n%s" % (
+                self.variant, mode, self.commands[cmd_index], stop, whole[-4000:]))
+        return text
+
+
+
+def build_of(variant):
+    """The manifest entry of one build (testprogs/build.py writes it)."""
+    if not os.path.exists(MANIFEST):
+        raise RuntimeError("no LuaJIT builds: run `python3 testprogs/build.py` (%s missing)"
+                           % MANIFEST)
+    with open(MANIFEST) as f:
+        m = json.load(f)
+    if variant not in m or not os.path.exists(m[variant]["host"]):
+        raise RuntimeError("no build of %s: run `python3 testprogs/build.py`" % variant)
+    return m[variant]
+
+
+def built_variants():
+    """Every variant the manifest lists."""
+    if not os.path.exists(MANIFEST):
+        return []
+    with open(MANIFEST) as f:
+        return sorted(json.load(f))
