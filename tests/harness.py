@@ -20,6 +20,9 @@ CACHE = os.environ.get("LJGDB_CACHE") or os.path.join(
 MANIFEST = os.path.join(CACHE, "builds.json")
 
 ALL_VARIANTS = ("r21-gc64", "r21-x64", "r20-x64", "deb-gc64", "deb-x64", "or-gc64", "or-x64")
+# Built by default too, but without the JIT (LUAJIT_DISABLE_JIT): only for
+# the tests that check what commands say when there is no JIT.
+NOJIT_VARIANTS = ("r21-nojit",)
 GDB_TIMEOUT = int(os.environ.get("LJGDB_GDB_TIMEOUT", "300"))
 
 
@@ -29,7 +32,8 @@ def manifest():
                            % MANIFEST)
     with open(MANIFEST) as f:
         m = json.load(f)
-    missing = [v for v in ALL_VARIANTS if v not in m or not os.path.exists(m[v]["host"])]
+    missing = [v for v in ALL_VARIANTS + NOJIT_VARIANTS
+               if v not in m or not os.path.exists(m[v]["host"])]
     if missing:
         raise RuntimeError("builds missing for %s: run `python3 testprogs/build.py`"
                            % ", ".join(missing))
