@@ -2,10 +2,11 @@
 
 
 def register():
-    from . import base, linfo, lval, ltab, lbt, lthreads, lgcstat
+    from . import base, linfo, lval, ltab, lbt, lthreads, lgcstat, lmcode, ltrace
     base.register_params()
     base.connect_events()
-    classes = (linfo.LInfo, lval.LVal, ltab.LTab, lbt.LBt, lthreads.LThreads, lgcstat.LGcStat)
+    classes = (linfo.LInfo, lval.LVal, ltab.LTab, lbt.LBt, lthreads.LThreads, lgcstat.LGcStat,
+               lmcode.LMcode, ltrace.LTrace)
     for cls in classes:
         cls()
     return [c.NAME for c in classes]

@@ -138,6 +138,32 @@ class GdbTarget(Target):
             return None
         return {f.name: int(f.enumval) for f in t.fields()}
 
+    def mappings(self):
+        """A live process's mappings from gdb's `info proc mappings` (it has
+        a Perms column since gdb 12); None on a core, where gdb knows only
+        file-backed mappings and no permissions."""
+        inf = self.inferior
+        conn = getattr(inf, "connection", None)
+        if not inf.pid or (conn is not None and conn.type == "core"):
+            return None
+        try:
+            text = gdb.execute("info proc mappings", to_string=True)
+        except gdb.error:
+            return None
+        out = []
+        has_perms = False
+        for line in text.splitlines():
+            f = line.split()
+            if "Perms" in f:
+                has_perms = True
+                continue
+            if has_perms and len(f) >= 5 and f[0].startswith("0x"):
+                try:
+                    out.append((int(f[0], 16), int(f[1], 16), f[4]))
+                except ValueError:
+                    continue
+        return out if has_perms else None
+
 
 def _arch_state_registers():
     """(register, offset base) pairs that hold VM pointers in VM frames:

@@ -20,7 +20,8 @@ from .errors import NotLuaJITError
 REQUIRED_TYPES = ("GCRef", "MRef", "TValue", "lua_State", "global_State", "GCState",
                   "GCstr", "GCtab", "Node", "GCfuncL", "GCfuncC", "GCproto",
                   "GCupval", "GCudata", "GCcdata", "GG_State", "SBuf")
-OPTIONAL_TYPES = ("GCtrace", "jit_State", "StrInternState", "CTState", "CType", "SnapShot")
+OPTIONAL_TYPES = ("GCtrace", "jit_State", "StrInternState", "CTState", "CType", "SnapShot",
+                  "MCLink")
 # Enumerators read from DWARF when present (for names of states).
 GC_STATE_NAMES = ("GCSpause", "GCSpropagate", "GCSatomic", "GCSsweepstring", "GCSsweep",
                   "GCSfinalize")

@@ -8,6 +8,8 @@ A Target gives:
   constant(name) -> int or None  value of an enumerator from debug info
   enum_members(name) -> dict     every enumerator of the enum that has the
                                  enumerator `name`, or None
+  mappings() -> list or None     [(start, end, perms)] of a live process's
+                                 memory mappings ('r-xp'), None when unknown
   arch                           'x86_64', 'aarch64', ...
 
 Backends: GdbTarget (gdb_ext.gdbtarget; a live process or a core, same code)
@@ -96,6 +98,9 @@ class Target(object):
         return None
 
     def enum_members(self, name):
+        return None
+
+    def mappings(self):
         return None
 
     # --- reading ---------------------------------------------------------
