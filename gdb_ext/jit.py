@@ -22,7 +22,7 @@ Placement of areas (the "allocation target"):
       lj_vm_exit_handler & ~0xffff, range = (1 << (LJ_TARGET_JUMPRANGE-1)) - 2 MB;
       an area p of size sz is accepted iff (p + sz - target) < range or
       (target - p) < range, both unsigned.
-  R   lj_mcode.c:264-292 (mcode_setrange, mcode_inrange), 295-336 (mcode_alloc):
+  R   lj_mcode.c:264-292 (mcode_setrange, mcode_inrange), 295-335 (mcode_alloc):
       a window [J->mcmin, J->mcmax) of (1 << LJ_TARGET_JUMPRANGE) - 64 KB, first
       centred on lj_vm_exit_handler, moved (centred on a fresh mmap) only after
       an allocation failure; an area is accepted iff it lies inside the window.
@@ -47,8 +47,8 @@ _LINK_ORDER = ("LJ_TRLINK_NONE", "LJ_TRLINK_ROOT", "LJ_TRLINK_LOOP", "LJ_TRLINK_
                "LJ_TRLINK_UPREC", "LJ_TRLINK_DOWNREC", "LJ_TRLINK_INTERP", "LJ_TRLINK_RETURN",
                "LJ_TRLINK_STITCH")
 
-# LJ_TARGET_JUMPRANGE (a macro, not in DWARF): R lj_target_x86.h:38 (31, +-2 GB),
-# lj_target_arm64.h:58 (27, +-128 MB).  Same in 20/DB/OR for these two.
+# LJ_TARGET_JUMPRANGE (a macro, not in DWARF): R lj_arch.h:211 x86/x64 31 (+-2^31 =
+# +-2 GB), lj_arch.h:299 arm64 27 (+-128 MB); 20 lj_arch.h:165 x64 31 (20 has no arm64).
 JUMPRANGE = {"x86_64": 31, "aarch64": 27}
 
 SNAPCOUNT_DONE = 255        # R lj_jit.h:190, 20 lj_jit.h:174
