@@ -29,7 +29,7 @@ import struct
 from operator import itemgetter
 
 from . import consts as C
-from .errors import CorruptError, FaultError
+from .errors import CorruptError, FaultError, NotLuaJITError
 from .pages import P64, P64_MASK, PAGE, PAGE_MASK, PageCache
 
 TYPE_ORDER = (C.GCT_STR, C.GCT_UPVAL, C.GCT_THREAD, C.GCT_PROTO, C.GCT_FUNC, C.GCT_TRACE,
@@ -50,18 +50,24 @@ GC_WHITES = 3
 
 def _reader(s, names):
     """A function (buf, off) -> tuple of the members `names` of struct s."""
-    fields = sorted(((s.field(n).offset, s.field(n).size, n) for n in names))
+    return _raw_reader([(s.field(n).offset, s.field(n).size) for n in names], s.name)
+
+
+def _raw_reader(fields, what):
+    """A function (buf, off) -> tuple of the little-endian unsigned integers
+    at the given (offset, size) pairs, in the order given."""
+    ordered = sorted(range(len(fields)), key=lambda i: fields[i][0])
     fmt, pos = "<", 0
-    for off, size, _ in fields:
+    for i in ordered:
+        off, size = fields[i]
         if off < pos:
-            raise CorruptError("overlapping members in %s" % s.name)
+            raise CorruptError("overlapping members in %s" % what)
         fmt += "%dx%s" % (off - pos, _CODES[size]) if off > pos else _CODES[size]
         pos = off + size
     st = struct.Struct(fmt)
-    order = [n for _, _, n in fields]
-    if order == list(names):
+    if ordered == list(range(len(fields))):
         return st.unpack_from
-    get = itemgetter(*[order.index(n) for n in names])
+    get = itemgetter(*[ordered.index(i) for i in range(len(fields))])
     unpack = st.unpack_from
     return lambda buf, off: get(unpack(buf, off))
 
@@ -135,9 +141,22 @@ class HeapWalker(object):
         rs = lay.ref_size
         hdr = lay.str
         self.o_marked, self.o_gct = hdr.marked, hdr.gct
-        self.rd_hdr = _reader(hdr, ("nextgc", "marked", "gct"))
-        self.rd_tab = _reader(lay.tab, ("colo", "asize", "hmask"))
-        self.rd_fn = _reader(lay.fnL, ("ffid", "nupvalues"))
+        # Every GC object starts with GCHeader (nextgc, marked, gct) and then
+        # two bytes of its own: ffid and nupvalues of a function, nomm and
+        # colo of a table (R lj_obj.h GCHeader and the structs using it).
+        # One read of the header gets them, so functions and upvalues need
+        # no second read.
+        g1, g2 = hdr.gct + 1, hdr.gct + 2
+        if (lay.fnL.ffid, lay.fnL.nupvalues, lay.tab.colo) != (g1, g2, g2):
+            raise NotLuaJITError("unexpected GC header layout: GCfuncL.ffid at %d, nupvalues "
+                                 "at %d, GCtab.colo at %d (expected %d, %d, %d)"
+                                 % (lay.fnL.ffid, lay.fnL.nupvalues, lay.tab.colo, g1, g2, g2))
+        nf = hdr.field("nextgc")
+        self.rd_hdr = _raw_reader([(nf.offset, nf.size), (hdr.marked, 1), (hdr.gct, 1),
+                                   (g1, 1), (g2, 1)], "GCHeader")
+        self.rd_strhdr = _raw_reader([(nf.offset, nf.size), (hdr.marked, 1), (hdr.gct, 1),
+                                      (lay.str.len, 4)], "GCstr")
+        self.rd_tab = _reader(lay.tab, ("asize", "hmask"))
         self.rd_fnpc = _reader(lay.fnL, ("pc",))
         self.rd_str = _reader(lay.str, ("len",))
         self.rd_th = _reader(lay.L, ("openupval", "stacksize"))
@@ -208,7 +227,7 @@ class HeapWalker(object):
         mem = self.mem
         full_get, p64_get = mem.full.get, mem.p64.get
         need = self.need
-        rd_hdr, rd_tab, rd_fn, rd_str = self.rd_hdr, self.rd_tab, self.rd_fn, self.rd_str
+        rd_hdr, rd_tab, rd_str = self.rd_hdr, self.rd_tab, self.rd_str
         sz_tab, sz_node, sz_str, sz_uv = self.sz_tab, self.sz_node, self.sz_str, self.sz_uv
         sz_fnL0, sz_fnC0, ref_size = self.sz_fnL0, self.sz_fnC0, self.ref_size
         str_rounded = self.str_rounded
@@ -249,9 +268,10 @@ class HeapWalker(object):
                                     wbase, buf = self._small_window(o, what)
                         wend = wbase + len(buf)
                     off = o - wbase
-                    nxt, marked, gct = rd_hdr(buf, off)
+                    nxt, marked, gct, b1, b2 = rd_hdr(buf, off)
                     if gct == T_TAB:
-                        colo, asize, hmask = rd_tab(buf, off)
+                        colo = b2
+                        asize, hmask = rd_tab(buf, off)
                         sz = sz_tab
                         if colo:
                             sz += (colo & 0x7f) << 3
@@ -265,13 +285,12 @@ class HeapWalker(object):
                         ln = rd_str(buf, off)[0]
                         sz = sz_str + (((ln + 4) & ~3) if str_rounded else ln + 1)
                     elif gct == T_FUNC:
-                        ffid, nup = rd_fn(buf, off)
-                        if ffid == 0:
-                            sz = sz_fnL0 + nup * ref_size
+                        if b1 == 0:             # ffid: a Lua function
+                            sz = sz_fnL0 + b2 * ref_size
                             if by_chunk:
                                 self._chunk_add(self.rd_fnpc(buf, off)[0] - self.lay.pt.size, sz)
                         else:
-                            sz = sz_fnC0 + nup * 8
+                            sz = sz_fnC0 + b2 * 8
                     elif gct == T_UPVAL:
                         sz = sz_uv
                     else:
@@ -318,6 +337,85 @@ class HeapWalker(object):
                     ts.max = max(ts.max, mx[g])
                     ts.dead += dcnt[g]
                     ts.dead_bytes += dtot[g]
+        return n - start_n
+
+    def _walk_str(self, starts, what):
+        """_walk for string chains only: one read per string, no dispatch."""
+        st = self.st
+        mem = self.mem
+        full_get, p64_get = mem.full.get, mem.p64.get
+        need = self.sz_str + 8
+        rd = self.rd_strhdr
+        # lj_str_size (2.1): sizeof(GCstr) + ((len + 4) & ~3); 2.0 sizestring:
+        # sizeof(GCstr) + len + 1.
+        base_sz = self.sz_str
+        add, andmask = (4, ~3) if self.str_rounded else (1, -1)
+        deadmask = self.deadmask
+        top_n = self.top_n
+        top = st.top
+        top_min = top[0][0] if top_n and len(top) >= top_n else 0
+        progress, every, bound = self.progress, self.every, self.bound
+        n = start_n = st.objects
+        next_check = n + every
+        wbase, wend, buf = 1, 0, b""
+        cnt = tot = dcnt = dtot = mx = 0
+        mn = 1 << 62
+        T_STR = C.GCT_STR
+        try:
+            for o in starts:
+                while o:
+                    if o < wbase or o + need > wend:
+                        wbase = o & PAGE_MASK
+                        buf = full_get(wbase)
+                        if buf is None or o + need > wbase + PAGE:
+                            wbase = o & P64_MASK
+                            buf = p64_get(wbase)
+                            if buf is None or o + need > wbase + P64:
+                                try:
+                                    wbase, buf = mem.window(o, need)
+                                except FaultError:
+                                    wbase, buf = self._small_window(o, what)
+                        wend = wbase + len(buf)
+                    nxt, marked, gct, ln = rd(buf, o - wbase)
+                    if gct != T_STR:
+                        raise CorruptError("%s: object at 0x%x has type %s, expected a string"
+                                           % (what, o, C.GCT_NAMES.get(gct, gct)), o)
+                    sz = base_sz + ((ln + add) & andmask)
+                    cnt += 1
+                    tot += sz
+                    if sz < mn:
+                        mn = sz
+                    if sz > mx:
+                        mx = sz
+                    if marked & deadmask:
+                        dcnt += 1
+                        dtot += sz
+                    if top_n and sz > top_min:
+                        if len(top) < top_n:
+                            heapq.heappush(top, (sz, o, T_STR))
+                        else:
+                            heapq.heapreplace(top, (sz, o, T_STR))
+                        if len(top) >= top_n:
+                            top_min = top[0][0]
+                    n += 1
+                    if n >= next_check:
+                        if n - start_n > bound:
+                            raise CorruptError("%s is longer than g->gc.total allows (%d "
+                                               "objects): a cycle?" % (what, bound), o)
+                        next_check = n + every
+                        if progress is not None:
+                            progress(n)
+                    o = nxt
+        finally:
+            st.objects = n
+            if cnt:
+                ts = st.types[T_STR]
+                ts.count += cnt
+                ts.bytes += tot
+                ts.min = mn if ts.min is None else min(ts.min, mn)
+                ts.max = max(ts.max, mx)
+                ts.dead += dcnt
+                ts.dead_bytes += dtot
         return n - start_n
 
     def _small_window(self, o, what):
@@ -446,8 +544,8 @@ class HeapWalker(object):
             data = self.mem.read(tab + i * rs, cnt * rs)
             anchors = struct.unpack("<%d%s" % (cnt, "Q" if rs == 8 else "I"), data)
             # Bit 0 of an anchor is the secondary-hash flag (R lj_str.c).
-            self._walk([a & ~1 for a in anchors if a & ~1],
-                       "string table slots %d..%d" % (i, i + cnt - 1), C.GCT_STR)
+            self._walk_str([a & ~1 for a in anchors if a & ~1],
+                           "string table slots %d..%d" % (i, i + cnt - 1))
             i += cnt
 
     def _walk_mmudata(self):

@@ -6,13 +6,12 @@ of microseconds per object; reading the heap in 1 MB pages and decoding
 with struct from those buffers costs well under one.
 
 PageCache keeps pages in plain dicts that a hot loop may consult itself
-(`full` for wholly readable 1 MB pages, `p64` for readable 64 KB pieces of
-pages that a mapping boundary cuts), so that most lookups cost one dict
-access and no call.  At most `max_bytes` are kept: the oldest pages are
+(`full` for wholly readable 1 MB pages, `p64` for 64 KB pieces), so that
+most lookups cost one dict access and no call.  At most `max_bytes` are kept: the oldest pages are
 dropped first, so a walk over a heap larger than the gdb process could hold
-stays bounded.  A 64 KB piece that is itself cut is read in 4 KB pieces;
-what cannot be read is remembered, so a walk that keeps touching it fails
-fast with FaultError.
+stays bounded.  A region is read in 4 KB, then 64 KB, then 1 MB pieces as
+a walk keeps coming back to it (see _piece); what cannot be read is
+remembered, so a walk that keeps touching it fails fast with FaultError.
 """
 from .errors import FaultError
 
@@ -33,6 +32,7 @@ class PageCache(object):
         self.p4 = {}                   # 4 KB base -> bytes (in cut 64 KB pieces)
         self.bad64 = set()
         self.bad4 = set()
+        self.visits = {}               # 1 MB base -> times a piece of it was asked for
         self.bytes_read = 0
         self.reads = 0
         self.held = 0                  # bytes held in the dicts
@@ -55,12 +55,18 @@ class PageCache(object):
             self.held -= len(victim.pop(old))
 
     def _piece(self, addr):
-        """(base, bytes) of the largest readable piece holding addr."""
+        """(base, bytes) of a readable piece holding addr.  A region is read
+        small first (4 KB) and in bigger pieces when the walk comes back to
+        it: dense heaps end up read in 1 MB pages, while objects that each
+        sit alone in their own mapping (big strings and tables are direct
+        mmaps) cost one 4 KB read, not a megabyte."""
         base = addr & PAGE_MASK
-        if base not in self.split:
-            data = self.full.get(base)
-            if data is not None:
-                return base, data
+        data = self.full.get(base)
+        if data is not None:
+            return base, data
+        visits = self.visits.get(base, 0) + 1
+        self.visits[base] = visits
+        if visits > 2 and base not in self.split:
             try:
                 data = self._read(base, PAGE)
                 self._keep(self.full, base, data)
@@ -71,7 +77,7 @@ class PageCache(object):
         data = self.p64.get(base)
         if data is not None:
             return base, data
-        if base not in self.bad64:
+        if visits > 1 and base not in self.bad64:
             try:
                 data = self._read(base, P64)
                 self._keep(self.p64, base, data)

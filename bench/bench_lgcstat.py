@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Objects per second of `lgcstat`, live and from a core.
+
+  python3 bench/bench_lgcstat.py [--sizes N,N,...] [--big] [VARIANT ...]
+      default: --sizes 100000,1000000,5000000 r21-gc64 r21-x64
+
+For each variant and size, testprogs/lua/heap.lua builds a heap of about N
+GC objects (tables, strings, closures with upvalues, coroutines) in the test
+host and stops in ljgdb_break.  Inside gdb, lgcstat is timed with
+time.perf_counter: the first run (which also reads the struct layout from
+DWARF and every page of the heap) and the best of 3; then a core is saved
+with gcore and the same is done on the core in a new gdb.  gdb's peak
+resident memory (ru_maxrss) is printed too.
+
+--big adds a GC64 heap larger than 4 GB (100,000 objects, 30,000 of them
+strings of 150,000 bytes), the point of GC64; its core takes about as much
+disk as the heap.  Needs ~10 GB of free memory and disk.
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from harness import LOADER, LUA_DIR, manifest  # noqa: E402
+
+TIMER = """python
+import resource, time
+def _bench():
+    t = time.perf_counter(); out = gdb.execute("lgcstat", to_string=True)
+    first = time.perf_counter() - t
+    best = first
+    for _ in range(2):
+        t = time.perf_counter(); gdb.execute("lgcstat", to_string=True)
+        best = min(best, time.perf_counter() - t)
+    m = re.search(r"^objects\\s+(\\d+)", out, re.M)
+    s = re.search(r"^sum: (\\d+) bytes; g->gc.total: (\\d+) bytes \\((.*)\\)$", out, re.M)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print("BENCH %s %s %s %s %.3f %.3f %d" % (m.group(1), s.group(1), s.group(2),
+          s.group(3).replace(" ", "_"), first, best, rss))
+import re
+_bench()
+end
+"""
+
+
+def gdb(args, cwd):
+    cmd = ["gdb", "-nx", "--batch", "-ex", "set confirm off", "-ex", "set pagination off"] + args
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
+                       stdin=subprocess.DEVNULL)
+    return p.stdout.decode("utf-8", "replace")
+
+
+def parse(text):
+    m = re.search(r"^BENCH (\d+) (\d+) (\d+) (\S+) ([\d.]+) ([\d.]+) (\d+)$", text, re.M)
+    if not m:
+        raise SystemExit("no benchmark result:\n" + text[-3000:])
+    objs, summ, total, verdict, first, best, rss = m.groups()
+    return int(objs), int(summ), int(total), verdict, float(first), float(best), int(rss)
+
+
+def run(variant, n, slen, work):
+    m = manifest()[variant]
+    timer = os.path.join(work, "timer.gdb")
+    with open(timer, "w") as f:
+        f.write(TIMER)
+    core = os.path.join(work, "heap.core")
+    rows = []
+    live = gdb(["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run",
+                "-ex", "source " + timer, "-ex", "gcore " + core, "-ex", "kill",
+                "--args", m["host"], os.path.join(LUA_DIR, "heap.lua"),
+                os.path.join(work, "heap.exp"), str(n), str(slen)], work)
+    rows.append(("live",) + parse(live))
+    size = os.path.getsize(core) if os.path.exists(core) else 0
+    text = gdb(["-ex", "source " + LOADER, "-ex", "core-file " + core, "-ex", "source " + timer,
+                m["host"]], work)
+    rows.append(("core",) + parse(text))
+    if os.path.exists(core):
+        os.unlink(core)
+    return rows, size
+
+
+def main(argv):
+    sizes = [100000, 1000000, 5000000]
+    big = False
+    variants = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--sizes":
+            sizes = [int(float(x)) for x in argv[i + 1].split(",")]
+            i += 1
+        elif a == "--big":
+            big = True
+        else:
+            variants.append(a)
+        i += 1
+    variants = variants or ["r21-gc64", "r21-x64"]
+    runs = [(v, n, 16) for v in variants for n in sizes]
+    if big:
+        runs.append(("r21-gc64", 100000, 150000))
+    print("| variant | mode | objects | gc.total (MB) | first run (s) | best of 3 (s) | "
+          "objects/s (first) | objects/s (best) | gdb peak RSS (MB) | exact |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for v, n, slen in runs:
+        with tempfile.TemporaryDirectory(prefix="ljgdb-bench-") as work:
+            rows, core_size = run(v, n, slen, work)
+        for mode, objs, summ, total, verdict, first, best, rss in rows:
+            print("| %s | %s | %d | %.1f | %.2f | %.2f | %.0f | %.0f | %.0f | %s |" % (
+                v, mode, objs, total / 1048576.0, first, best, objs / first, objs / best,
+                rss / 1024.0, "yes" if summ == total else verdict))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

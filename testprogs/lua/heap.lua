@@ -1,0 +1,41 @@
+-- A big heap for benchmarks: about N GC objects (tables, strings, closures
+-- with their upvalues, coroutines), then a stop in ljgdb_stop.
+-- Usage: host heap.lua EXPECTED_FILE N [STRING_BYTES]
+--   STRING_BYTES (default 16) is the length of each string: with large
+--   values the heap grows past 4 GB with few objects.
+local out = assert(io.open(arg[1], "w"))
+local n = tonumber(arg[2]) or 100000
+local slen = tonumber(arg[3]) or 16
+collectgarbage("stop")
+local keep = {}
+local k = 0
+local function closure(i) return function() return i end end
+local function body() coroutine.yield() end
+local pad = string.rep("x", slen > 12 and slen - 12 or 0)
+local made = 0
+while made < n do
+  k = k + 1
+  local r = k % 10
+  if r < 4 then
+    keep[k] = {k, k + 1}                     -- 1 table
+    made = made + 1
+  elseif r < 7 then
+    keep[k] = string.format("%s%012d", pad, k)  -- 1 string
+    made = made + 1
+  elseif r < 9 then
+    keep[k] = closure(k)                     -- 1 function + 1 upvalue
+    made = made + 2
+  elseif k % 1000 == 9 then
+    local co = coroutine.create(body)        -- 1 thread
+    coroutine.resume(co)
+    keep[k] = co
+    made = made + 1
+  else
+    keep[k] = {}
+    made = made + 1
+  end
+end
+out:write("made\t", made, "\n")
+out:write("gctotal\t", string.format("%.0f", collectgarbage("count") * 1024), "\n")
+out:close()
+ljgdb_stop()
