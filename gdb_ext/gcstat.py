@@ -191,7 +191,7 @@ class HeapWalker(object):
         self.sbufext = sbx
         self.need = max(lay.tab.size, lay.fnL.size, lay.L.size, lay.pt.size, lay.ud.size,
                         lay.str.size, lay.uv.size, self.sz_tr) + 8
-        self.hdr_need = hdr.gct + 1
+        self.hdr_need = hdr.gct + 3           # GCHeader and its two type bytes
         for g, name in HEADER_STRUCT.items():
             s = lay.s.get(name)
             self.st.header_sizes[g] = s.size if s is not None else None

@@ -107,12 +107,18 @@ class PageCache(object):
         return addr, self.read(addr, n)
 
     def read(self, addr, n):
-        """n bytes at addr (stitched across pages)."""
+        """n bytes at addr (stitched across pages).  Where no aligned piece
+        can be read (a mapping that ends inside a 4 KB page, as synthetic
+        memory may), the exact range is read, and its FaultError names the
+        first address that cannot be read."""
         out = []
         a, end = addr, addr + n
-        while a < end:
-            base, data = self._piece(a)
-            take = min(end, base + len(data)) - a
-            out.append(data[a - base:a - base + take])
-            a += take
+        try:
+            while a < end:
+                base, data = self._piece(a)
+                take = min(end, base + len(data)) - a
+                out.append(data[a - base:a - base + take])
+                a += take
+        except FaultError:
+            return self._read(addr, n)
         return b"".join(out)
