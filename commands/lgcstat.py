@@ -6,7 +6,8 @@ import gdb
 from ..gdb_ext import consts as C
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.gcstat import HEADER_STRUCT, TYPE_ORDER, walk_heap
-from ..gdb_ext.objects import Func, Proto, Str, Tab, Thread, Trace, Udata, Cdata
+from ..gdb_ext.jit import TraceObj, jit_state
+from ..gdb_ext.objects import Cdata, Proto, Str, Tab, Thread, Udata
 from .base import LjCommand, UsageError, get_vm, int_option, split_args
 from .format import chunk_display, func_text, proto_site, quote
 
@@ -157,9 +158,10 @@ def describe(vm, gct, addr):
             cd = Cdata(vm, addr)
             return "ctypeid %d%s" % (cd.ctypeid, ", variable length" if cd.is_vla else "")
         if gct == C.GCT_TRACE:
-            tr = Trace(vm, addr)
-            pt = vm.gref(addr + vm.lay.trace.startpt, "GCtrace.startpt")
-            return "trace %d from %s" % (tr.traceno, proto_site(vm, pt))
+            tr = TraceObj(vm, addr, jit_state(vm))
+            chunk, line, _ = tr.start_site(vm)
+            return "trace %d from %s:%s" % (tr.traceno, chunk_display(chunk),
+                                            line if line is not None else "?")
         if gct == C.GCT_UPVAL:
             return "upvalue"
     except (FaultError, CorruptError) as e:
