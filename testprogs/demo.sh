@@ -18,7 +18,7 @@ gdb -nx --batch -ex 'set confirm off' -ex 'break ljgdb_break' -ex run \
     -ex "gcore $work/demo.core" -ex kill --args "$host" testprogs/lua/demo.lua >/dev/null 2>&1
 ls -l "$work/demo.core" | awk '{print "== core file: " $5 " bytes"}'
 
-cmds=("lbt full" "lthreads" "linfo" "lval L 1" "ltab L->base --depth 2" "ltab L->base+1" "lval --raw L 3")
+cmds=("lbt full" "lthreads" "lgcstat --top 3" "ltrace" "lmcode" "linfo" "lval L 1" "ltab L->base --depth 2" "ltab L->base+1" "lval --raw L 3")
 args=()
 for c in "${cmds[@]}"; do args+=(-ex "echo \\n(gdb) $c\\n" -ex "$c"); done
 echo "== gdb $(basename "$host") demo.core, with: source $PWD/ljgdb.py"
