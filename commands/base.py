@@ -55,6 +55,11 @@ def register_params():
         "max-entries", gdb.PARAM_ZUINTEGER, 100,
         "Entries of a table ltab shows before it stops.",
         "Set the number of table entries ljgdb shows.", "Table entries ljgdb shows")
+    PARAMS["heap-cache"] = _Param(
+        "heap-cache", gdb.PARAM_ZUINTEGER, 1024,
+        "Megabytes of heap memory a heap walk (lgcstat) keeps read at most.\n"
+        "Heaps larger than this are walked in address order where LuaJIT's lists allow.",
+        "Set the megabytes of memory a heap walk keeps.", "Megabytes a heap walk keeps")
     PARAMS["debug"] = _Param(
         "debug", gdb.PARAM_BOOLEAN, False,
         "Show a Python traceback when an ljgdb command fails unexpectedly.",

@@ -8,7 +8,7 @@ from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.gcstat import HEADER_STRUCT, TYPE_ORDER, walk_heap
 from ..gdb_ext.jit import TraceObj, jit_state
 from ..gdb_ext.objects import Cdata, Proto, Str, Tab, Thread, Udata
-from .base import LjCommand, UsageError, get_vm, int_option, split_args
+from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
 from .format import chunk_display, func_text, proto_site, quote
 
 TYPE_TEXT = {C.GCT_STR: "string", C.GCT_UPVAL: "upvalue", C.GCT_THREAD: "thread",
@@ -50,7 +50,8 @@ Example:
         vm = get_vm(L_expr)
         progress = _Progress() if from_tty and _is_terminal() else None
         try:
-            st = walk_heap(vm, top=top, by_chunk="by-chunk" in flags, progress=progress)
+            st = walk_heap(vm, top=top, by_chunk="by-chunk" in flags, progress=progress,
+                           cache_bytes=max(param("heap-cache"), 4) << 20)
         finally:
             if progress is not None:
                 progress.clear()

@@ -24,6 +24,7 @@ Speed: the walk reads memory in 1 MB pages (gdb_ext.pages) and decodes the
 few fields it needs with one struct.unpack_from per object; nothing here
 makes a gdb call per object.
 """
+import gc
 import heapq
 import struct
 from operator import itemgetter
@@ -124,7 +125,7 @@ class HeapWalker(object):
     every `every` objects (for a progress line; it may raise to stop)."""
 
     def __init__(self, vm, top=0, by_chunk=False, progress=None, every=200000,
-                 cache_bytes=256 << 20):
+                 cache_bytes=1 << 30):
         self.vm = vm
         self.lay = lay = vm.lay
         self.t = vm.t
@@ -198,6 +199,18 @@ class HeapWalker(object):
 
     # ------------------------------------------------------------------
     def run(self):
+        # The walk makes millions of short-lived tuples and no cycles: Python's
+        # cyclic collector would only rescan what the caller holds, again and
+        # again.  Turn it off for the walk.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run()
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _run(self):
         st = self.st
         vm, lay = self.vm, self.lay
         st.total = vm.gc_total
@@ -339,8 +352,10 @@ class HeapWalker(object):
                     ts.dead_bytes += dtot[g]
         return n - start_n
 
-    def _walk_str(self, starts, what):
-        """_walk for string chains only: one read per string, no dispatch."""
+    def _walk_str(self, starts, what, nexts=None):
+        """_walk for string chains only: one read per string, no dispatch.
+        With a list `nexts`, take one step per chain only and append each
+        string's successor there (see _walk_strings)."""
         st = self.st
         mem = self.mem
         full_get, p64_get = mem.full.get, mem.p64.get
@@ -405,6 +420,10 @@ class HeapWalker(object):
                         next_check = n + every
                         if progress is not None:
                             progress(n)
+                    if nexts is not None:
+                        if nxt:
+                            nexts.append(nxt)
+                        break
                     o = nxt
         finally:
             st.objects = n
@@ -531,22 +550,42 @@ class HeapWalker(object):
 
     # ------------------------------------------------------------------
     def _walk_strings(self):
+        """Every chain of the string table.  A chain's strings lie anywhere
+        in the heap: when the heap is larger than the page cache, the walk
+        goes in waves instead (the first string of every chain in address
+        order, then the second ones, ...), so that pages are read in order
+        and not again and again."""
         vm, lay = self.vm, self.lay
         tab = vm.t.ptr(vm.G + lay.o_strtab, "string table pointer")
         mask = vm.t.u32(vm.G + lay.o_strmask, "string table mask")
         if mask & (mask + 1) or mask > (1 << 30):
             raise CorruptError("string table mask 0x%x is not 2^n-1" % mask, vm.G + lay.o_strmask)
+        waves = self.st.total > self.mem.max_bytes
         rs = self.ref_size
         step = 1 << 16
         i = 0
+        pending = []
         while i <= mask:
             cnt = min(step, mask + 1 - i)
             data = self.mem.read(tab + i * rs, cnt * rs)
             anchors = struct.unpack("<%d%s" % (cnt, "Q" if rs == 8 else "I"), data)
             # Bit 0 of an anchor is the secondary-hash flag (R lj_str.c).
-            self._walk_str([a & ~1 for a in anchors if a & ~1],
-                           "string table slots %d..%d" % (i, i + cnt - 1))
+            anchors = [a & ~1 for a in anchors if a & ~1]
+            if waves:
+                pending.extend(anchors)
+            else:
+                self._walk_str(anchors, "string table slots %d..%d" % (i, i + cnt - 1))
             i += cnt
+        wave = 0
+        while pending:
+            wave += 1
+            if self.st.objects > self.bound:
+                raise CorruptError("string chains are longer than g->gc.total allows: a cycle?",
+                                   pending[0])
+            pending.sort()
+            nexts = []
+            self._walk_str(pending, "string chains (step %d)" % wave, nexts)
+            pending = nexts
 
     def _walk_mmudata(self):
         vm, lay = self.vm, self.lay
