@@ -1,11 +1,13 @@
 """What every ljgdb command shares: settings, argument parsing, finding the
 VM, and the single error handler that turns any failure into one line."""
+import contextlib
 import traceback
 
 import gdb
 
-from ..gdb_ext.errors import LjError
-from ..gdb_ext.gdbtarget import GdbTarget, frame_candidates
+from ..gdb_ext.errors import LjError, NotLuaJITError
+from ..gdb_ext.gdbtarget import (LUAJIT_SYMBOLS, GdbTarget, core_mismatch, frame_candidates,
+                                 luajit_symbol, selected_thread_running)
 from ..gdb_ext.layout import Layout
 from ..gdb_ext.state import check_thread, make_vm
 
@@ -101,8 +103,51 @@ def get_target_and_layout():
     key = _objfiles_key()
     lay = _layouts.get(key)
     if lay is None:
-        lay = Layout(target)
+        try:
+            lay = Layout(target)
+        except NotLuaJITError:
+            if target.type_info("lua_State") is None:
+                raise LjError(_no_luajit_message())
+            raise
         _layouts[key] = lay
+    return target, lay
+
+
+def _no_luajit_message():
+    """Why there is no LuaJIT debug info, and what to do."""
+    found = luajit_symbol()
+    if found is not None:
+        name, where = found
+        return ("LuaJIT is in %s (it has the symbol %s) but without debug info, and ljgdb reads "
+                "LuaJIT's structures from DWARF: rebuild LuaJIT with debug info (make "
+                "CCDEBUG=-g) or install the debug symbols of the package that ships it (on "
+                "Debian its -dbgsym package, e.g. libluajit-5.1-2-dbgsym)" % (where, name))
+    prog = gdb.current_progspace().filename or "the loaded program"
+    msg = "no LuaJIT in %s: none of %s is among its symbols or its loaded libraries" % (
+        prog, ", ".join(LUAJIT_SYMBOLS[:3]))
+    if not has_memory():
+        msg += ("; if LuaJIT is a shared library it is loaded when the program runs: 'run' or "
+                "'starti' first, or load a core")
+    else:
+        msg += "; load a program that runs LuaJIT (gdb PROG CORE, or gdb -p PID)"
+    return msg
+
+
+def check_environment():
+    """(target, layout) when gdb has what every command needs: a program
+    with LuaJIT's debug info, a stopped process or a core, and a core that
+    this binary wrote.  Else an LjError that says what is missing and what
+    to do."""
+    target, lay = get_target_and_layout()
+    if not has_memory():
+        raise LjError("no process or core file: run the program, attach with 'attach PID' "
+                      "or load a core with 'core-file FILE'")
+    if selected_thread_running():
+        raise LjError("the selected thread is running, and ljgdb reads stopped processes only: "
+                      "stop it first ('interrupt', or Ctrl-C) and run the command again")
+    mismatch = core_mismatch()
+    if mismatch:
+        raise LjError("%s; load the binary that wrote the core (gdb BINARY CORE)" % mismatch)
     return target, lay
 
 
@@ -118,10 +163,7 @@ def has_memory():
 
 def get_vm(L_expr=None):
     """The VM to work on: L=<expr> if given, else what the frames show."""
-    target, lay = get_target_and_layout()
-    if not has_memory():
-        raise LjError("no process or core file: run the program, attach with 'attach PID' "
-                      "or load a core with 'core-file FILE'")
+    target, lay = check_environment()
     explicit = None
     if L_expr is not None:
         explicit = eval_address(L_expr, "L")
@@ -141,10 +183,77 @@ def get_vm(L_expr=None):
 
 
 def eval_value(expr, what="expression"):
+    """gdb's value of a user's expression.  ljgdb never changes the process:
+    an expression that assigns is refused, and while gdb evaluates it no
+    function of the process may be called and no memory written."""
+    bad = side_effect(expr)
+    if bad:
+        raise UsageError("%s '%s' %s, and ljgdb never changes the process" % (what, expr, bad))
     try:
-        return gdb.parse_and_eval(expr)
+        with _read_only():
+            return gdb.parse_and_eval(expr)
     except gdb.error as e:
-        raise UsageError("cannot evaluate %s '%s': %s" % (what, expr, e))
+        # A missing program, process or LuaJIT is the first thing to say.
+        check_environment()
+        raise UsageError("cannot evaluate %s '%s': %s" % (what, expr, str(e).rstrip(". ")))
+
+
+def side_effect(expr):
+    """What in a gdb/C expression would change state (an assignment, ++ or
+    --), or None.  String and character literals are skipped."""
+    s = []
+    quote = None
+    i = 0
+    while i < len(expr):
+        c = expr[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+            s.append(" ")
+        elif c in "\"'":
+            quote = c
+            s.append(" ")
+        else:
+            s.append(c)
+        i += 1
+    s = "".join(s)
+    if "++" in s or "--" in s:
+        return "increments or decrements"
+    for i, c in enumerate(s):
+        if c != "=":
+            continue
+        prev = s[i - 1] if i else ""
+        nxt = s[i + 1] if i + 1 < len(s) else ""
+        if nxt == "=" or (prev and prev in "=!"):
+            continue                    # == and !=
+        if prev and prev in "<>" and not (i >= 2 and s[i - 2] == prev):
+            continue                    # <= and >= (but <<= and >>= assign)
+        return "assigns"
+    return None
+
+
+@contextlib.contextmanager
+def _read_only():
+    """gdb's own guards, off for the time of one evaluation: no calls into
+    the process, no memory writes (restored as they were)."""
+    changed = []
+    for name in ("may-call-functions", "may-write-memory"):
+        try:
+            if gdb.parameter(name):
+                gdb.execute("set %s off" % name, to_string=True)
+                changed.append(name)
+        except (gdb.error, RuntimeError):
+            continue
+    try:
+        yield
+    finally:
+        for name in changed:
+            try:
+                gdb.execute("set %s on" % name, to_string=True)
+            except gdb.error:
+                pass
 
 
 def eval_address(expr, what="expression"):
@@ -240,9 +349,11 @@ class LjCommand(gdb.Command):
         except LjError as e:
             raise gdb.GdbError("%s: %s" % (self.NAME, e))
         except KeyboardInterrupt:
-            raise gdb.GdbError("%s: interrupted" % self.NAME)
+            raise gdb.GdbError("%s: interrupted (Ctrl-C); nothing was changed" % self.NAME)
         except gdb.GdbError:
             raise
+        except gdb.error as e:
+            raise gdb.GdbError("%s: %s" % (self.NAME, str(e).rstrip(".")))
         except Exception as e:  # the one place that catches everything
             if PARAMS.get("debug") is not None and param("debug"):
                 traceback.print_exc()

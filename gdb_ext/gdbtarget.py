@@ -4,10 +4,12 @@ Only this module (and commands/) import gdb.  Memory is read with
 Inferior.read_memory in blocks; types come from the DWARF gdb has loaded.
 Nothing here writes to the inferior or calls functions in it.
 """
+import os
 import re
 
 import gdb  # noqa: F401  (only importable inside gdb)
 
+from . import corefile
 from .errors import FaultError, NotLuaJITError
 from .target import Field, Target, TypeInfo
 
@@ -258,3 +260,119 @@ def machine_pcs(max_frames=32):
         except gdb.error:
             break
     return out
+
+
+# --------------------------------------------------------------------------
+# What gdb has loaded: probes that let a command say what is missing.  They
+# read symbols, gdb's own tables and (for the build-id) a few bytes of the
+# core; none of them touches a live process.
+
+# Functions every LuaJIT build exports (lj_api.c, lib_aux.c, luajit.h).
+LUAJIT_SYMBOLS = ("luaL_newstate", "lua_newstate", "luaJIT_setmode", "lua_pcall")
+
+
+def luajit_symbol():
+    """(name, file) of a LuaJIT function in the loaded program's symbol
+    table (ELF symbols are enough: they survive `strip -g`), or None."""
+    for name in LUAJIT_SYMBOLS:
+        try:
+            addr = int(gdb.parse_and_eval("(unsigned long)&'%s'" % name))
+        except (gdb.error, ValueError):
+            continue
+        where = None
+        try:
+            info = gdb.execute("info symbol 0x%x" % addr, to_string=True)
+            if " of " in info:
+                where = info.rsplit(" of ", 1)[1].strip()
+        except gdb.error:
+            pass
+        return name, where or gdb.current_progspace().filename
+    return None
+
+
+def selected_thread_running():
+    """True when the selected thread is running (non-stop or `run &`):
+    its registers and frames cannot be read, and its memory is changing."""
+    try:
+        th = gdb.selected_thread()
+    except gdb.error:
+        return False
+    if th is None or not th.is_valid():
+        return False
+    try:
+        return th.is_running()
+    except gdb.error:
+        return False
+
+
+def is_core():
+    inf = gdb.selected_inferior()
+    conn = getattr(inf, "connection", None)
+    return conn is not None and conn.type == "core"
+
+
+_CORE_RE = re.compile(r"Local core dump file:\s*`(.+?)', file type")
+_core_ids = {}
+
+
+def core_path():
+    """The file name of the loaded core, or None."""
+    try:
+        text = gdb.execute("info target", to_string=True)
+    except gdb.error:
+        return None
+    m = _CORE_RE.search(text)
+    return m.group(1) if m else None
+
+
+def _luajit_objfile():
+    """The objfile that holds LuaJIT's code (the separate debug file's
+    owner when there is one), or None."""
+    for name in LUAJIT_SYMBOLS:
+        try:
+            sym = gdb.lookup_global_symbol(name)
+        except gdb.error:
+            sym = None
+        if sym is None or sym.symtab is None:
+            continue
+        obj = sym.symtab.objfile
+        owner = getattr(obj, "owner", None)
+        return owner or obj
+    return None
+
+
+def core_mismatch():
+    """On a core: None when the core was written by the loaded LuaJIT binary
+    (or when that cannot be told); else a text saying which binary gdb has
+    and which one the core names.  The core keeps the first page of each
+    ELF image the process had mapped, with its GNU build-id note; the
+    objfile holding LuaJIT must have one of those build-ids."""
+    if not is_core():
+        return None
+    obj = _luajit_objfile()
+    if obj is None or not getattr(obj, "build_id", None):
+        return None
+    path = core_path()
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+        key = (path, st.st_mtime_ns, st.st_size)
+    except OSError:
+        return None
+    ids = _core_ids.get(key)
+    if ids is None:
+        _core_ids.clear()
+        ids = _core_ids[key] = corefile.build_ids(path)
+    if not ids or obj.build_id in ids.values():
+        return None
+    exe = None
+    try:
+        for line in gdb.execute("info proc", to_string=True).splitlines():
+            if line.startswith("exe = "):
+                exe = line[6:].strip().strip("'").split(" ")[0]
+    except gdb.error:
+        pass
+    return ("the core file was not written by this binary: %s has build-id %s, which none of "
+            "the %d ELF files in the core has%s" % (obj.filename, obj.build_id, len(ids),
+                                                   " (the core names %s)" % exe if exe else ""))
