@@ -1,7 +1,8 @@
 """lbt: the Lua backtrace of a thread (or of all of them)."""
 from ..gdb_ext import consts as C
 from ..gdb_ext.errors import CorruptError, FaultError, NotLuaJITError
-from ..gdb_ext.frames import FrameWalker, frame_locals, frame_upvalues, trace_snapshot_pc
+from ..gdb_ext.frames import (CFRAME_RAWMASK as C_CFRAME_RAWMASK, FrameWalker, frame_locals,
+                               frame_upvalues, trace_snapshot_pc)
 from ..gdb_ext.gdbtarget import machine_pcs
 from ..gdb_ext.objects import Thread, Trace, Proto, decode_tv
 from ..gdb_ext.runtime import builtin_names
@@ -28,6 +29,42 @@ class Backtracer(object):
         self._names = None
         self.running = vm.running_L
         self.vmstate_name, self.trace_no = vm.vmstate_name()
+        self._vmthread = False
+
+    @property
+    def vmthread(self):
+        """g->vmthref (upstream 2.1 rolling only): the thread LuaJIT runs
+        __gc finalizers (R lj_gc.c:511-522) and VM event handlers
+        (R lj_vmevent.h:40) on; None elsewhere."""
+        if self._vmthread is False:
+            self._vmthread = None
+            if self.vm.lay.G.has("vmthref"):
+                try:
+                    self._vmthread = self.vm.gref(self.vm.G + self.vm.lay.G.vmthref, "g->vmthref")
+                except FaultError:
+                    pass
+        return self._vmthread
+
+    def vmthread_caller(self, th):
+        """The thread g->vmthref is working for: while it runs a finalizer
+        or an event handler, the thread that entered the collector (or sent
+        the event) is suspended in C below it on the C stack, so its
+        cframe is the nearest one above g->vmthref's (the C stack grows
+        down).  None if g->vmthref is not active."""
+        mine = th.cframe & C_CFRAME_RAWMASK
+        if not mine:
+            return None
+        best = None
+        try:
+            for L in all_threads(self.vm):
+                if L == th.addr:
+                    continue
+                cf = Thread(self.vm, L).cframe & C_CFRAME_RAWMASK
+                if cf > mine and (best is None or cf < best[0]):
+                    best = (cf, L)
+        except (FaultError, CorruptError, NotLuaJITError):
+            return None
+        return best[1] if best else None
 
     @property
     def names(self):
@@ -128,7 +165,12 @@ class Backtracer(object):
         walker, th = self.walker(L)
         status = thread_status(vm, th, self.running)
         if header:
-            who = "main thread" if L == vm.main_L else "coroutine"
+            if L == vm.main_L:
+                who = "main thread"
+            elif L == self.vmthread:
+                who = "VM thread g->vmthref"
+            else:
+                who = "coroutine"
             head = "Lua backtrace of (lua_State *)0x%x (%s, %s)" % (L, who, status)
             if status == "running":
                 head += "; VM state: " + self.state_line()
@@ -157,6 +199,11 @@ class Backtracer(object):
             out.append("... %d more frames" % (len(frames) - len(shown)))
         if not frames and err is None:
             out.append("(no Lua frames)")
+        if L == self.vmthread and frames:
+            caller = self.vmthread_caller(th)
+            if caller:
+                out.append("(g->vmthref runs __gc finalizers and VM event handlers; it was called "
+                           "from (lua_State *)0x%x: lbt L=0x%x)" % (caller, caller))
         if err is not None:
             addr = getattr(err, "address", None)
             out.append("lbt: walk stopped: %s%s" % (err, "" if addr is None or "0x%x" % addr in str(err)
@@ -179,7 +226,9 @@ Each frame is one line, numbered as lua_getstack numbers levels:
   C:<symbol>             a C function
 The first line names the thread, its status and, for the running thread, the
 VM state (interpreter, C, GC, TRACE n...).  A frame of coroutine.resume or of
-a coroutine.wrap function shows the coroutine it resumed.
+a coroutine.wrap function shows the coroutine it resumed.  Upstream 2.1 runs
+__gc finalizers on its own thread, g->vmthref: its backtrace ends with the
+thread it runs them for.
 
   full      also list each Lua frame's live locals, varargs and upvalues
   --all     every coroutine's backtrace

@@ -77,7 +77,12 @@ class Stop(object):
     """Outputs of `commands` live and from the core, plus the expectations
     the Lua program wrote.  live/core map command -> output text."""
 
-    def __init__(self, variant, program, commands, workdir, args=(), stop_on="break"):
+    def __init__(self, variant, program, commands, workdir, args=(), stop_on="break",
+                 live_prelude=()):
+        """live_prelude: gdb commands run in the live gdb only, after the
+        first stop and before `commands` (such as `catch syscall read` and
+        `continue`, to move to a later moment); the core is saved after
+        them, so the core run sees the same moment without them."""
         m = manifest()[variant]
         self.variant = variant
         self.build = m
@@ -93,6 +98,8 @@ class Stop(object):
         if stop_on == "break":
             live_args += ["-ex", "break ljgdb_break"]
         live_args += ["-ex", "run"]
+        for cmd in live_prelude:
+            live_args += ["-ex", cmd]
         live_args += _wrap(self.commands)
         live_args += ["-ex", "gcore " + self.core, "-ex", "kill",
                       "--args", m["host"], prog, self.expected_file] + list(args)

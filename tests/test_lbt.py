@@ -14,7 +14,23 @@ from harness import ALL_VARIANTS, Stop, chunk_display, value_regex, addr_of
 MODES = ("live", "core")
 COMMANDS = ["lbt", "lbt full", "lbt --all", "lthreads", "lbt bogus", "lbt L=8"]
 SCENARIOS = {"nest": "break", "deep": "break", "coro": "break", "fficb": "break",
-             "jit": "break", "crash": "SIGSEGV"}
+             "jit": "break", "crash": "SIGSEGV", "gc": "break", "popen": "break",
+             "popen_open": "break"}
+# Stops that move on from bt.lua's first ljgdb_stop in the live gdb only
+# (Stop's live_prelude): (bt.lua scenario, gdb commands).  Both run bt.lua's
+# `popen` scenario, whose two ljgdb_stop("armed") calls each come on the
+# line just before the call they arm for.  "popen": past the second armed
+# stop to the read(2) of f:read("*l") on the popen pipe (blocking: the
+# command sleeps 0.2 s first); "popen_open": past the first one to the
+# pipe2(2) inside io.popen (glibc's popen makes its pipe with pipe2).
+PRELUDES = {
+    "popen": ("popen", ["continue", "catch syscall read", "continue"]),
+    "popen_open": ("popen", ["catch syscall pipe2", "continue"]),
+}
+# What each prelude's catchpoint prints when gdb stops there.
+CAUGHT = {"popen": "(call to syscall read)", "popen_open": "(call to syscall pipe2)"}
+# The frame above the recorded ones (the recorded tag, the frame text).
+TOP = {"popen": ("main", "[builtin#io.method.read]"), "popen_open": ("open", "[builtin#io.popen]")}
 
 _stops = {}
 
@@ -24,9 +40,14 @@ def stops(tmp_path_factory):
     def get(variant, scenario):
         key = (variant, scenario)
         if key not in _stops:
+            arg, prelude = PRELUDES.get(scenario, (scenario, ()))
             _stops[key] = Stop(variant, "bt.lua", COMMANDS,
-                               str(tmp_path_factory.mktemp("%s-%s" % key)), args=[scenario],
-                               stop_on=SCENARIOS[scenario])
+                               str(tmp_path_factory.mktemp("%s-%s" % key)), args=[arg],
+                               stop_on=SCENARIOS[scenario], live_prelude=prelude)
+            if scenario in CAUGHT:
+                # The live gdb stopped at the syscall, not somewhere later.
+                assert "Catchpoint 2 " + CAUGHT[scenario] in _stops[key].live_text, \
+                    _stops[key].live_text[-3000:]
         return _stops[key]
     return get
 
@@ -65,6 +86,8 @@ def parse_bt(text):
             frames.append((int(m.group(1)), m.group(2), []))
         elif line.startswith("      ") and frames:
             frames[-1][2].append(line.strip())
+        elif line.startswith("(g->vmthref runs ") and frames:
+            pass        # the note that ends g->vmthref's backtrace (test_lbt_in_gc_finalizer)
         else:
             raise AssertionError("unexpected lbt line %r in:\n%s" % (line, text))
     return header, frames
@@ -101,20 +124,118 @@ def check_frames(stop, frames, recs, full_frames=None):
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("variant", ALL_VARIANTS)
-@pytest.mark.parametrize("scenario", ["nest", "deep", "fficb"])
+@pytest.mark.parametrize("scenario", ["nest", "deep", "fficb", "gc", "popen", "popen_open"])
 def test_lbt_matches_luajit(stops, variant, scenario, mode):
     stop = stops(variant, scenario)
     header, frames = parse_bt(stop.out(mode, "lbt"))
     assert header.startswith("Lua backtrace of (lua_State *)0x")
-    assert header.endswith("(main thread, running); VM state: C (in a C function called from Lua)")
-    recs = recorded(stop, "main")
+    # The VM state is C at every one of these stops, the GC's too: the VM
+    # sets it to C in BC_FUNCC right before it calls a C function (ljgdb_stop,
+    # io.popen, f:read), R vm_x64.dasc:4787, DB :4671, OR :4696, 20
+    # vm_x86.dasc:6063.  See test_lbt_in_gc_finalizer for the finalizer.
+    who = "main thread"
+    if scenario == "gc":
+        running, X = gc_threads(stop)
+        who = "coroutine" if running == X else "VM thread g->vmthref"
+        assert header.startswith("Lua backtrace of (lua_State *)0x%x (" % running), header
+    assert header.endswith("(%s, running); VM state: C (in a C function called from Lua)" % who), \
+        header
+    tag, top = TOP.get(scenario, ("main", "C:ljgdb_stop"))
+    recs = recorded(stop, tag)
     assert [f[0] for f in frames] == list(range(len(frames)))
     extra = check_frames(stop, frames, recs)
-    assert [t for _, t, _ in extra] == ["C:ljgdb_stop"]
+    assert [t for _, t, _ in extra] == [top]
     if scenario == "deep":
         assert len(recs) > 5000
     _, full = parse_bt(stop.out(mode, "lbt full"))
     check_frames(stop, full, recs, full)
+
+
+def gc_threads(stop):
+    """(thread the finalizer runs on, coroutine X that ran collectgarbage),
+    as tostring() gave them inside the finalizer."""
+    r = [r for r in stop.expected if r[:2] == ["gc", "running"]][0]
+    return addr_of(r[2]), addr_of(r[3])
+
+
+def lbt_blocks(text):
+    """lbt --all output -> {lua_State address: that thread's block}."""
+    out = {}
+    for b in text.split("\n\n"):
+        m = re.match(r"Lua backtrace of \(lua_State \*\)(0x[0-9a-f]+)", b)
+        if m:
+            out[int(m.group(1), 16)] = b
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
+def test_lbt_in_gc_finalizer(stops, variant, mode):
+    """A __gc finalizer that collectgarbage() runs in coroutine X.  The VM
+    state there is C, not GC: lj_gc_fullgc sets GC (R lj_gc.c:781, DB :780,
+    OR :783, 20 :738), but gc_call_finalizer enters the finalizer with
+    lj_vm_pcall (R lj_gc.c:522, DB/OR :520, 20 :483), whose entry sets
+    INTERP (R vm_x64.dasc:637, DB :627, OR :624, 20 vm_x86.dasc:710), and the
+    finalizer's call to ljgdb_stop sets C (BC_FUNCC, see above).  Upstream
+    2.1 rolling runs the finalizer on its own thread g->vmthref
+    (R lj_gc.c:511,522), the others on X (DB/OR :520, 20 :483): collectgarbage
+    is then on g->vmthref's caller X, recorded with debug.getinfo(X, ...)."""
+    stop = stops(variant, "gc")
+    ff = ffnames(stop)
+    running, X = gc_threads(stop)
+    text = stop.out(mode, "lbt")
+    header, frames = parse_bt(text)
+    assert "; VM state: C (in a C function called from Lua)" in header, header
+    blocks = lbt_blocks(stop.out(mode, "lbt --all"))
+    assert running in blocks and X in blocks, (hex(running), hex(X), blocks.keys())
+    _, xframes = parse_bt(blocks[X])
+    if running == X:
+        recs = recorded(stop, "main")
+        extra = check_frames(stop, xframes, recs)
+        assert [t for _, t, _ in extra] == ["C:ljgdb_stop"]
+        assert "(g->vmthref" not in text
+    else:
+        assert variant.startswith("r21-"), variant
+        assert "(VM thread g->vmthref, running)" in header, header
+        assert text.splitlines()[-1] == (
+            "(g->vmthref runs __gc finalizers and VM event handlers; it was called from "
+            "(lua_State *)0x%x: lbt L=0x%x)" % (X, X))
+        recs = recorded(stop, "X")
+        assert check_frames(stop, xframes, recs) == []
+        assert blocks[X].splitlines()[0].endswith("(coroutine, normal)"), blocks[X]
+    # LuaJIT's debug.getinfo shows the C function collectgarbage on X, just
+    # below the frames of the finalizer (if any), and lbt names it there.
+    cg = [i for i, r in enumerate(recs)
+          if r["what"] == "C" and "builtin#" in r["func"]
+          and ff.get(int(r["func"].split("#")[1])) == "collectgarbage"]
+    assert len(cg) == 1, recs
+    k = len(xframes) - len(recs)
+    assert xframes[k + cg[0]][1] == "[builtin#collectgarbage]", xframes
+    # The finalizer's own frame: its argument is the userdata being finalized.
+    fin = recorded(stop, "main")[0]
+    assert [n for n, _, _ in fin["locals"]][:2] == ["ud", "inside"]
+    assert fin["locals"][0][1] == "userdata"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
+def test_lbt_in_popen(stops, variant, mode):
+    """Stopped in C called from Lua, at a syscall: io.popen's pipe2 and the
+    blocking read of f:read("*l").  lbt names the fast function on top
+    ([builtin#io.popen], [builtin#io.method.read], as jit.vmdef names them)
+    above the Lua frame at the line of its call, in VM state C."""
+    for scenario, tag, top in (("popen_open", "open", "[builtin#io.popen]"),
+                               ("popen", "main", "[builtin#io.method.read]")):
+        stop = stops(variant, scenario)
+        assert top[len("[builtin#"):-1] in ffnames(stop).values()
+        _, frames = parse_bt(stop.out(mode, "lbt"))
+        recs = recorded(stop, tag)
+        assert frames[0][1] == top, frames
+        assert frames[1][1] == "%s:%s" % (chunk_display(recs[0]["source"]), recs[0]["line"])
+        _, full = parse_bt(stop.out(mode, "lbt full"))
+        # f is live (a file) at the read and not yet at io.popen.
+        names = [line.split(" = ")[0] for line in full[1][2]]
+        assert ("f" in names) == (scenario == "popen"), full[1]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -151,12 +272,7 @@ def test_coroutines(stops, variant, mode):
     header, frames = parse_bt(stop.out(mode, "lbt"))
     assert header.startswith("Lua backtrace of (lua_State *)0x%x (coroutine, running)" % C)
     check_frames(stop, frames, recorded(stop, "main"))
-    blocks = stop.out(mode, "lbt --all").split("\n\n")
-    by_thread = {}
-    for b in blocks:
-        m = re.match(r"Lua backtrace of \(lua_State \*\)(0x[0-9a-f]+)", b)
-        if m:
-            by_thread[int(m.group(1), 16)] = b
+    by_thread = lbt_blocks(stop.out(mode, "lbt --all"))
     assert set(by_thread) == set(rows)
     for name in ("A", "B", "susp"):
         header, frames = parse_bt(by_thread[cos[name][0]])

@@ -193,5 +193,49 @@ function S.jit()
   record_stack("main"); hot(200000)
 end
 
+-- A __gc finalizer: collectgarbage() in a coroutine X finalizes a
+-- userdata (newproxy) whose __gc stops.  The finalizer runs on X itself in
+-- 2.0, Debian's and OpenResty's 2.1, but on the VM's own thread g->vmthref in
+-- upstream 2.1 rolling: then X's stack (with collectgarbage on top) is
+-- recorded from the finalizer with debug.getinfo(X, ...).
+function S.gc()
+  local X
+  X = coroutine.create(function(tagx)
+    local inX = "in X"
+    local function collect()
+      local u = newproxy(true)
+      getmetatable(u).__gc = function(ud)
+        local inside = type(ud)
+        local running = coroutine.running()
+        rec("gc", "running", tostring(running), tostring(X))
+        if running ~= X then record_stack("X", X) end
+        record_stack("main"); ljgdb_stop()
+      end
+      u = nil
+      collectgarbage()
+      return inX
+    end
+    collect()
+  end)
+  assert(coroutine.resume(X, "x"))
+end
+
+-- C code called from Lua: io.popen, then a read that blocks on the pipe.
+-- Each "armed" stop is where the test sets a gdb catchpoint (syscall pipe2,
+-- which popen() calls, or read) and continues: nothing between an armed stop
+-- and the next call on its line makes that syscall.  The stack is recorded
+-- on the line of the call it is for ("open" for io.popen, "main" for the
+-- read), with the locals that call sees.
+function S.popen()
+  local cmd = "sleep 0.2; echo hello"
+  local function readline()
+    record_stack("open"); ljgdb_stop("armed"); local f = io.popen(cmd)
+    record_stack("main"); ljgdb_stop("armed"); local l = f:read("*l")
+    f:close()
+    return l
+  end
+  rec("popen", "line", readline())
+end
+
 assert(S[scenario], "unknown scenario " .. tostring(scenario))
 S[scenario]()
