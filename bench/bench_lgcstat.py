@@ -13,9 +13,10 @@ the process or the core) and the best of 3; then a core is saved
 with gcore and the same is done on the core in a new gdb.  gdb's peak
 resident memory (ru_maxrss) is printed too.
 
---big adds a GC64 heap larger than 4 GB (100,000 objects, 30,000 of them
-strings of 150,000 bytes), the point of GC64; its core takes about as much
-disk as the heap.  Needs ~10 GB of free memory and disk.
+--big adds a GC64 heap larger than 4 GB (100,000 objects, about 25,000 of
+them strings of 200,000 bytes), the point of GC64; its core takes about as
+much disk as the heap.  Needs ~12 GB of free memory and disk.  `--sizes 0`
+runs no other heap.
 """
 import os
 import re
@@ -92,7 +93,7 @@ def main(argv):
     while i < len(argv):
         a = argv[i]
         if a == "--sizes":
-            sizes = [int(float(x)) for x in argv[i + 1].split(",")]
+            sizes = [int(float(x)) for x in argv[i + 1].split(",") if int(float(x))]
             i += 1
         elif a == "--big":
             big = True
@@ -102,7 +103,7 @@ def main(argv):
     variants = variants or ["r21-gc64", "r21-x64"]
     runs = [(v, n, 16) for v in variants for n in sizes]
     if big:
-        runs.append(("r21-gc64", 100000, 150000))
+        runs.append(("r21-gc64", 100000, 200000))
     print("| variant | mode | objects | gc.total (MB) | first run (s) | best of 3 (s) | "
           "objects/s (first) | objects/s (best) | gdb peak RSS (MB) | exact |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
