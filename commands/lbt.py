@@ -6,7 +6,7 @@ from ..gdb_ext.frames import (CFRAME_RAWMASK as C_CFRAME_RAWMASK, FrameWalker, f
 from ..gdb_ext.gdbtarget import machine_pcs
 from ..gdb_ext.objects import Thread, Trace, Proto, decode_tv
 from ..gdb_ext.runtime import builtin_names
-from ..gdb_ext.walkers import all_threads, thread_status
+from ..gdb_ext.walkers import all_threads, thread_status, threads_walk
 from .base import LjCommand, UsageError, get_vm, param, split_args
 from .format import chunk_display, value_text
 
@@ -258,9 +258,15 @@ Example:
         if "all" not in flags:
             return bt.lines(vm.L, full)
         out = []
-        threads = all_threads(vm)
+        threads, walk_err = threads_walk(vm)
         for L in threads:
-            out.extend(bt.lines(L, full))
+            try:
+                out.extend(bt.lines(L, full))
+            except (FaultError, CorruptError) as e:
+                out.append("Lua backtrace of (lua_State *)0x%x: unreadable: %s" % (L, e))
             out.append("")
         out.append("%d threads" % len(threads))
+        if walk_err is not None:
+            out.append("lbt: walk of g->gc.root stopped, threads after it are missing: %s"
+                       % walk_err)
         return out

@@ -1,7 +1,7 @@
 """lthreads: every coroutine of the VM."""
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.objects import Thread
-from ..gdb_ext.walkers import all_threads, thread_status
+from ..gdb_ext.walkers import thread_status, threads_walk
 from .base import LjCommand, UsageError, get_vm, split_args
 from .lbt import Backtracer
 
@@ -33,7 +33,7 @@ Example:
         vm = get_vm(L_expr)
         bt = Backtracer(vm)
         lsize = vm.lay.L.size
-        threads = all_threads(vm)
+        threads, walk_err = threads_walk(vm)
         resumer = {}
         rows = []
         for L in threads:
@@ -89,4 +89,9 @@ Example:
                    "coroutine on average (sizeof(lua_State) = %d; PUC Lua 5.4: about %d)"
                    % (count, len(coros), "" if len(coros) == 1 else "s", total, avg, lsize,
                       PUC_LUA54_BYTES))
+        if walk_err is not None:
+            addr = getattr(walk_err, "address", None)
+            out.append("lthreads: walk of g->gc.root stopped, threads after it are missing: %s%s"
+                       % (walk_err, "" if addr is None or "0x%x" % addr in str(walk_err)
+                          else " (at 0x%x)" % addr))
         return out

@@ -56,6 +56,10 @@ Example:
         if slot is not None:
             vm = get_vm(L_expr if L_expr is not None else expr)
             th = Thread(vm, addr)
+            if not th.stack <= th.base <= th.top <= th.stack + 8 * th.stacksize:
+                raise CorruptError("lua_State 0x%x is inconsistent: base 0x%x and top 0x%x are "
+                                   "not in order inside its stack 0x%x (%d slots)"
+                                   % (addr, th.base, th.top, th.stack, th.stacksize), addr)
             if slot > 0:
                 tv_addr = th.base + 8 * (slot - 1)
             elif slot < 0:

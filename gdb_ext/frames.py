@@ -80,7 +80,7 @@ class Stack(object):
         self.vm = vm
         self.start = th.stack
         size = th.stacksize * 8
-        if size <= 0 or size > MAX_STACK_BYTES:
+        if size <= 0 or size > MAX_STACK_BYTES or size > getattr(vm, "size_bound", size):
             raise CorruptError("lua_State 0x%x has an impossible stack size of %d slots"
                                % (th.addr, th.stacksize), th.addr)
         self.end = self.start + size
@@ -266,11 +266,14 @@ class FrameWalker(object):
         else:
             cf = self.th.cframe & CFRAME_RAWMASK
             f = self.base - 8
+            # Bounded by the stack: one step per frame slot and C frame.
             guard = 0
+            limit = 2 * (self.stack.end - self.stack.start) // 8 + 64
             while True:
                 guard += 1
-                if guard > 100000:
-                    raise CorruptError("cframe chain does not end")
+                if guard > limit:
+                    raise CorruptError("cframe chain from 0x%x does not end: a cycle?"
+                                       % (self.th.cframe & CFRAME_RAWMASK), cf)
                 if not cf:
                     return NO_BCPOS
                 while self._cf_read(cf, "nres") < 0:
@@ -279,14 +282,21 @@ class FrameWalker(object):
                     cf = self._cf_read(cf, "prev") & CFRAME_RAWMASK
                     if not cf:
                         return NO_BCPOS
+                    guard += 1
+                    if guard > limit:
+                        raise CorruptError("cframe chain does not end at 0x%x: a cycle?" % cf,
+                                           cf)
                 if f < nextframe:
                     break
                 if self.is_lua(f):
-                    f = self.prevl(f)
+                    nf = self.prevl(f)
                 else:
                     if self.is_c(f) or (self.is_cont(f) and self.frame_iscont_fficb(f)):
                         cf = self._cf_read(cf, "prev") & CFRAME_RAWMASK
-                    f = self.prevd(f)
+                    nf = self.prevd(f)
+                if nf >= f:
+                    raise CorruptError("frame link at 0x%x does not go down the stack" % f, f)
+                f = nf
             ins = self._cf_read(cf, "pc")
             if not ins:
                 return NO_BCPOS

@@ -253,7 +253,7 @@ class HeapWalker(object):
         progress, every = self.progress, self.every
         bound = self.bound
         n = start_n = st.objects
-        next_check = n + every
+        next_check = next_progress = n + every
         wbase, wend, buf = 1, 0, b""
         # Per-type accumulators kept local for speed, folded in at the end.
         cnt = [0] * 13
@@ -265,7 +265,17 @@ class HeapWalker(object):
         T_TAB, T_STR, T_FUNC, T_UPVAL = C.GCT_TAB, C.GCT_STR, C.GCT_FUNC, C.GCT_UPVAL
         try:
             for o in starts:
+                # Brent's cycle check: the chain must not come back to the
+                # object it was at after 2^k steps (set in the check below,
+                # so it costs one comparison per object).
+                mark, seg = 0, 1
+                mark_at = n + 1
+                if next_check > mark_at:
+                    next_check = mark_at
                 while o:
+                    if o == mark:
+                        raise CorruptError("%s comes back to the object at 0x%x: a cycle"
+                                           % (what, o), o)
                     if o < wbase or o + need > wend:
                         # The page cache's dicts, consulted inline: a call
                         # per object would cost more than the decoding.
@@ -330,12 +340,17 @@ class HeapWalker(object):
                             top_min = top[0][0]
                     n += 1
                     if n >= next_check:
-                        if n - start_n > bound:
-                            raise CorruptError("%s is longer than g->gc.total allows (%d "
-                                               "objects): a cycle?" % (what, bound), o)
-                        next_check = n + every
-                        if progress is not None:
-                            progress(n)
+                        if n >= mark_at:
+                            seg *= 2
+                            mark, mark_at = o, n + seg
+                        if n >= next_progress:
+                            if n - start_n > bound:
+                                raise CorruptError("%s is longer than g->gc.total allows (%d "
+                                                   "objects): a cycle?" % (what, bound), o)
+                            next_progress = n + every
+                            if progress is not None:
+                                progress(n)
+                        next_check = min(next_progress, mark_at)
                     if o == stop_after:
                         break
                     o = nxt
@@ -371,14 +386,21 @@ class HeapWalker(object):
         top_min = top[0][0] if top_n and len(top) >= top_n else 0
         progress, every, bound = self.progress, self.every, self.bound
         n = start_n = st.objects
-        next_check = n + every
+        next_check = next_progress = n + every
         wbase, wend, buf = 1, 0, b""
         cnt = tot = dcnt = dtot = mx = 0
         mn = 1 << 62
         T_STR = C.GCT_STR
         try:
             for o in starts:
+                mark, seg = 0, 1            # Brent's cycle check, as in _walk
+                mark_at = n + 1
+                if next_check > mark_at:
+                    next_check = mark_at
                 while o:
+                    if o == mark:
+                        raise CorruptError("%s: the string chain comes back to 0x%x: a cycle"
+                                           % (what, o), o)
                     if o < wbase or o + need > wend:
                         wbase = o & PAGE_MASK
                         buf = full_get(wbase)
@@ -414,12 +436,17 @@ class HeapWalker(object):
                             top_min = top[0][0]
                     n += 1
                     if n >= next_check:
-                        if n - start_n > bound:
-                            raise CorruptError("%s is longer than g->gc.total allows (%d "
-                                               "objects): a cycle?" % (what, bound), o)
-                        next_check = n + every
-                        if progress is not None:
-                            progress(n)
+                        if n >= mark_at:
+                            seg *= 2
+                            mark, mark_at = o, n + seg
+                        if n >= next_progress:
+                            if n - start_n > bound:
+                                raise CorruptError("%s is longer than g->gc.total allows (%d "
+                                                   "objects): a cycle?" % (what, bound), o)
+                            next_progress = n + every
+                            if progress is not None:
+                                progress(n)
+                        next_check = min(next_progress, mark_at)
                     if nexts is not None:
                         if nxt:
                             nexts.append(nxt)
@@ -577,11 +604,13 @@ class HeapWalker(object):
                 self._walk_str(anchors, "string table slots %d..%d" % (i, i + cnt - 1))
             i += cnt
         wave = 0
+        strnum = vm.t.u32(vm.G + lay.o_strnum, "string count")
         while pending:
             wave += 1
-            if self.st.objects > self.bound:
-                raise CorruptError("string chains are longer than g->gc.total allows: a cycle?",
-                                   pending[0])
+            # No chain is longer than the number of strings (g->str.num).
+            if self.st.objects > self.bound or wave > strnum + 1:
+                raise CorruptError("a string chain is longer than the %d strings g->str.num "
+                                   "counts: a cycle?" % strnum, pending[0])
             pending.sort()
             nexts = []
             self._walk_str(pending, "string chains (step %d)" % wave, nexts)
@@ -664,10 +693,12 @@ class HeapWalker(object):
         nxt = info.fields["next"]
         k = self.t.uint(anchor, self.lay.mref_size, "J->k64")
         n = 0
+        seen = set()
         while k:
             n += 1
-            if n > self.bound:
+            if n > self.bound or k in seen:
                 raise CorruptError("J->k64 chain does not end: a cycle?", k)
+            seen.add(k)
             k = self.t.uint(k + nxt.offset, nxt.size, "K64Array.next at 0x%x" % k)
         return n * info.size, n
 

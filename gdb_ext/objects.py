@@ -163,8 +163,10 @@ class Str(GCObj):
         self.len = self._f(vm, "len")
         self.data_addr = addr + vm.lay.str.size
         n = self.len if limit is None else min(self.len, limit)
-        if n > (1 << 31):
-            raise CorruptError("string at 0x%x claims length %d" % (addr, self.len), addr)
+        bound = getattr(vm, "size_bound", 1 << 31)
+        if self.len > bound:
+            raise CorruptError("string at 0x%x claims length %d, more than g->gc.total (%d)"
+                               % (addr, self.len, bound), addr)
         self.data = vm.t.read(self.data_addr, n, "string data of 0x%x" % addr) if n else b""
         self.truncated = n < self.len
 
@@ -197,14 +199,26 @@ class Tab(GCObj):
         if self.asize > (1 << 28) or self.hmask > (1 << 27) or (self.hmask & (self.hmask + 1)):
             raise CorruptError("table at 0x%x has impossible sizes asize=%d hmask=0x%x"
                                % (addr, self.asize, self.hmask), addr)
+        need = 8 * self.asize + (self.hmask + 1) * self.nodesize
+        bound = getattr(vm, "size_bound", None)
+        if bound is not None and need > bound:
+            raise CorruptError("table at 0x%x has asize=%d hmask=0x%x: %d bytes, more than "
+                               "g->gc.total (%d)" % (addr, self.asize, self.hmask, need, bound),
+                               addr)
 
     def array_values(self, vm, limit):
-        """[(index, Value)] of the array part, nil slots included, at most limit."""
+        """[(index, Value)] of the array part, nil slots included, at most
+        limit; read in chunks of 4096 slots."""
         n = min(self.asize, limit)
-        if n == 0:
-            return []
-        data = vm.t.read(self.array, 8 * n, "array part of table 0x%x" % self.addr)
-        return [(i, decode_tv(vm, _Q.unpack_from(data, 8 * i)[0])) for i in range(n)]
+        out = []
+        step = 4096
+        for first in range(0, n, step):
+            cnt = min(step, n - first)
+            data = vm.t.read(self.array + 8 * first, 8 * cnt,
+                             "array part of table 0x%x" % self.addr)
+            out.extend((first + i, decode_tv(vm, _Q.unpack_from(data, 8 * i)[0]))
+                       for i in range(cnt))
+        return out
 
     def hash_nodes(self, vm, limit):
         """[(key Value, value Value)] of non-nil hash slots, in node order,

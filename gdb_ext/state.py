@@ -60,6 +60,20 @@ class VM(object):
         return self.t.uint(self.G + self.lay.G.gc_total, self.lay.gcstate_size, "g->gc.total")
 
     @property
+    def size_bound(self):
+        """No object is larger than g->gc.total, which counts every byte the
+        collector owns: the bound for any size or length read from memory
+        (cached for the command; 2^40 when gc.total cannot be read)."""
+        b = self.__dict__.get("_size_bound")
+        if b is None:
+            try:
+                b = self.gc_total
+            except FaultError:
+                b = 1 << 40
+            self._size_bound = b
+        return b
+
+    @property
     def gc_threshold(self):
         return self.t.uint(self.G + self.lay.G.gc_threshold, self.lay.gcstate_size, "g->gc.threshold")
 

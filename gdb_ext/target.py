@@ -23,6 +23,15 @@ from .errors import FaultError
 
 BLOCK = 4096
 _BIG = 64 * 1024
+# No single read is larger: every LuaJIT structure the engine reads at once
+# is far smaller (a stack is at most 64 MB), and bigger sizes come from
+# corrupt lengths.  Large parts (a table's array, a hash part) go in chunks.
+MAX_READ = 256 << 20
+
+
+def hexaddr(addr):
+    """0x... for an address, -0x... for a (computed) negative one."""
+    return "0x%x" % addr if addr >= 0 else "-0x%x" % -addr
 
 
 class Field(object):
@@ -120,7 +129,10 @@ class Target(object):
     def read(self, addr, n, what=None):
         """n bytes at addr as bytes.  Raises FaultError naming the address."""
         if n < 0 or addr < 0 or addr + n > (1 << 64):
-            raise FaultError("cannot read %d bytes at 0x%x" % (n, addr), addr, what)
+            raise FaultError("cannot read %d bytes at %s" % (n, hexaddr(addr)), addr, what)
+        if n > MAX_READ:
+            raise FaultError("refusing to read %d bytes at 0x%x at once (more than %d MB: a "
+                             "corrupt length?)" % (n, addr, MAX_READ >> 20), addr, what)
         if n == 0:
             return b""
         if n >= _BIG:

@@ -1,6 +1,6 @@
 """Walks over GC object lists, bounded by what the state says."""
 from . import consts as C
-from .errors import CorruptError
+from .errors import CorruptError, FaultError
 from .objects import Thread
 
 # No GC object is smaller than this (GCstr/GCcdata headers: 16/8 bytes).
@@ -9,20 +9,49 @@ _MIN_OBJECT = 8
 
 def root_objects(vm):
     """(address, gct) of every object on g->gc.root, in list order.  The
-    walk is bounded by gc.total / 8 objects; a longer list is a cycle."""
+    walk is bounded by gc.total / 8 objects; a longer list is a cycle.  A
+    cycle is also found directly (Brent's method: the list must not come
+    back to the object seen at step 2^k), so a corrupt gc.total does not
+    make the walk endless."""
     lay = vm.lay
     bound = vm.gc_total // _MIN_OBJECT + 16
     o = vm.gref(vm.G + lay.G.gc_root, "g->gc.root")
     gct_off = lay.str.gct
     n = 0
+    mark, next_mark = 0, 1
     while o:
         n += 1
         if n > bound:
             raise CorruptError("g->gc.root list is longer than gc.total allows (%d objects): a cycle?"
                                % bound, o)
+        if o == mark:
+            raise CorruptError("g->gc.root list comes back to the object at 0x%x after %d "
+                               "objects: a cycle" % (o, n), o)
+        if n == next_mark:
+            mark, next_mark = o, 2 * n
         hdr = vm.t.read(o, gct_off + 1, "GC object header at 0x%x" % o)
         yield o, hdr[gct_off]
         o = int.from_bytes(hdr[:lay.ref_size], "little")
+
+
+def threads_walk(vm):
+    """(threads, error): as all_threads, but a broken root list gives the
+    threads found before the break and the error that ended the walk."""
+    out = []
+    err = None
+    try:
+        for a, gct in root_objects(vm):
+            if gct == C.GCT_THREAD:
+                out.append(a)
+    except (CorruptError, FaultError) as e:
+        err = e
+    try:
+        main = vm.main_L
+        if main not in out:
+            out.append(main)
+    except FaultError as e:
+        err = err or e
+    return out, err
 
 
 def all_threads(vm):
