@@ -6,8 +6,8 @@ import traceback
 import gdb
 
 from ..gdb_ext.errors import LjError, NotLuaJITError
-from ..gdb_ext.gdbtarget import (LUAJIT_SYMBOLS, GdbTarget, core_mismatch, frame_candidates,
-                                 luajit_symbol, selected_thread_running)
+from ..gdb_ext.gdbtarget import (LUAJIT_SYMBOLS, GdbTarget, core_mismatch, core_truncation,
+                                 frame_candidates, luajit_symbol, selected_thread_running)
 from ..gdb_ext.layout import Layout
 from ..gdb_ext.state import check_thread, make_vm
 
@@ -329,6 +329,18 @@ def int_option(opts, name, default, minimum=0):
 
 # --------------------------------------------------------------------------
 
+def _truncation_note():
+    """A note for error lines when the loaded core file is cut short."""
+    try:
+        cut = core_truncation()
+    except (gdb.error, OSError):
+        return ""
+    if not cut:
+        return ""
+    return ("; note: the core file is truncated (%d of its %d bytes), so memory past its end is "
+            "missing: get a complete core" % cut)
+
+
 class LjCommand(gdb.Command):
     """Base class.  Subclasses set NAME and USAGE, write a docstring (the
     help text) and implement run(arg, from_tty) that returns text lines."""
@@ -345,9 +357,10 @@ class LjCommand(gdb.Command):
             if out:
                 gdb.write("\n".join(out) + "\n")
         except UsageError as e:
-            raise gdb.GdbError("%s: %s. Usage: %s" % (self.NAME, e, self.USAGE))
+            raise gdb.GdbError("%s: %s. Usage: %s%s" % (self.NAME, e, self.USAGE,
+                                                          _truncation_note()))
         except LjError as e:
-            raise gdb.GdbError("%s: %s" % (self.NAME, e))
+            raise gdb.GdbError("%s: %s%s" % (self.NAME, e, _truncation_note()))
         except KeyboardInterrupt:
             raise gdb.GdbError("%s: interrupted (Ctrl-C); nothing was changed" % self.NAME)
         except gdb.GdbError:

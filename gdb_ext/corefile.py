@@ -13,6 +13,7 @@ binary.  The build-ids in the core answer it.  Only the ELF headers, the
 program headers and a few pages are read; a truncated or damaged file gives
 what could be read.
 """
+import os
 import struct
 
 PT_LOAD = 1
@@ -116,3 +117,15 @@ def build_ids(path, page=65536):
     except (OSError, struct.error):
         return {}
     return out
+
+
+def truncation(path):
+    """(bytes in the file, bytes its program headers need) when the core
+    file is shorter than its segments say (a copy cut short, a disk that
+    filled up); else None."""
+    try:
+        size = os.path.getsize(path)
+        need = max([s.offset + s.filesz for s in segments(path)] or [0])
+    except (OSError, struct.error):
+        return None
+    return (size, need) if size < need else None

@@ -325,6 +325,14 @@ def core_path():
     return m.group(1) if m else None
 
 
+def core_truncation():
+    """(bytes there, bytes needed) when the loaded core file is cut short."""
+    if not is_core():
+        return None
+    path = core_path()
+    return corefile.truncation(path) if path else None
+
+
 def _luajit_objfile():
     """The objfile that holds LuaJIT's code (the separate debug file's
     owner when there is one), or None."""
