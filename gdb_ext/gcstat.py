@@ -267,9 +267,11 @@ class HeapWalker(object):
             for o in starts:
                 # Brent's cycle check: the chain must not come back to the
                 # object it was at after 2^k steps (set in the check below,
-                # so it costs one comparison per object).
-                mark, seg = 0, 1
-                mark_at = n + 1
+                # so it costs one comparison per object).  It starts after
+                # 64 objects: most chains (string chains) are shorter, and
+                # would otherwise pay for its set-up on every chain.
+                mark, seg = 0, 64
+                mark_at = n + 64
                 if next_check > mark_at:
                     next_check = mark_at
                 while o:
@@ -393,8 +395,8 @@ class HeapWalker(object):
         T_STR = C.GCT_STR
         try:
             for o in starts:
-                mark, seg = 0, 1            # Brent's cycle check, as in _walk
-                mark_at = n + 1
+                mark, seg = 0, 64           # Brent's cycle check, as in _walk
+                mark_at = n + 64
                 if next_check > mark_at:
                     next_check = mark_at
                 while o:
