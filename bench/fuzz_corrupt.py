@@ -228,7 +228,8 @@ class Mutator(object):
 
 
 def make_trials(variant, core, info, n, seed, outdir):
-    """[(trial number, path, description)] of n corrupted copies."""
+    """[(trial number, path, description, patches)] of n corrupted copies;
+    patches [(file offset, 8 bytes)] are written to path by write_trial."""
     with open(core, "rb") as f:
         base = f.read()
     segs = corefile.segments(core)
@@ -238,6 +239,7 @@ def make_trials(variant, core, info, n, seed, outdir):
     for i in range(n):
         data = bytearray(base)
         desc = []
+        patches = []
         for _ in range(rng.choice((1, 1, 2, 3))):
             addr, kind = mut.word()
             off = corefile.file_offset(segs, addr)
@@ -247,12 +249,19 @@ def make_trials(variant, core, info, n, seed, outdir):
             new, how = mut.value(addr, old)
             new &= (1 << 64) - 1
             data[off:off + 8] = new.to_bytes(8, "little")
+            patches.append((off, new.to_bytes(8, "little")))
             desc.append("%s 0x%x %s 0x%016x->0x%016x" % (kind, addr, how, old, new))
-        path = os.path.join(outdir, "t%05d.core" % i)
-        with open(path, "wb") as f:
-            f.write(data)
-        out.append((i, path, "; ".join(desc)))
+        out.append((i, os.path.join(outdir, "t%05d.core" % i), "; ".join(desc), patches))
     return out
+
+
+def write_trial(base, trial):
+    """Write a trial's core file: the intact core with its patches."""
+    data = bytearray(base)
+    for off, b in trial[3]:
+        data[off:off + len(b)] = b
+    with open(trial[1], "wb") as f:
+        f.write(data)
 
 
 def classify(cmd, text):
@@ -270,11 +279,23 @@ def classify(cmd, text):
     return "result"
 
 
-def run_batch(host, trials, commands, timeout):
-    """Run commands on each trial's core in one gdb.  Returns ({trial:
-    [(cmd, output or None)]}, hung trial or None, trials not reached)."""
+def run_batch(host, base, trials, commands, timeout):
+    """Run commands on each trial's core in one gdb (the core files are
+    written first and removed after).  Returns ({trial: [(cmd, output or
+    None)]}, hung trial or None, trials not reached)."""
+    for tr in trials:
+        write_trial(base, tr)
+    try:
+        return _run_batch(host, trials, commands, timeout)
+    finally:
+        for tr in trials:
+            if os.path.exists(tr[1]):
+                os.unlink(tr[1])
+
+
+def _run_batch(host, trials, commands, timeout):
     args = ["-ex", "source " + LOADER, "-ex", "file " + host]
-    for t, path, _ in trials:
+    for t, path, _, _ in trials:
         args += ["-ex", "core-file " + path]
         for i, cmd in enumerate(commands):
             args += ["-ex", "echo \\n" + _BEGIN % (t, i) + "\\n", "-ex", cmd,
@@ -296,27 +317,28 @@ def run_batch(host, trials, commands, timeout):
     results = {}
     hung = None
     rest = []
-    for t, path, desc in trials:
+    for tr in trials:
+        t = tr[0]
         row = []
         for i, c in enumerate(commands):
             m = re.search(re.escape(_BEGIN % (t, i)) + r"\n(.*?)\n?" + re.escape(_END % (t, i)),
                           text, re.S)
             row.append((c, m.group(1) if m else None))
-        if timed_out and any(o is None for _, o in row):
+        # A gdb that was killed (or died: a signal): the trial it was in is
+        # the hang, the ones after it run again in another gdb.
+        if (timed_out or p.returncode < 0) and any(o is None for _, o in row):
             if hung is None and (_BEGIN % (t, 0)) in text:
                 hung = t
                 results[t] = row
             else:
-                rest.append((t, path, desc))
+                rest.append(tr)
             continue
         results[t] = row
-    if not timed_out and p.returncode not in (0, 1):
-        # gdb itself died: every trial without all outputs is a failure.
-        pass
     return results, hung, rest
 
 
-def fuzz_variant(variant, trials, seed, batch, timeout, workdir, jobs=1, dump=None):
+def fuzz_variant(variant, trials, seed, batch, timeout, workdir, jobs=1, dump=None,
+                 only=None):
     """Run `trials` corrupted cores of one variant.  Returns counts
     {'trials', 'runs', 'result', 'clean', 'failure', 'hang'} and a list of
     failures (trial, description, command, output)."""
@@ -330,10 +352,15 @@ def fuzz_variant(variant, trials, seed, batch, timeout, workdir, jobs=1, dump=No
     tdir = os.path.join(vdir, "trials")
     shutil.rmtree(tdir, ignore_errors=True)
     os.makedirs(tdir)
-    counts = {"trials": trials, "runs": 0, "result": 0, "clean": 0, "failure": 0, "hang": 0}
+    counts = {"trials": trials if only is None else len(only), "runs": 0, "result": 0,
+              "clean": 0, "failure": 0, "hang": 0}
     failures = []
     todo = make_trials(variant, core, info, trials, seed, tdir)
-    desc_of = {t: d for t, _, d in todo}
+    if only is not None:
+        todo = [tr for tr in todo if tr[0] in only]
+    desc_of = {tr[0]: tr[2] for tr in todo}
+    with open(core, "rb") as f:
+        base = f.read()
     queue = [todo[i:i + batch] for i in range(0, len(todo), batch)]
     running = []
 
@@ -362,7 +389,7 @@ def fuzz_variant(variant, trials, seed, batch, timeout, workdir, jobs=1, dump=No
         while queue or running:
             while queue and len(running) < jobs:
                 b = queue.pop(0)
-                running.append(ex.submit(run_batch, m["host"], b, commands, timeout))
+                running.append(ex.submit(run_batch, m["host"], base, b, commands, timeout))
             done = [f for f in running if f.done()]
             if not done:
                 time.sleep(0.05)
@@ -385,6 +412,8 @@ def main():
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--show", type=int, default=5, help="failures to print per variant")
     ap.add_argument("--dump", default=None, help="write every output to this file")
+    ap.add_argument("--only", type=int, action="append", default=None,
+                    help="run only trial N (of the same --trials and --seed); repeatable")
     a = ap.parse_args()
     workdir = a.workdir or tempfile.mkdtemp(prefix="ljgdb-fuzz-")
     total = {"trials": 0, "runs": 0, "result": 0, "clean": 0, "failure": 0, "hang": 0}
@@ -394,7 +423,7 @@ def main():
     for v in a.variants:
         t0 = time.time()
         counts, failures = fuzz_variant(v, a.trials, a.seed, a.batch, a.timeout, workdir,
-                                        a.jobs, dump)
+                                        a.jobs, dump, a.only)
         for k in total:
             total[k] += counts[k]
         print("%-10s %7d %8d %8d %8d %8d %6d %8.0f" % (

@@ -355,7 +355,8 @@ class LjCommand(gdb.Command):
         try:
             out = self.run(arg, from_tty)
             if out:
-                gdb.write("\n".join(out) + "\n")
+                # Text from memory can hold a NUL, which gdb.write refuses.
+                gdb.write("\n".join(out).replace("\0", "\\0") + "\n")
         except UsageError as e:
             raise gdb.GdbError("%s: %s. Usage: %s%s" % (self.NAME, e, self.USAGE,
                                                           _truncation_note()))

@@ -37,14 +37,23 @@ def number(x):
 
 
 def chunk_display(name):
-    """A chunk name as LuaJIT's short_src shows it, but never cut."""
+    """A chunk name as LuaJIT's short_src shows it, but never cut; control
+    characters (a NUL, an escape sequence) as \\ddd, so that one line stays
+    one harmless line."""
     if name.startswith("@") or name.startswith("="):
-        return name[1:]
+        return _controls(name[1:])
     line = name.split("\n", 1)
     text = line[0]
     if len(line) > 1:
         text += "..."
-    return '[string "%s"]' % text
+    return '[string "%s"]' % _controls(text)
+
+
+_CONTROL = {c: "\\%d" % c for c in list(range(32)) + [127]}
+
+
+def _controls(text):
+    return text.translate(_CONTROL)
 
 
 def proto_site(vm, proto_addr):

@@ -5,6 +5,11 @@ from .format import table_header, table_lines
 from ..gdb_ext.objects import Tab, decode_tv
 
 
+# Nested tables are expanded recursively: a bound far below Python's
+# recursion limit.
+MAX_DEPTH = 100
+
+
 class LTab(LjCommand):
     """Dump a Lua table: array part in index order, then the hash part in node
 order, as a Lua table constructor.  Nested tables are expanded to --depth
@@ -29,6 +34,8 @@ Example:
         if not rest:
             raise UsageError("missing table expression")
         depth = int_option(opts, "depth", 1, 1)
+        if depth > MAX_DEPTH:
+            raise UsageError("--depth must be at most %d" % MAX_DEPTH)
         limit = int_option(opts, "limit", param("max-entries"), 0)
         expr = " ".join(rest)
         v = eval_value(expr)

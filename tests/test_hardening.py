@@ -228,6 +228,7 @@ BAD_ARGS = [
     ("lval ljgdb_break(L, 0)", "Cannot call functions in the program: may-call-functions is "
                                "off. Usage: lval"),
     ("lbt L=nosuch", "cannot evaluate L 'nosuch'"),
+    ("ltab L->base --depth 100000", "--depth must be at most 100. Usage: ltab"),
 ]
 GOOD = ["linfo", "lval L 1", "lval --raw L->base", "ltab L->base --depth 3", "lbt full",
         "lbt full --all", "lthreads", "lgcstat --top 5 --by-chunk", "lmcode", "lmcode $pc",
