@@ -411,3 +411,37 @@ def test_reads_are_bounded():
         t.read(-4, 4)
     assert "-0x4" in str(e.value)
     assert C.GCT_TAB == 11
+
+
+@pytest.mark.parametrize("variant", ["r21-gc64", "r21-x64"])
+def test_frame_link_that_goes_up_ends_the_walk(variant):
+    """A frame whose link points up the stack (a cycle in the frame chain):
+    the walk keeps the frames before it and names the bad link."""
+    from ljgdb.gdb_ext.frames import FrameWalker
+    from ljgdb.gdb_ext.objects import Thread
+    from synth import Heap
+    from ljgdb.gdb_ext.layout import Layout
+    from ljgdb.gdb_ext.state import make_vm
+    h = Heap(variant)
+    G, L = h.new_state(stack_slots=40)
+    h.put("global_State", G, "gc.total", 1 << 20)
+    fr2 = "ftsz" in h.types["TValue"].fields
+    f = h.types["lua_State"].fields["stack"]
+    stack = int.from_bytes(h.mem[L - h.base + f.offset:][:f.size], "little")
+    cf = h.new_c_func(1, 0x401000)                        # ffid 1 = FF_C: a C function
+    base = stack + 8 * 20
+    link = base - 8
+    up = (-64) | 1                                        # FRAME_C, 64 bytes *up*
+    if fr2:
+        h.write_tv(link - 8, h.tv_gc("func", cf))
+        h.write(link, (up & ((1 << 64) - 1)).to_bytes(8, "little"))
+    else:
+        h.write(link, (cf | ((up & 0xFFFFFFFF) << 32)).to_bytes(8, "little"))
+    h.put("lua_State", L, "base", base)
+    h.put("lua_State", L, "top", base)
+    t = h.target()
+    vm = make_vm(t, Layout(t), L)
+    frames, err = FrameWalker(vm, Thread(vm, L)).walk()
+    assert len(frames) == 1 and frames[0].kind == "c"
+    assert isinstance(err, CorruptError) and "does not go down" in str(err)
+    assert err.address == link
