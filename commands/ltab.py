@@ -48,6 +48,6 @@ Example:
                 raise UsageError("TValue at 0x%x holds a %s, not a table" % (addr, tv.type_name))
             addr = tv.addr
         elif tname not in ("GCtab", None, "GCobj", "void"):
-            raise UsageError("'%s' is a %s *, expected a GCtab * or TValue *" % (expr, tname))
+            raise UsageError("'%s' is a pointer to %s, expected a GCtab * or TValue *" % (expr, tname))
         t = Tab(vm, addr)
         return [table_header(vm, t)] + table_lines(vm, addr, depth, limit, param("max-string"))

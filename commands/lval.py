@@ -83,7 +83,7 @@ Example:
             return self._gc(vm, kind, addr, "raw" in flags, maxs)
         if tname in (None, "TValue", "void", "char") or tname.startswith("unsigned"):
             return self._tv(vm, addr, "", "raw" in flags, maxs)
-        raise UsageError("'%s' is a %s *; expected a TValue *, a GC object pointer or an "
+        raise UsageError("'%s' is a pointer to %s; expected a TValue *, a GC object pointer or an "
                          "address" % (expr, tname))
 
     def _tv(self, vm, addr, prefix, raw, maxs):

@@ -217,7 +217,7 @@ BAD_ARGS = [
     ("lbt --bogus", "unknown option '--bogus'"),
     ("lval nosuchsymbol", "cannot evaluate expression 'nosuchsymbol': No symbol \"nosuchsymbol\" "
                           "in current context. Usage: lval"),
-    ("ltab (int *)L", "'(int *)L' is a int *, expected a GCtab * or TValue *. Usage: ltab"),
+    ("ltab (int *)L", "'(int *)L' is a pointer to int, expected a GCtab * or TValue *. Usage: ltab"),
     ("lval (int *)L", "expected a TValue *, a GC object pointer or an address. Usage: lval"),
     ("lgcstat --top many", "--top needs a number, not 'many'. Usage: lgcstat"),
     ("lthreads extra", "unexpected argument 'extra'. Usage: lthreads"),
