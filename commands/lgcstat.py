@@ -4,8 +4,8 @@ import sys
 import gdb
 
 from ..gdb_ext import consts as C
-from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.gcstat import HEADER_STRUCT, TYPE_ORDER, walk_heap
+from ..gdb_ext.errors import CorruptError, FaultError, LjError
+from ..gdb_ext.gcstat import HEADER_STRUCT, TYPE_ORDER, HeapWalker
 from ..gdb_ext.jit import TraceObj, jit_state
 from ..gdb_ext.objects import Cdata, Proto, Str, Tab, Thread, Udata
 from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
@@ -49,9 +49,19 @@ Example:
         top = int_option(opts, "top", 0, 0)
         vm = get_vm(L_expr)
         progress = _Progress() if from_tty and _is_terminal() else None
+        walker = HeapWalker(vm, top=top, by_chunk="by-chunk" in flags, progress=progress,
+                            cache_bytes=max(param("heap-cache"), 4) << 20)
         try:
-            st = walk_heap(vm, top=top, by_chunk="by-chunk" in flags, progress=progress,
-                           cache_bytes=max(param("heap-cache"), 4) << 20)
+            st = walker.run()
+        except (LjError, KeyboardInterrupt):
+            # Corrupt memory or Ctrl-C: show what was counted before the
+            # walk stopped, then the one line that says why.
+            if progress is not None:
+                progress.clear()
+                progress = None
+            if walker.st.objects:
+                gdb.write("\n".join(partial_report(walker.st)) + "\n")
+            raise
         finally:
             if progress is not None:
                 progress.clear()
@@ -132,6 +142,17 @@ def report(vm, st, top, by_chunk):
     if by_chunk:
         out.append("")
         out.extend(chunk_lines(vm, st))
+    return out
+
+
+def partial_report(st):
+    """The per-type counts of a walk that stopped before its end."""
+    out = ["Walk stopped after %d objects; counted so far (incomplete):" % st.objects,
+           "%-10s %10s %14s" % ("type", "count", "bytes")]
+    for g in TYPE_ORDER:
+        ts = st.types[g]
+        if ts.count:
+            out.append("%-10s %10d %14d" % (TYPE_TEXT[g], ts.count, ts.bytes))
     return out
 
 

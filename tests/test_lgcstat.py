@@ -187,3 +187,42 @@ def test_bad_arguments(run, variant):
         assert r.out(mode, 0, 3).strip() == (
             "lgcstat: option --top needs a value. Usage: lgcstat [--top N] [--by-chunk] "
             "[L=<lua_State *>]")
+
+
+CORRUPT = """python
+inf = gdb.selected_inferior()
+G = int(gdb.parse_and_eval("%s"))
+rs = int(gdb.parse_and_eval("sizeof(((global_State *)0)->gc.root)"))
+o = int.from_bytes(inf.read_memory(G + int(gdb.parse_and_eval(
+    "(long)&((global_State *)0)->gc.root")), rs).tobytes(), "little")
+for i in range(%d):
+    o = int.from_bytes(inf.read_memory(o, rs).tobytes(), "little")
+inf.write_memory(o, (%d).to_bytes(rs, "little"))
+end
+"""
+
+
+@pytest.mark.parametrize("variant", ["r21-gc64", "r21-x64"])
+def test_corrupt_root_list_shows_what_was_counted(variant, tmp_path):
+    """The test (not ljgdb) breaks the live process's root list after 300
+    objects; lgcstat prints the 301 objects it counted, then one line with
+    the bad address, and gdb goes on."""
+    from harness import LOADER, LUA_DIR, run_gdb
+    from multistop import build_of
+    g = gc_total_expr().split("((global_State *)", 1)[1].rsplit(")->gc.total", 1)[0]
+    bad = 0x123456780 if "gc64" in variant else 0x7ead0000
+    script = tmp_path / "corrupt.gdb"
+    script.write_text(CORRUPT % ("(long)" + g, 300, bad))
+    out = run_gdb(["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run",
+                   "-ex", "source %s" % script, "-ex", "lgcstat", "-ex", "print 1+1",
+                   "-ex", "kill", "--args", build_of(variant)["host"],
+                   LUA_DIR + "/demo.lua"], cwd=str(tmp_path))
+    lines = out.splitlines()
+    i = lines.index("Walk stopped after 301 objects; counted so far (incomplete):")
+    counts = [int(l.split()[1]) for l in lines[i + 2:] if re.match(r"^[a-z]+\s+\d+\s+\d+$", l)]
+    assert sum(counts) == 301, out
+    err = [l for l in lines if l.startswith("lgcstat: ")]
+    assert err == ["lgcstat: cannot access memory at 0x%x while reading GC object header at "
+                   "0x%x on g->gc.root" % (bad, bad)], out
+    assert "$1 = 2" in out
+    assert "Traceback" not in out
