@@ -105,7 +105,6 @@ class HeapStat(object):
         self.objects = 0
         self.pending = 0               # objects on g->gc.mmudata
         self.header_sizes = {}
-        self.pages = None
 
     @property
     def object_bytes(self):
@@ -130,12 +129,12 @@ class HeapWalker(object):
         self.lay = lay = vm.lay
         self.t = vm.t
         self.mem = PageCache(vm.t, cache_bytes)
+        self._full_get, self._p64_get = self.mem.full.get, self.mem.p64.get
         self.top_n = top
         self.by_chunk = by_chunk
         self.progress = progress
         self.every = every
         self.st = HeapStat()
-        self.st.pages = self.mem
         self.main_L = vm.main_L
         self.threads = []                  # (address, openupval) of every thread
         self.ctsizes = {}                  # ctype id -> size of a cdata of it
@@ -237,8 +236,7 @@ class HeapWalker(object):
         the gct every object must have (None: any)."""
         st = self.st
         types = st.types
-        mem = self.mem
-        full_get, p64_get = mem.full.get, mem.p64.get
+        locate = self._locate
         need = self.need
         rd_hdr, rd_tab, rd_str = self.rd_hdr, self.rd_tab, self.rd_str
         sz_tab, sz_node, sz_str, sz_uv = self.sz_tab, self.sz_node, self.sz_str, self.sz_uv
@@ -279,18 +277,7 @@ class HeapWalker(object):
                         raise CorruptError("%s comes back to the object at 0x%x: a cycle"
                                            % (what, o), o)
                     if o < wbase or o + need > wend:
-                        # The page cache's dicts, consulted inline: a call
-                        # per object would cost more than the decoding.
-                        wbase = o & PAGE_MASK
-                        buf = full_get(wbase)
-                        if buf is None or o + need > wbase + PAGE:
-                            wbase = o & P64_MASK
-                            buf = p64_get(wbase)
-                            if buf is None or o + need > wbase + P64:
-                                try:
-                                    wbase, buf = mem.window(o, need)
-                                except FaultError:
-                                    wbase, buf = self._small_window(o, what)
+                        wbase, buf = locate(o, need, what)
                         wend = wbase + len(buf)
                     off = o - wbase
                     nxt, marked, gct, b1, b2 = rd_hdr(buf, off)
@@ -374,8 +361,7 @@ class HeapWalker(object):
         With a list `nexts`, take one step per chain only and append each
         string's successor there (see _walk_strings)."""
         st = self.st
-        mem = self.mem
-        full_get, p64_get = mem.full.get, mem.p64.get
+        locate = self._locate
         need = self.sz_str + 8
         rd = self.rd_strhdr
         # lj_str_size (2.1): sizeof(GCstr) + ((len + 4) & ~3); 2.0 sizestring:
@@ -404,16 +390,7 @@ class HeapWalker(object):
                         raise CorruptError("%s: the string chain comes back to 0x%x: a cycle"
                                            % (what, o), o)
                     if o < wbase or o + need > wend:
-                        wbase = o & PAGE_MASK
-                        buf = full_get(wbase)
-                        if buf is None or o + need > wbase + PAGE:
-                            wbase = o & P64_MASK
-                            buf = p64_get(wbase)
-                            if buf is None or o + need > wbase + P64:
-                                try:
-                                    wbase, buf = mem.window(o, need)
-                                except FaultError:
-                                    wbase, buf = self._small_window(o, what)
+                        wbase, buf = locate(o, need, what)
                         wend = wbase + len(buf)
                     nxt, marked, gct, ln = rd(buf, o - wbase)
                     if gct != T_STR:
@@ -465,6 +442,24 @@ class HeapWalker(object):
                 ts.dead += dcnt
                 ts.dead_bytes += dtot
         return n - start_n
+
+    def _locate(self, o, need, what):
+        """(base, buf) holding the `need` bytes at o, for the walks when o
+        leaves their current window.  The page cache's dicts are consulted
+        here first: most misses are a jump to another cached page, and going
+        through PageCache.window for those would cost several calls."""
+        base = o & PAGE_MASK
+        buf = self._full_get(base)
+        if buf is not None and o + need <= base + PAGE:
+            return base, buf
+        base = o & P64_MASK
+        buf = self._p64_get(base)
+        if buf is not None and o + need <= base + P64:
+            return base, buf
+        try:
+            return self.mem.window(o, need)
+        except FaultError:
+            return self._small_window(o, what)
 
     def _small_window(self, o, what):
         """The object at o ends a readable mapping: read just its header,

@@ -33,17 +33,12 @@ class PageCache(object):
         self.bad64 = set()
         self.bad4 = set()
         self.visits = {}               # 1 MB base -> times a piece of it was asked for
-        self.bytes_read = 0
-        self.reads = 0
+        # (piece size, its cache, what cannot be read, visits before reading it)
+        self._levels = ((PAGE, self.full, self.split, 3), (P64, self.p64, self.bad64, 2),
+                        (P4, self.p4, self.bad4, 1))
         self.held = 0                  # bytes held in the dicts
 
     # ------------------------------------------------------------------
-    def _read(self, addr, n):
-        self.reads += 1
-        data = self.t.read_raw(addr, n)
-        self.bytes_read += len(data)
-        return data
-
     def _keep(self, d, base, data):
         d[base] = data
         self.held += len(data)
@@ -60,41 +55,24 @@ class PageCache(object):
         it: dense heaps end up read in 1 MB pages, while objects that each
         sit alone in their own mapping (big strings and tables are direct
         mmaps) cost one 4 KB read, not a megabyte."""
-        base = addr & PAGE_MASK
-        data = self.full.get(base)
+        page = addr & PAGE_MASK
+        data = self.full.get(page)
         if data is not None:
-            return base, data
-        visits = self.visits.get(base, 0) + 1
-        self.visits[base] = visits
-        if visits > 2 and base not in self.split:
-            try:
-                data = self._read(base, PAGE)
-                self._keep(self.full, base, data)
+            return page, data
+        visits = self.visits[page] = self.visits.get(page, 0) + 1
+        for size, kept, bad, min_visits in self._levels:
+            base = addr & ~(size - 1)
+            data = kept.get(base)
+            if data is not None:
                 return base, data
-            except FaultError:
-                self.split.add(base)
-        base = addr & P64_MASK
-        data = self.p64.get(base)
-        if data is not None:
-            return base, data
-        if visits > 1 and base not in self.bad64:
-            try:
-                data = self._read(base, P64)
-                self._keep(self.p64, base, data)
+            if visits >= min_visits and base not in bad:
+                try:
+                    data = self.t.read_raw(base, size)
+                except FaultError:
+                    bad.add(base)
+                    continue
+                self._keep(kept, base, data)
                 return base, data
-            except FaultError:
-                self.bad64.add(base)
-        base = addr & ~(P4 - 1)
-        data = self.p4.get(base)
-        if data is not None:
-            return base, data
-        if base not in self.bad4:
-            try:
-                data = self._read(base, P4)
-                self._keep(self.p4, base, data)
-                return base, data
-            except FaultError:
-                self.bad4.add(base)
         raise FaultError("cannot access memory at 0x%x" % addr, addr)
 
     def window(self, addr, n):
@@ -120,5 +98,5 @@ class PageCache(object):
                 out.append(data[a - base:a - base + take])
                 a += take
         except FaultError:
-            return self._read(addr, n)
+            return self.t.read_raw(addr, n)
         return b"".join(out)
