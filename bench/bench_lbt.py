@@ -8,7 +8,6 @@ test host under gdb, stops in ljgdb_break, times the commands with
 time.perf_counter inside gdb (best of 3), saves a core and does the same on
 it.  Prints one table row per variant and mode.
 """
-import json
 import os
 import re
 import subprocess

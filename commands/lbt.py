@@ -1,5 +1,4 @@
 """lbt: the Lua backtrace of a thread (or of all of them)."""
-from ..gdb_ext import consts as C
 from ..gdb_ext.errors import CorruptError, FaultError, NotLuaJITError
 from ..gdb_ext.frames import (CFRAME_RAWMASK as C_CFRAME_RAWMASK, FrameWalker, frame_locals,
                                frame_upvalues, trace_snapshot_pc)

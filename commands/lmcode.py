@@ -2,7 +2,7 @@
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.jit import (NoJitError, Placement, assign_traces, jit_state, locate, mcode_areas,
                            trace_parent, traces)
-from .base import LjCommand, UsageError, eval_address, get_vm, split_args
+from .base import LjCommand, eval_address, get_vm, split_args
 from .format import chunk_display
 
 

@@ -1,7 +1,6 @@
 """Walks over GC object lists, bounded by what the state says."""
 from . import consts as C
 from .errors import CorruptError, FaultError
-from .objects import Thread
 
 # No GC object is smaller than this (GCstr/GCcdata headers: 16/8 bytes).
 _MIN_OBJECT = 8

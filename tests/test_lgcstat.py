@@ -24,12 +24,15 @@ TYPES = ("string", "upvalue", "thread", "prototype", "function", "trace", "cdata
          "userdata")
 
 
+# The host's global_State through gdb's own expression evaluator (L->glref
+# is an MRef of 8 bytes in GC64 builds, 4 otherwise).
+MAIN_G = ("(sizeof(ljgdb_main_L->glref) == 8 ? *(unsigned long *)&ljgdb_main_L->glref"
+          " : *(unsigned int *)&ljgdb_main_L->glref)")
+
+
 def gc_total_expr():
-    """g->gc.total through gdb's own expression evaluator (L->glref is an
-    MRef of 8 bytes in GC64 builds, 4 otherwise)."""
-    g = ("(sizeof(ljgdb_main_L->glref) == 8 ? *(unsigned long *)&ljgdb_main_L->glref"
-         " : *(unsigned int *)&ljgdb_main_L->glref)")
-    return "print/d ((global_State *)%s)->gc.total" % g
+    """g->gc.total, printed by gdb itself, not by ljgdb."""
+    return "print/d ((global_State *)%s)->gc.total" % MAIN_G
 
 
 def commands(variant):
@@ -209,10 +212,9 @@ def test_corrupt_root_list_shows_what_was_counted(variant, tmp_path):
     the bad address, and gdb goes on."""
     from harness import LOADER, LUA_DIR, run_gdb
     from multistop import build_of
-    g = gc_total_expr().split("((global_State *)", 1)[1].rsplit(")->gc.total", 1)[0]
     bad = 0x123456780 if "gc64" in variant else 0x7ead0000
     script = tmp_path / "corrupt.gdb"
-    script.write_text(CORRUPT % ("(long)" + g, 300, bad))
+    script.write_text(CORRUPT % ("(long)" + MAIN_G, 300, bad))
     out = run_gdb(["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run",
                    "-ex", "source %s" % script, "-ex", "lgcstat", "-ex", "print 1+1",
                    "-ex", "kill", "--args", build_of(variant)["host"],
