@@ -1,9 +1,8 @@
 """lthreads: every coroutine of the VM."""
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.objects import Thread
-from ..gdb_ext.walkers import thread_status, threads_walk
+from ..gdb_ext.walkers import threads_walk
 from .base import LjCommand, UsageError, get_vm, split_args
-from .lbt import Backtracer
+from .lbt import BtFormat
 
 # Published figure for comparison: PUC Lua 5.4 needs about 1.1 kB per coroutine.
 PUC_LUA54_BYTES = 1100
@@ -31,38 +30,29 @@ Example:
         if rest:
             raise UsageError("unexpected argument '%s'" % rest[0])
         vm = get_vm(L_expr)
-        bt = Backtracer(vm)
+        fmt = BtFormat(vm)
+        bt = fmt.bt
         lsize = vm.lay.L.size
         threads, walk_err = threads_walk(vm)
         resumer = {}
         rows = []
         for L in threads:
             try:
-                th = Thread(vm, L)
-                walker, _ = bt.walker(L)
-                frames, err = walker.walk()
+                b = bt.backtrace(L)
             except (FaultError, CorruptError) as e:
                 rows.append((L, None, e))
                 continue
-            for fr in frames:
+            for fr in b.frames:
                 if fr.kind == "builtin":
-                    co = bt.resumed_thread(walker, fr)
+                    co = bt.resumed_thread(b.walker, fr)
                     if co:
                         resumer.setdefault(co, L)
-            where = next((bt.frame_text(f) for f in frames if f.kind == "lua"), None)
-            if where is None:
-                where = bt.frame_text(frames[0]) if frames else "-"
-            rows.append((L, th, (thread_status(vm, th, bt.running), where)))
+            rows.append((L, b.th, (b.status, fmt.where(b))))
         out = ["%-20s %-9s %7s %9s %9s  %s" % ("lua_State", "status", "slots", "stack B", "total B",
                                                "where")]
         total = 0
         count = 0
-        vmthread = None
-        if vm.lay.G.has("vmthref"):      # upstream 2.1 rolling only
-            try:
-                vmthread = vm.gref(vm.G + vm.lay.G.vmthref, "g->vmthref")
-            except FaultError:
-                pass
+        vmthread = bt.vmthread
         for L, th, info in rows:
             if th is None:
                 out.append("0x%-18x <unreadable: %s>" % (L, info))

@@ -100,11 +100,12 @@ class Stack(object):
 
 
 class FrameWalker(object):
-    def __init__(self, vm, th, base=None, top_pos=None):
-        """base: the BASE to start from (default L->base; g->jit_base in a
-        trace).  top_pos: bytecode position of the innermost frame when it
-        is known from elsewhere (a trace snapshot)."""
-        self.top_pos = top_pos
+    def __init__(self, vm, th, base=None, top_pc=None):
+        """base: the BASE to start from (default L->base).  top_pc: the
+        saved-pc (one past the executing instruction) of the innermost
+        frame when it is known from elsewhere (the interpreter's PC
+        register, a trace snapshot); see gdb_ext.vmstack."""
+        self.top_pc = top_pc
         self.vm = vm
         self.lay = vm.lay
         self.th = th
@@ -248,10 +249,10 @@ class FrameWalker(object):
 
     def framepc(self, fn, pt, nextframe):
         """R lj_debug.c debug_framepc: bytecode position or None."""
-        if nextframe is None and self.top_pos is not None:
-            if 0 <= self.top_pos <= pt.sizebc:
-                return self.top_pos
-            return NO_BCPOS
+        if nextframe is None and self.top_pc is not None:
+            # At bc itself the function's header is being entered: pos 0.
+            pos = max((self.top_pc - pt.bc) // 4 - 1, 0) if self.top_pc >= pt.bc else -1
+            return pos if 0 <= pos <= pt.sizebc else NO_BCPOS
         if nextframe is None:
             cf = self.th.cframe & CFRAME_RAWMASK
             if not cf:
@@ -435,22 +436,28 @@ def upvalue_names(vm, pt):
     return names
 
 
-def frame_locals(walker, fr, frames_top):
-    """[(name, Value)] of a Lua frame: named locals, then varargs.
-    frames_top: address limit of this frame's slots (the next frame's link
-    slot, or L->top for the innermost frame)."""
+def frame_locals(walker, fr, frames_top, with_addr=False):
+    """[(name, Value)] of a Lua frame: named locals, then varargs (with
+    with_addr, [(name, Value, slot address)]).  frames_top: address limit
+    of this frame's slots (the next frame's link slot, or L->top for the
+    innermost frame)."""
     vm = walker.vm
     pt = fr.proto
     out = []
     limit = frames_top
+
+    def add(name, addr):
+        try:
+            v = walker.stack.tv(addr)
+        except CorruptError as e:
+            v = e
+        out.append((name, v, addr) if with_addr else (name, v))
+
     for idx, name in local_names(vm, pt, fr.pos):
         addr = fr.base + 8 * idx
         if addr >= limit + 8 * walker.fr2 and fr.nextframe is not None:
             break
-        try:
-            out.append((name, walker.stack.tv(addr)))
-        except CorruptError as e:
-            out.append((name, e))
+        add(name, addr)
     if fr.pos is not None and pt.flags & PROTO_VARARG:
         # R debug_localname for negative slots: varargs live below the frame.
         f = fr.slot
@@ -463,10 +470,7 @@ def frame_locals(walker, fr, frames_top):
             s = pt.numparams + k
             if not (f + 8 * (s + walker.fr2) < nextframe):
                 break
-            try:
-                out.append(("(*vararg %d)" % k, walker.stack.tv(f + 8 * s)))
-            except CorruptError as e:
-                out.append(("(*vararg %d)" % k, e))
+            add("(*vararg %d)" % k, f + 8 * s)
             k += 1
     return out
 
@@ -489,17 +493,84 @@ def frame_upvalues(vm, fr):
 THREAD_STATUS = C.THREAD_STATUS
 
 
-def trace_snapshot_pc(vm, T_addr, mpcs):
-    """The bytecode pc of the snapshot in effect at a machine-code address
-    inside trace T (the first of mpcs that lies in its code), or None.
-    Snapshots are ordered by mcofs (R lj_jit.h SnapShot); the pc is stored
-    after the snapshot's entries (snap_pc: FR2 keeps pc << 8 in 64 bits)."""
+SNAP_FRAME = 0x010000          # R lj_jit.h SNAP_FRAME / SNAP_CONT / SNAP_NORESTORE
+SNAP_CONT = 0x020000
+SNAP_NORESTORE = 0x040000
+
+
+class Snapshot(object):
+    """The snapshot of a trace in effect at a machine pc (R lj_trace.c
+    lj_trace_unwind: the last one whose mcofs is at or before it).
+    pc: its bytecode pc (of the innermost frame); base_delta: slots from
+    the trace's BASE to the innermost frame's (functions inlined into the
+    trace, R lj_snap.c lj_snap_restore); slots: {slot: norestore} of the
+    stack slots it restores (slot 0 is the trace's base frame - 1 - FR2);
+    exact: False on 2.0, which keeps no machine-code offsets: then it is
+    the trace's start."""
+
+    def __init__(self, traceno, T, snapno, pc, base_delta, slots, exact=True):
+        self.traceno = traceno
+        self.T = T
+        self.snapno = snapno
+        self.pc = pc
+        self.base_delta = base_delta
+        self.slots = slots
+        self.exact = exact
+
+
+def trace_of_pc(vm, mpcs):
+    """(trace number, GCtrace address) of the first live trace whose machine
+    code holds one of mpcs (R lj_trace.c trace_exit_find), or None."""
+    lay = vm.lay
+    if lay.trace is None or lay.J is None:
+        return None
+    from .objects import Trace
+    J = vm.GG + lay.GG.J
+    n = vm.t.u32(J + lay.J.sizetrace, "J->sizetrace")
+    if not 0 < n <= 65536:
+        return None
+    tab = vm.t.ptr(J + lay.J.trace, "J->trace")
+    data = vm.t.read(tab, n * lay.ref_size, "J->trace")
+    for i in range(1, n):
+        T = int.from_bytes(data[i * lay.ref_size:(i + 1) * lay.ref_size], "little")
+        if not T:
+            continue
+        tr = Trace(vm, T)
+        if any(tr.mcode <= p < tr.mcode + tr.szmcode for p in mpcs):
+            return i, T
+    return None
+
+
+def trace_ref(vm, traceno):
+    lay = vm.lay
+    J = vm.GG + lay.GG.J
+    traces = vm.t.ptr(J + lay.J.trace, "J->trace")
+    return vm.gref(traces + lay.ref_size * traceno, "J->trace[n]")
+
+
+def trace_snapshot(vm, traceno, mpcs):
+    """The Snapshot of trace traceno (None: find it from mpcs) in effect at
+    the first of the machine pcs mpcs inside its code, or None when no pc
+    lies in a trace."""
     lay = vm.lay
     ss = lay.s.get("SnapShot")
-    if ss is None or lay.trace is None or not ss.has("mcofs"):
-        return None         # 2.0's SnapShot has no machine-code offsets
+    if lay.trace is None or ss is None:
+        return None
     from .objects import Trace
+    if traceno is None:
+        found = trace_of_pc(vm, mpcs)
+        if found is None:
+            return None
+        traceno, T_addr = found
+    else:
+        T_addr = trace_ref(vm, traceno)
+    if not T_addr:
+        return None
     T = Trace(vm, T_addr)
+    if not ss.has("mcofs"):
+        # 2.0 keeps no machine-code offsets in snapshots: the trace's start.
+        pc = vm.t.uint(T_addr + lay.trace.startpc, lay.mref_size, "trace startpc")
+        return Snapshot(traceno, T_addr, None, pc + 4, 0, {}, exact=False)
     inside = [p for p in mpcs if T.mcode <= p < T.mcode + T.szmcode]
     if not inside or not T.nsnap:
         return None
@@ -512,13 +583,28 @@ def trace_snapshot_pc(vm, T_addr, mpcs):
         b = i * ss.size
         mcofs = int.from_bytes(data[b + ss.mcofs:b + ss.mcofs + 2], "little") * unit
         if mcofs <= off:
-            best = b
+            best = i
     if best is None:
         return None
-    mapofs = int.from_bytes(data[best + ss.mapofs:best + ss.mapofs + 4], "little")
-    nent = data[best + ss.nent]
+    b = best * ss.size
+    mapofs = int.from_bytes(data[b + ss.mapofs:b + ss.mapofs + 4], "little")
+    nent = data[b + ss.nent]
     snapmap = vm.t.ptr(T_addr + lay.trace.snapmap, "T->snapmap")
-    entry = snapmap + 4 * (mapofs + nent)
+    raw = vm.t.read(snapmap + 4 * mapofs, 4 * (nent + 2), "snapshot map")
+    slots = {}
+    delta = 0
+    for k in range(nent):
+        sn = int.from_bytes(raw[4 * k:4 * k + 4], "little")
+        slot = sn >> 24
+        slots[slot] = bool(sn & SNAP_NORESTORE)
+        if not lay.fr2 and sn & (SNAP_FRAME | SNAP_CONT) and slot:
+            delta = slot            # R lj_snap_restore: L->base = o+1
     if lay.fr2:
-        return vm.t.u64(entry, "snapshot pc") >> 8
-    return vm.t.u32(entry, "snapshot pc")
+        word = int.from_bytes(raw[4 * nent:4 * nent + 8], "little")
+        pc = word >> 8
+        delta = word & 0xFF     # R lj_snap.c: pcbase = pc << 8 | (baseslot - 2)
+    else:
+        pc = int.from_bytes(raw[4 * nent:4 * nent + 4], "little")
+    # A snapshot's pc is the instruction the exit resumes at; the VM's
+    # saved pcs point one past the executing one.
+    return Snapshot(traceno, T_addr, best, pc + 4, delta, slots)

@@ -11,7 +11,7 @@ import gdb  # noqa: F401  (only importable inside gdb)
 
 from . import corefile
 from .errors import FaultError, NotLuaJITError
-from .target import Field, Target, TypeInfo
+from .target import Field, MachineFrame, Target, TypeInfo
 
 _ADDR_RE = re.compile(r"0x[0-9a-fA-F]+")
 _MAX_DEPTH = 4
@@ -140,6 +140,29 @@ class GdbTarget(Target):
             return None
         return {f.name: int(f.enumval) for f in t.fields()}
 
+    def machine_frames(self, max_frames=64):
+        """The selected thread's frames as gdb's unwinder sees them (it uses
+        the unwind info LuaJIT emits for its assembler VM too), innermost
+        first; registers are read lazily, None where gdb cannot recover one."""
+        out = []
+        try:
+            frame = gdb.newest_frame()
+        except gdb.error:
+            return out
+        while frame is not None and len(out) < max_frames:
+            try:
+                pc = frame.pc()
+                name = frame.name()
+                has_debug = frame.function() is not None
+            except (gdb.error, RuntimeError):
+                break
+            out.append(MachineFrame(len(out), pc, name, has_debug, _register_reader(frame)))
+            try:
+                frame = frame.older()
+            except gdb.error:
+                break
+        return out
+
     def mappings(self):
         """A live process's mappings from gdb's `info proc mappings` (it has
         a Perms column since gdb 12); None on a core, where gdb knows only
@@ -165,6 +188,20 @@ class GdbTarget(Target):
                 except ValueError:
                     continue
         return out if has_perms else None
+
+
+def _register_reader(frame):
+    cache = {}
+
+    def read(name):
+        if name not in cache:
+            try:
+                v = frame.read_register(name)
+                cache[name] = None if v.is_optimized_out else int(v) & 0xFFFFFFFFFFFFFFFF
+            except (gdb.error, ValueError, RuntimeError):
+                cache[name] = None
+        return cache[name]
+    return read
 
 
 def _arch_state_registers():

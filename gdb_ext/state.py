@@ -92,8 +92,11 @@ class VM(object):
 
     @property
     def running_L(self):
-        """The thread the VM is executing: g->cur_L (2.1); on 2.0 the
-        lua_State seen in the C frames, else the main thread."""
+        """The thread the VM is executing: g->cur_L (2.1).  2.0 has none:
+        there g->jit_L in a trace, else the thread with the innermost C
+        frame (every thread that runs or resumed another has a cframe on
+        the one C stack, which grows down), else the lua_State seen in the
+        C frames, else the main thread."""
         cur = None
         try:
             cur = self.cur_L
@@ -101,13 +104,45 @@ class VM(object):
             cur = None
         if cur:
             return cur
+        r = self.__dict__.get("_running20")
+        if r is None:
+            r = self._running20 = self._running_20()
+        return r
+
+    def _running_20(self):
+        if self.lay.G.has("jit_L"):
+            try:
+                jl = self.gref(self.G + self.lay.G.jit_L, "g->jit_L")
+                if jl:
+                    return jl
+            except FaultError:
+                pass
+        from .walkers import threads_walk
+        best = None
+        threads, _ = threads_walk(self)
+        for L in threads:
+            try:
+                cf = Thread(self, L).cframe & ~3
+            except (FaultError, CorruptError):
+                continue
+            if cf and (best is None or cf < best[0]):
+                best = (cf, L)
+        if best is not None:
+            return best[1]
         return self.frame_L or self.main_L
 
     @property
     def jit_base(self):
-        """g->jit_base: the Lua BASE while JIT-compiled code runs, else 0."""
+        """g->jit_base: the Lua BASE while JIT-compiled code runs (or C code
+        called from it), else 0.  2.1 clears it when a trace exits (R
+        vm_x64.dasc vm_exit_handler); 2.0 leaves it and clears g->jit_L
+        instead (20 vm_x86.dasc vm_exit_handler), so there it counts only
+        while jit_L is set."""
         if not self.lay.G.has("jit_base"):
             return 0
+        if not self.lay.has_cur_L and self.lay.G.has("jit_L"):
+            if not self.gref(self.G + self.lay.G.jit_L, "g->jit_L"):
+                return 0
         return self.mref(self.G + self.lay.G.jit_base, "g->jit_base")
 
 
@@ -180,6 +215,15 @@ def make_vm(target, lay, explicit_L=None, candidates=()):
             cur = None
         if cur:
             vm.L, vm.L_source = cur, "g->cur_L (from %s)" % where
+        elif not vm.lay.has_cur_L:
+            # 2.0: the running thread as running_L finds it.
+            try:
+                run = vm.running_L
+                check_thread(target, lay, run)
+            except (NotLuaJITError, FaultError, CorruptError):
+                run = vm.main_L
+            vm.L, vm.L_source = run, ("running thread (the innermost C frame; from %s)" % where
+                                      if run != vm.main_L else "main thread (from %s)" % where)
         else:
             vm.L, vm.L_source = vm.main_L, "main thread (from %s)" % where
         return vm

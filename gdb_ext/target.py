@@ -10,6 +10,10 @@ A Target gives:
                                  enumerator `name`, or None
   mappings() -> list or None     [(start, end, perms)] of a live process's
                                  memory mappings ('r-xp'), None when unknown
+  machine_frames() -> list       the selected OS thread's machine frames,
+                                 innermost first (MachineFrame: pc, function
+                                 name, registers as the unwinder recovers
+                                 them); [] when the backend has none
   arch                           'x86_64', 'aarch64', ...
 
 Backends: GdbTarget (gdb_ext.gdbtarget; a live process or a core, same code)
@@ -78,6 +82,34 @@ class TypeInfo(object):
         return cls(name, d["size"], {k: Field(*v) for k, v in d["fields"].items()})
 
 
+class MachineFrame(object):
+    """One machine (C or assembler) frame of an OS thread, as an unwinder
+    recovers it.  level 0 is the innermost.  name is the function or
+    nearest symbol (None if unknown); has_debug tells whether debug info
+    describes the function (LuaJIT's assembler VM has symbols but none).
+    reg(name) is a register's value in this frame, or None when the unwinder
+    cannot recover it; in outer frames only callee-saved registers are
+    meaningful, and the engine reads only those there."""
+
+    __slots__ = ("level", "pc", "name", "has_debug", "_regs")
+
+    def __init__(self, level, pc, name=None, has_debug=False, regs=None):
+        self.level = level
+        self.pc = pc
+        self.name = name
+        self.has_debug = has_debug
+        self._regs = regs if regs is not None else {}
+
+    def reg(self, name):
+        r = self._regs
+        if callable(r):
+            return r(name)
+        return r.get(name)
+
+    def __repr__(self):
+        return "MachineFrame(#%d 0x%x %s)" % (self.level, self.pc, self.name)
+
+
 class Target(object):
     """Base class: block cache and typed helpers over read_raw()."""
 
@@ -111,6 +143,9 @@ class Target(object):
 
     def mappings(self):
         return None
+
+    def machine_frames(self, max_frames=64):
+        return []
 
     # --- reading ---------------------------------------------------------
     def clear_cache(self):
@@ -223,6 +258,7 @@ class SyntheticTarget(Target):
         self._enums = dict(layout_json.get("enums", {}))
         self.ptr_size = layout_json.get("ptr_size", 8)
         self.arch = layout_json.get("arch", "x86_64")
+        self.frames = []            # MachineFrame list, set by a test
         self.segments = []
         for addr, data in segments:
             self.add(addr, data)
@@ -258,3 +294,6 @@ class SyntheticTarget(Target):
 
     def enum_members(self, name):
         return self._enums.get(name)
+
+    def machine_frames(self, max_frames=64):
+        return list(self.frames[:max_frames])

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""lbt at thousands of random moments: exact, honest and wrong counted
+apart, per variant, stack shape and way of stopping (tests/moments.py).
+
+Usage: python3 bench/bench_moments.py [--per N] [--seed S] [--ways attach,sigint,abort]
+                                      [--shapes a,b] [--show-wrong] [VARIANT ...]
+  --per N   moments per (variant, shape, way); default 50
+Prints a Markdown table (variant x shape: exact/honest/wrong over all
+ways) and the totals per variant and way, with the time taken.
+"""
+import argparse
+import collections
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+import moments  # noqa: E402
+from harness import ALL_VARIANTS  # noqa: E402
+
+
+def main(argv):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--per", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ways", default=",".join(moments.WAYS))
+    ap.add_argument("--shapes", default=",".join(moments.SHAPES))
+    ap.add_argument("--show-wrong", action="store_true")
+    ap.add_argument("variants", nargs="*")
+    a = ap.parse_args(argv)
+    variants = a.variants or list(ALL_VARIANTS)
+    ways = a.ways.split(",")
+    shapes = a.shapes.split(",")
+    if "abort" in ways and moments.kernel_cores_possible():
+        print("skipping the abort way: %s" % moments.kernel_cores_possible())
+        ways.remove("abort")
+    table = collections.defaultdict(collections.Counter)    # (variant, shape) -> counts
+    by_way = collections.defaultdict(collections.Counter)   # (variant, way) -> counts
+    reasons = collections.Counter()
+    times = {}
+    work = tempfile.mkdtemp(prefix="ljgdb-moments-")
+    for v in variants:
+        t0 = time.time()
+        for way in ways:
+            for shape in shapes:
+                # Batches of at most 50 moments: a kernel core each for abort.
+                done = 0
+                while done < a.per:
+                    n = min(50, a.per - done)
+                    res = moments.sample(v, shape, way, n, a.seed * 1000003 + done,
+                                         os.path.join(work, "%s-%s-%s" % (v, shape, way)))
+                    for records, info, outs in res:
+                        verdict, why = moments.judge(records, outs[0])
+                        table[v, shape][verdict] += 1
+                        by_way[v, way][verdict] += 1
+                        if verdict != "exact":
+                            reasons[(verdict, info["frame0"], why.split(":")[0][:90])] += 1
+                        if verdict == "wrong" and a.show_wrong:
+                            print("WRONG %s %s %s at %s:\n%s" % (v, shape, way, info["frame0"],
+                                                                 outs[0]))
+                    done += n
+        times[v] = time.time() - t0
+        tot = sum((by_way[v, w] for w in ways), collections.Counter())
+        print("%s: %s in %.0f s" % (v, dict(tot), times[v]), flush=True)
+    print()
+    print("| variant | " + " | ".join(shapes) + " | total | exact % |")
+    print("| --- |" + " --- |" * (len(shapes) + 2))
+    for v in variants:
+        cells = []
+        tot = collections.Counter()
+        for s in shapes:
+            c = table[v, s]
+            tot.update(c)
+            cells.append("%d/%d/%d" % (c["exact"], c["honest"], c["wrong"]))
+        n = sum(tot.values())
+        print("| %s | %s | %d/%d/%d | %.1f |" % (v, " | ".join(cells), tot["exact"], tot["honest"],
+                                                 tot["wrong"], 100.0 * tot["exact"] / max(n, 1)))
+    print()
+    print("| variant | " + " | ".join(ways) + " | time (s) |")
+    print("| --- |" + " --- |" * (len(ways) + 1))
+    for v in variants:
+        print("| %s | %s | %.0f |" % (v, " | ".join(
+            "%d/%d/%d" % (by_way[v, w]["exact"], by_way[v, w]["honest"], by_way[v, w]["wrong"])
+            for w in ways), times[v]))
+    print()
+    print("Moments not exact, by outcome, innermost machine frame and reason:")
+    for (verdict, frame0, why), n in reasons.most_common(30):
+        print("  %5d  %-6s %-22s %s" % (n, verdict, frame0, why))
+    return 1 if any(table[k]["wrong"] for k in table) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,181 @@
+"""Backtraces of Lua threads as data: the frames of each thread, where the
+running one truly stands (gdb_ext.vmstack), who resumed whom, and the
+VM's finalizer thread.  lbt and lthreads only format what this returns."""
+from .errors import CorruptError, FaultError, NotLuaJITError
+from .frames import CFRAME_RAWMASK, FrameWalker, debug_line, trace_ref
+from .objects import Proto, Thread, Trace, decode_tv
+from .runtime import builtin_names
+from .vmstack import locate
+from .walkers import all_threads, thread_status
+
+
+class Backtrace(object):
+    """One thread's frames.
+    L, th (Thread), status ('running', 'suspended', ...), who ('main thread',
+    'VM thread g->vmthref' or 'coroutine'), walker (FrameWalker: its stack
+    and frame accessors, for locals), frames (innermost first), error (the
+    CorruptError/FaultError that ended the walk, or None), start (the
+    vmstack.Start of the running thread, else None), warning (what could
+    not be known, or None), caller (for g->vmthref: the thread it works for)."""
+
+    def __init__(self, L, th, status, who):
+        self.L = L
+        self.th = th
+        self.status = status
+        self.who = who
+        self.walker = None
+        self.frames = []
+        self.error = None
+        self.start = None
+        self.warning = None
+        self.caller = None
+        self.hidden_top = 0     # frames above the first shown that are not shown
+
+    def frame_top(self, i):
+        """The slot limit of frame i's values: the next inner frame's link
+        slot, or L->top for the innermost one."""
+        return self.frames[i - 1].slot if i > 0 else self.th.top
+
+
+class Backtracer(object):
+    """Backtraces of the threads of one VM, at one moment."""
+
+    def __init__(self, vm):
+        self.vm = vm
+        self._names = None
+        self.running = vm.running_L
+        self.vmstate_name, self.trace_no = vm.vmstate_name()
+        self._vmthread = False
+        self._mframes = None
+
+    @property
+    def mframes(self):
+        if self._mframes is None:
+            try:
+                self._mframes = self.vm.t.machine_frames()
+            except (FaultError, CorruptError):
+                self._mframes = []
+        return self._mframes
+
+    @property
+    def names(self):
+        """ffid -> builtin name (from the process, then from DWARF)."""
+        if self._names is None:
+            self._names = builtin_names(self.vm)
+        return self._names
+
+    @property
+    def vmthread(self):
+        """g->vmthref (upstream 2.1 rolling only): the thread LuaJIT runs
+        __gc finalizers (R lj_gc.c:511-522) and VM event handlers
+        (R lj_vmevent.h:40) on; None elsewhere."""
+        if self._vmthread is False:
+            self._vmthread = None
+            if self.vm.lay.G.has("vmthref"):
+                try:
+                    self._vmthread = self.vm.gref(self.vm.G + self.vm.lay.G.vmthref, "g->vmthref")
+                except FaultError:
+                    pass
+        return self._vmthread
+
+    def vmthread_caller(self, th):
+        """The thread g->vmthref is working for: while it runs a finalizer
+        or an event handler, the thread that entered the collector (or sent
+        the event) is suspended in C below it on the C stack, so its
+        cframe is the nearest one above g->vmthref's (the C stack grows
+        down).  None if g->vmthref is not active."""
+        mine = th.cframe & CFRAME_RAWMASK
+        if not mine:
+            return None
+        best = None
+        try:
+            for L in all_threads(self.vm):
+                if L == th.addr:
+                    continue
+                cf = Thread(self.vm, L).cframe & CFRAME_RAWMASK
+                if cf > mine and (best is None or cf < best[0]):
+                    best = (cf, L)
+        except (FaultError, CorruptError, NotLuaJITError):
+            return None
+        return best[1] if best else None
+
+    def who(self, L):
+        if L == self.vm.main_L:
+            return "main thread"
+        if L == self.vmthread:
+            return "VM thread g->vmthref"
+        return "coroutine"
+
+    def backtrace(self, L, max_frames=1 << 20):
+        """The Backtrace of thread L."""
+        vm = self.vm
+        th = Thread(vm, L)
+        bt = Backtrace(L, th, thread_status(vm, th, self.running), self.who(L))
+        start = None
+        if L == self.running:
+            start = bt.start = locate(vm, th, self.mframes)
+            bt.warning = start.warning
+        if start is not None and start.show == "none":
+            bt.walker = FrameWalker(vm, th)
+            return bt
+        base = start.base if start is not None else None
+        pc = start.pc if start is not None else None
+        bt.walker = FrameWalker(vm, th, base, pc)
+        skip = 1 if start is not None and start.show == "outer" else 0
+        frames, bt.error = bt.walker.walk(max_frames + skip)
+        if start is not None and start.show == "top":
+            frames = frames[:1]
+            bt.error = None
+        if skip and frames:
+            frames = frames[1:]
+            bt.hidden_top = 1
+        bt.frames = frames
+        if L == self.vmthread and frames:
+            bt.caller = self.vmthread_caller(th)
+        return bt
+
+    def resumed_thread(self, walker, fr):
+        """For a coroutine.resume / wrap frame: the thread it resumed."""
+        name = self.names.get(fr.fn.ffid, "")
+        try:
+            if name == "coroutine.resume":
+                v = walker.stack.tv(fr.base)
+                return v.addr if v.kind == "thread" else None
+            if name.endswith("wrap_aux"):
+                up = self.vm.t.u64(fr.func + self.vm.lay.fnC.upvalue, "wrap upvalue")
+                v = decode_tv(self.vm, up)
+                return v.addr if v.kind == "thread" else None
+        except (FaultError, CorruptError):
+            return None
+        return None
+
+    def trace_start(self, traceno=None):
+        """(chunk proto, line) where trace traceno (default: the running
+        one) starts, or None."""
+        traceno = self.trace_no if traceno is None else traceno
+        if traceno is None:
+            return None
+        try:
+            lay = self.vm.lay
+            ref = trace_ref(self.vm, traceno)
+            T = Trace(self.vm, ref)
+            pt = Proto(self.vm, T.startpt)
+            startpc = self.vm.t.uint(ref + lay.trace.startpc, lay.mref_size, "trace startpc")
+            return pt, debug_line(self.vm, pt, (startpc - pt.bc) // 4)
+        except (FaultError, CorruptError, AttributeError):
+            return None
+
+    def in_trace_value(self, bt, fr, slot_addr):
+        """For `lbt full`: True when the value of the stack slot at
+        slot_addr lives in the trace's registers or spill slots (the
+        snapshot restores it on exit), so the stack holds a stale one."""
+        start = bt.start
+        if start is None or start.trace is None or not start.trace.exact:
+            return False
+        jb = self.vm.jit_base
+        if not jb:
+            return False
+        s = (slot_addr - (jb - 8 * (1 + self.vm.lay.fr2))) // 8
+        norestore = start.trace.slots.get(s)
+        return norestore is False
+

@@ -1,0 +1,371 @@
+"""Where the running Lua thread stands: its true innermost frame at any
+instruction, or what cannot be known there and why.
+
+L->base is exact only where the VM stored it: around calls of C functions
+and of the C helpers that can throw or collect garbage.  Elsewhere the
+interpreter keeps the live frame in registers (R vm_x64.dasc:21-32: BASE
+rdx, PC rbx, DISPATCH r14; R vm_arm64.dasc:31-46: BASE x19, PC x21, GL x22),
+and JIT-compiled code keeps the trace's BASE in g->jit_base with the
+frames and values in its snapshots.  This module reads the machine frames
+of the OS thread (Target.machine_frames: registers as the unwinder
+recovers them) and the VM state, and returns a Start: the BASE to walk
+from, the pc of the innermost frame where registers or a snapshot give it,
+and a warning line when part of the stack cannot be known.
+
+Every answer is checked before it is used: BASE must lie in the thread's
+stack and hold a frame whose function contains PC, DISPATCH must belong
+to this VM.  Where two readings of a moment are possible (a call or a
+return of a function to itself is half done) the frames both readings
+share are shown and the warning says so.
+"""
+from .errors import CorruptError, FaultError
+from .frames import FrameWalker, trace_snapshot
+from .objects import Func, GCT_KIND
+
+# Symbols of LuaJIT's assembler VM (buildvm names every global label of
+# vm_<arch>.dasc lj_vm_*, lj_BC_*, lj_ff_*, lj_fff_*, lj_cont_*, lj_vmeta_*);
+# the VM has no debug info, which tells it from C functions called lj_vm_*
+# (lj_vmmath.c).
+VM_CODE_PREFIXES = ("lj_BC_", "lj_vm_", "lj_ff_", "lj_fff_", "lj_cont_", "lj_vmeta_")
+
+# The interpreter's fixed registers, and whether BASE survives a C call
+# (callee-saved), per architecture.
+ARCH_REGS = {
+    "x86_64": {"base": "rdx", "pc": "rbx", "dispatch": "r14", "ra": "rcx", "base_saved": False},
+    "aarch64": {"base": "x19", "pc": "x21", "gl": "x22", "base_saved": True},
+}
+
+# C helpers that the interpreter calls only after `mov L:RB->base, BASE`
+# (R vm_x64.dasc: every `call extern` of these is preceded by it; the
+# others, such as lj_tab_len, lj_tab_get, lj_tab_getinth, lj_tab_next,
+# lj_gc_barrieruv and libm's functions, are leaf calls that leave L->base
+# stale).  Fast-function fallbacks and C functions are called through
+# fff_fallback / BC_FUNCC, which store it too.
+BASE_STORED_HELPERS = ("lj_meta_", "lj_tab_new", "lj_tab_dup", "lj_tab_newkey",
+                       "lj_tab_reasize", "lj_tab_setinth", "lj_str_new", "lj_buf_",
+                       "lj_gc_step", "lj_dispatch_", "lj_trace_", "lj_func_closeuv",
+                       "lj_func_newL_gc", "lj_state_growstack", "lj_err_", "lj_ccallback_",
+                       "lj_ffh_", "lj_cf_", "lj_strfmt_number", "lj_strfmt_num",
+                       "lj_ffi_", "lj_carith_", "lj_cconv_", "lj_cdata_", "lj_crecord_",
+                       "lj_clib_", "lj_ctype_", "lj_vmevent_")
+
+# VM code that returns from a frame (PC is loaded from the frame's link
+# before BASE moves down), and VM code that may be half-way into a call
+# (BASE moves up to the callee before PC is loaded from it).
+RETURNS = ("lj_BC_RET", "lj_vm_return", "lj_vm_leave", "lj_fff_res")
+CALLS = ("lj_BC_CALL", "lj_BC_ITERC", "lj_BC_ITERN", "lj_vm_call", "lj_vmeta_call", "lj_cont_",
+         "lj_vm_resume", "lj_vm_pcall", "lj_vm_cpcall", "lj_ff_")
+
+# Functions during which the stack is being moved or unwound.
+STACK_MOVERS = ("lj_state_growstack", "lj_state_shrinkstack", "resize_stack")
+UNWINDERS = ("lj_err_throw", "lj_err_unwind", "err_unwind", "_Unwind_", "lj_err_run",
+             "lj_err_mem", "lj_err_callerv", "lj_err_msg")
+
+
+class Start(object):
+    """Where the walk of the running thread starts.
+    base:    BASE of the innermost frame to show (None: L->base)
+    pc:      bytecode pc of that frame (the next instruction, as the VM
+             saves it), or None when the frame chain gives it
+    trace:   (trace number, GCtrace address, snapshot number) when the pc
+             comes from a snapshot, else None
+    how:     how the start was found, for linfo and lbt
+    warning: what could not be known and why, or None
+    show:    which frames of the walk are certain: 'all'; 'top' (only the
+             innermost: its function and line are known, its depth not);
+             'outer' (all but the innermost, whose line is not known);
+             'none'"""
+
+    def __init__(self, base=None, pc=None, how="L->base", warning=None, trace=None, show="all"):
+        self.base = base
+        self.pc = pc
+        self.how = how
+        self.warning = warning
+        self.trace = trace
+        self.show = show
+
+    def __repr__(self):
+        return "Start(base=%s, pc=%s, how=%r, warning=%r)" % (
+            None if self.base is None else hex(self.base),
+            None if self.pc is None else hex(self.pc), self.how, self.warning)
+
+
+def is_vm_code(mf):
+    return bool(mf.name) and not mf.has_debug and mf.name.startswith(VM_CODE_PREFIXES)
+
+
+def locate(vm, th, mframes):
+    """The Start of running thread th (a Thread) from the machine frames of
+    the OS thread that runs it (innermost first, possibly empty)."""
+    return _Locator(vm, th, mframes).run()
+
+
+class _Locator(object):
+    def __init__(self, vm, th, mframes):
+        self.vm = vm
+        self.th = th
+        self.mf = list(mframes)
+        self.arch = getattr(vm.t, "arch", "x86_64")
+        self.regs = ARCH_REGS.get(self.arch)
+        self.walker = FrameWalker(vm, th)
+        self.state, self.trace_no = vm.vmstate_name()
+
+    # --- helpers --------------------------------------------------------
+    def names(self):
+        return [m.name or "" for m in self.mf]
+
+    def in_function(self, prefixes):
+        for m in self.mf:
+            if m.name and m.name.startswith(prefixes):
+                return m.name
+        return None
+
+    def first_vm_frame(self):
+        for m in self.mf:
+            if is_vm_code(m):
+                return m
+        return None
+
+    def lua_fn_at(self, base):
+        """(Func, proto bc start, sizebc) of the Lua function whose frame
+        has BASE base, or None when the slot holds no Lua function."""
+        w = self.walker
+        if not w.stack.contains(base - 8) or base - 8 < w.stack.start + 8 * w.fr2:
+            return None
+        try:
+            fn = w.frame_gc(base - 8)
+            if not fn:
+                return None
+            if GCT_KIND.get(self.vm.t.u8(fn + self.vm.lay.str.gct, "frame function")) != "func":
+                return None
+            f = Func(self.vm, fn)
+        except (FaultError, CorruptError):
+            return None
+        return f
+
+    def pc_in(self, f, pc):
+        """True if bytecode pc (next-instruction pc) lies in Lua function f."""
+        if f is None or not f.is_lua or pc is None:
+            return False
+        from .frames import cached_proto
+        try:
+            pt = cached_proto(self.vm, f.proto)
+        except (FaultError, CorruptError):
+            return False
+        # pc == bc: the function's header is being entered (its frame is
+        # complete, its first instruction not yet decoded).
+        return pt.bc <= pc <= pt.bc + 4 * pt.sizebc
+
+    def dispatch_ok(self, m):
+        """The VM frame's DISPATCH (x64) or GL (arm64) register belongs to
+        this VM (None when it cannot be read)."""
+        lay = self.vm.lay
+        if "dispatch" in self.regs:
+            d = m.reg(self.regs["dispatch"])
+            return None if d is None else d == self.vm.GG + lay.GG.dispatch
+        g = m.reg(self.regs["gl"])
+        return None if g is None else g == self.vm.G
+
+    # --- the cases ----------------------------------------------------
+    def run(self):
+        jb = self.vm.jit_base
+        if self.trace_no is not None or (jb and self.state in ("GC", "C")):
+            s = self.in_trace(jb)
+            if s is not None:
+                return s
+        if self.state == "EXIT":
+            return self.in_exit()
+        if self.regs is None or not self.mf:
+            return self.stored("the machine registers of the VM are not available here"
+                               if self.state == "INTERP" else None)
+        if self.state == "INTERP":
+            return self.in_interpreter()
+        return self.stored(None)
+
+    def stored(self, why):
+        """Start from L->base: exact in the C, GC, RECORD, OPT and ASM states,
+        where the VM stored it before calling out."""
+        s = Start(None, None, "L->base (stored by the VM before it called C)")
+        if why:
+            s.warning = ("the innermost frames are not known: %s, and L->base is stored only "
+                         "around calls" % why)
+            s.how = "L->base"
+            s.show = "none"
+        mover = self.in_function(STACK_MOVERS)
+        if mover and not s.warning:
+            b = self.th.base
+            if not (self.th.stack <= b < self.th.stack + 8 * self.th.stacksize):
+                s.warning = ("the stack is being moved (%s): L->base 0x%x is outside "
+                             "L->stack" % (mover, b))
+        return s
+
+    def in_interpreter(self):
+        vmf = self.first_vm_frame()
+        if vmf is None:
+            return self.stored("the selected OS thread is not inside the VM's code (%s)"
+                               % (self.mf[0].name or "0x%x" % self.mf[0].pc))
+        if self.dispatch_ok(vmf) is False:
+            return self.stored("the VM code on this OS thread runs another VM (its %s does not "
+                               "belong to this global_State)"
+                               % self.regs.get("dispatch", self.regs.get("gl")))
+        pc = vmf.reg(self.regs["pc"])
+        if vmf.level == 0 or self.regs["base_saved"]:
+            base = vmf.reg(self.regs["base"])
+            return self.from_registers(vmf, base, pc)
+        # A C helper called by the interpreter: L->base holds BASE when the
+        # helper is one the VM stores it for.
+        callee = self.mf[vmf.level - 1].name or ""
+        f = self.lua_fn_at(self.th.base)
+        if callee.startswith(BASE_STORED_HELPERS):
+            if f is not None and f.is_lua and not self.pc_in(f, pc):
+                # Called from a fast function or metamethod set-up: the
+                # frame at L->base has its own pc in the cframe.
+                pc = None
+            return Start(None, pc, "L->base (stored by %s before it called %s)"
+                         % (vmf.name, callee))
+        if self.pc_in(f, pc):
+            return Start(None, pc, "L->base and PC (%s)" % self.regs["pc"],
+                         "frames below the innermost are not certain: the VM is in %s, called "
+                         "from %s without storing L->base, so BASE (%s) is not known"
+                         % (callee, vmf.name, self.regs["base"]), show="top")
+        return Start(None, None, "L->base", "the innermost frames are not known: the VM is in %s, "
+                     "called from %s without storing L->base, and BASE (%s) is lost in the call"
+                     % (callee, vmf.name, self.regs["base"]), show="none")
+
+    def from_registers(self, vmf, base, pc):
+        """The interpreter at an instruction of its own code: BASE and PC
+        are in registers.  Checked: BASE holds a frame of this thread, and
+        PC lies in the function of that frame."""
+        where = vmf.name
+        w = self.walker
+        if base is None or not w.stack.contains(base - 8):
+            # Right after a C helper returned, before BASE is fetched again
+            # from L->base, which the VM stored before the call.
+            b = self.th.base
+            if self.pc_in(self.lua_fn_at(b), pc) and not self.same_function_below(b):
+                return Start(None, pc, "L->base and PC (%s) in %s: BASE (%s) is not loaded yet "
+                             "after a C call" % (self.regs["pc"], where, self.regs["base"]))
+            return self.unknown("BASE (%s = %s) is not in this thread's stack"
+                                % (self.regs["base"], "?" if base is None else "0x%x" % base),
+                                where)
+        how = "registers %s (BASE) and %s (PC) in %s" % (self.regs["base"], self.regs["pc"], where)
+        # PC equal to the frame's own return link: a return has loaded it
+        # (the frame below runs now) or a call has stored it (the frame
+        # above has not started).
+        caller = None
+        try:
+            if w.is_lua(base - 8) and w.frame_pc(base - 8) == pc:
+                c = w.prevl(base - 8) + 8
+                if self.pc_in(self.lua_fn_at(c), pc):
+                    caller = c
+        except (FaultError, CorruptError):
+            pass
+        if caller is not None and where.startswith(RETURNS):
+            return Start(caller, pc, how + ", returning to the frame below")
+        f = self.lua_fn_at(base)
+        if f is None:
+            return self.unknown("BASE (%s = 0x%x) holds no function" % (self.regs["base"], base),
+                                where)
+        if not f.is_lua:
+            # A fast function or C function frame (its code or a call of
+            # it), if its link is stored: then the frame below is sound.
+            if self.link_sound(base):
+                return Start(base, None, how)
+            ra = self.ra_caller(vmf, base, pc, where)
+            if ra is not None:
+                return ra
+            return self.unknown("the frame at BASE (%s) is not linked yet: a call is half done"
+                                % self.regs["base"], where)
+        if self.pc_in(f, pc):
+            if caller is not None and where.startswith(CALLS):
+                # A function that calls itself at the same place: BASE may
+                # already be the callee's while PC is still the caller's.
+                return Start(caller, pc, how, "a frame above this one may be missing: the VM is "
+                             "in %s, in a call of a function to itself at the same place, and "
+                             "which of the two frames runs is not known here" % where)
+            return Start(base, pc, how)
+        if caller is not None:
+            return Start(caller, pc, how + ", calling the frame above")
+        ra = self.ra_caller(vmf, base, pc, where)
+        if ra is not None:
+            return ra
+        return self.unknown("BASE (%s) and PC (%s) do not form a frame yet: a call or a return "
+                            "is half done" % (self.regs["base"], self.regs["pc"]), where)
+
+    def ra_caller(self, vmf, base, pc, where):
+        """In BC_CALL/BC_CALLM after BASE moved to the callee (R vm_x64.dasc
+        BC_CALL: lea BASE, [BASE+RA*8+16]) and before the link is stored,
+        the caller's BASE is RA+1+FR2 slots below (RA still in its
+        register).  Checked: the caller's function holds PC."""
+        if not where.startswith("lj_BC_CALL") or "ra" not in self.regs:
+            return None
+        ra = vmf.reg(self.regs["ra"])
+        if ra is None or ra >= 256:
+            return None
+        c = base - 8 * (ra + 1 + self.walker.fr2)
+        if self.pc_in(self.lua_fn_at(c), pc):
+            return Start(c, pc, "registers in %s, calling the frame above" % where)
+        return None
+
+    def link_sound(self, base):
+        """The frame at base links to a frame below that is consistent: a
+        Lua link to a Lua function that holds the return pc, or a frame
+        delta that stays in the stack."""
+        w = self.walker
+        f = base - 8
+        try:
+            if w.is_lua(f):
+                c = w.prevl(f) + 8
+                return self.pc_in(self.lua_fn_at(c), w.frame_pc(f))
+            nf = w.prevd(f)
+            return w.stack.start <= nf < f
+        except (FaultError, CorruptError):
+            return False
+
+    def same_function_below(self, base):
+        """The frame below the one at base runs the same function (a
+        recursive call, where a stale BASE cannot be told from the true one)."""
+        w = self.walker
+        try:
+            if not w.is_lua(base - 8):
+                return False
+            c = w.prevl(base - 8) + 8
+            a, b = self.lua_fn_at(base), self.lua_fn_at(c)
+            return a is not None and b is not None and a.is_lua and b.is_lua and a.proto == b.proto
+        except (FaultError, CorruptError):
+            return True
+
+    def unknown(self, why, where):
+        return Start(None, None, "none", "the innermost frames are not known: the VM is in %s, "
+                     "where %s" % (where, why), show="none")
+
+    def in_trace(self, jb):
+        """JIT-compiled code (or C called from it): the trace's BASE is
+        g->jit_base, the innermost pc is in the snapshot in effect at the
+        machine pc where the trace is (or called out)."""
+        if not jb:
+            return None
+        mpcs = [m.pc for m in self.mf]
+        snap = trace_snapshot(self.vm, self.trace_no, mpcs)
+        if snap is None:
+            return Start(jb, None, "g->jit_base", "the line of the innermost frame is not known: no "
+                         "machine frame of this OS thread is in the trace's code", show="outer")
+        s = Start(jb + 8 * snap.base_delta, snap.pc, "g->jit_base and trace %d's %s"
+                  % (snap.traceno, "start (2.0 snapshots have no machine-code offsets)"
+                     if snap.snapno is None else "snapshot #%d" % snap.snapno), trace=snap)
+        if snap.base_delta:
+            s.warning = ("the innermost frames run inside trace %d, inlined into the frame at "
+                         "g->jit_base: their frames are not restored here" % snap.traceno)
+            s.base = jb
+            s.pc = None
+            s.show = "outer"
+            return s
+        return s
+
+    def in_exit(self):
+        """Leaving a trace: lj_snap_restore is rewriting the stack from
+        snapshot J->exitno of trace J->parent; the frames below the trace's
+        are not touched."""
+        return Start(None, None, "L->base", "the VM is leaving JIT-compiled code (VM state EXIT): "
+                     "the innermost frames are being restored from a snapshot", show="none")
+

@@ -1,0 +1,80 @@
+"""lbt at random moments of a spinning VM, against the stack the Lua
+program recorded (tests/moments.py; testprogs/lua/moments.lua).
+
+A fixed-seed subset of what bench/bench_moments.py runs by the thousand:
+on every JIT variant, each way of stopping (attaching gdb, SIGINT under
+gdb, SIGABRT and the kernel's core) over a rotation of the stack shapes.
+No moment may be wrong (a frame that differs without a warning); almost
+all must be exact.  lthreads must show the running thread where lbt does.
+"""
+import re
+
+import pytest
+
+from harness import ALL_VARIANTS
+import moments
+
+N = 3           # moments per (variant, way, shape)
+SHAPES_PER = {"attach": 5, "sigint": 4, "abort": 3}
+
+
+def shapes_for(variant, way):
+    """A rotation of the shapes, so that each variant and way sees a
+    different few and the whole matrix sees them all."""
+    k = SHAPES_PER[way]
+    start = (ALL_VARIANTS.index(variant) * 7 + moments.WAYS.index(way) * 5) % len(moments.SHAPES)
+    return [moments.SHAPES[(start + i) % len(moments.SHAPES)] for i in range(k)]
+
+
+@pytest.mark.parametrize("way", moments.WAYS)
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
+def test_random_moments(variant, way, tmp_path):
+    if way == "abort" and moments.kernel_cores_possible():
+        pytest.skip(moments.kernel_cores_possible())
+    outcomes = []
+    for shape in shapes_for(variant, way):
+        res = moments.sample(variant, shape, way, N, 11, str(tmp_path / shape),
+                             commands=("lbt", "lthreads"))
+        for records, info, (lbt, lthreads) in res:
+            verdict, why = moments.judge(records, lbt)
+            outcomes.append((shape, verdict, why, info["frame0"], lbt))
+            assert verdict != "wrong", (shape, info, why, lbt)
+            check_lthreads(records, lbt, lthreads)
+    exact = sum(1 for o in outcomes if o[1] == "exact")
+    assert exact >= 0.8 * len(outcomes), [o for o in outcomes if o[1] != "exact"]
+
+
+def check_lthreads(records, lbt, lthreads):
+    """The running thread's `where` in lthreads is lbt's innermost Lua
+    frame (or '?' with the reason when lbt could not know it)."""
+    m = re.match(r"Lua backtrace of \(lua_State \*\)(0x[0-9a-f]+) \(.*, running\)", lbt)
+    if not m:
+        return
+    row = [line for line in lthreads.splitlines() if line.startswith(m.group(1) + " ")]
+    assert len(row) == 1, lthreads
+    assert " running " in row[0], row
+    _, frames, warnings = moments.parse_lbt(lbt)
+    lua = [f for f in frames if re.match(r".*:\d+$", f) and not f.startswith("[")]
+    if lua and not warnings:
+        assert re.search(r"\s%s( \(|$)" % re.escape(lua[0]), row[0]), (row[0], lua[0])
+    elif warnings:
+        assert re.search(r"\s\? \(", row[0]) or (lua and lua[0] in row[0]), (row[0], warnings)
+
+
+def test_judge_counts_a_wrong_frame_as_wrong():
+    """The judge itself: a frame that differs without a warning is wrong,
+    the same with a warning line is honest only if what is shown is right."""
+    records = [["ffname", "5", "select"], ["frame", "0", "Lua", "@a.lua", "3", "function: 0x1"],
+               ["frame", "1", "main", "@a.lua", "9", "function: 0x2"],
+               ["allow", "c", "builtin#5", "1"]]
+    head = "Lua backtrace of (lua_State *)0x1 (main thread, running)\n"
+    assert moments.judge(records, head + "#0   a.lua:3\n#1   a.lua:9")[0] == "exact"
+    assert moments.judge(records, head + "#0   [builtin#select]\n#1   a.lua:3\n#2   a.lua:9")[0] \
+        == "exact"
+    assert moments.judge(records, head + "#0   a.lua:4\n#1   a.lua:9")[0] == "wrong"
+    assert moments.judge(records, head + "#0   a.lua:3\n#1   a.lua:3\n#2   a.lua:9")[0] == "wrong"
+    assert moments.judge(records, head + "#0   a.lua:3")[0] == "wrong"
+    assert moments.judge(records, head + "#1   a.lua:9\nlbt: not known")[0] == "honest"
+    assert moments.judge(records, head + "#0   a.lua:3\nlbt: walk stopped")[0] == "honest"
+    assert moments.judge(records, head + "#0   a.lua:5\nlbt: walk stopped")[0] == "wrong"
+    assert moments.judge(records, head + "lbt: not known")[0] == "honest"

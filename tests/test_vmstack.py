@@ -1,0 +1,130 @@
+"""gdb_ext.vmstack on synthetic memory: where the walk of the running
+thread starts, from the interpreter's registers as an unwinder gives them
+(Target.machine_frames), GC64 and X64.  The end-to-end tests are
+tests/test_moments.py."""
+import pytest
+
+from ljgdb.gdb_ext.layout import Layout
+from ljgdb.gdb_ext.objects import Thread
+from ljgdb.gdb_ext.state import make_vm
+from ljgdb.gdb_ext.target import MachineFrame
+from ljgdb.gdb_ext.vmstack import locate
+from synth import Heap
+
+VARIANTS = ("r21-gc64", "r21-x64")
+INTERP = ~0         # LJ_VMST_INTERP, stored negated in g->vmstate
+
+
+class World(object):
+    """A main thread running Lua function B (at slot 20), called from Lua
+    function A (at slot 10), called from a C function at the bottom."""
+
+    def __init__(self, variant):
+        h = self.h = Heap(variant)
+        self.G, self.L = h.new_state(stack_slots=48)
+        h.put("global_State", self.G, "gc.total", 1 << 20)
+        h.put("global_State", self.G, "vmstate", INTERP)
+        self.fr2 = "ftsz" in h.types["TValue"].fields
+        f = h.types["lua_State"].fields["stack"]
+        self.stack = int.from_bytes(h.mem[self.L - h.base + f.offset:][:f.size], "little")
+        self.A, ptA = h.new_lua_func(b"@a.lua", 10)
+        self.B, ptB = h.new_lua_func(b"@b.lua", 20)
+        self.bcA = ptA + h.size("GCproto")
+        self.bcB = ptB + h.size("GCproto")
+        for pt, bc in ((ptA, self.bcA), (ptB, self.bcB)):
+            h.put("GCproto", pt, "sizebc", 4)
+            for i in range(4):      # CALL-like instructions: A operand 5
+                h.write(bc + 4 * i, (0x00000500 | 0x42).to_bytes(4, "little"))
+        cf = h.new_c_func(1, 0x401000)
+        self.baseC = self.stack + 8 * (1 + self.fr2) + 8 * self.fr2
+        self.baseA = self.stack + 8 * 10
+        # B's link returns into A after A's instruction 2; A's slots: 5
+        # operands below B's frame (bc_a = 5: B's frame is A's base + 5 + 1 + FR2 slots).
+        self.baseB = self.baseA + 8 * (5 + 1 + self.fr2)
+        self.frame(self.baseC, cf, ((self.baseC - self.stack) & ~7) | 1)      # FRAME_C
+        self.frame(self.baseA, self.A, ((self.baseA - self.baseC) | 1))        # a C frame delta
+        self.frame(self.baseB, self.B, self.bcA + 8)                           # Lua link into A
+        h.put("lua_State", self.L, "base", self.baseC)      # stale: the C function's
+        h.put("lua_State", self.L, "top", self.baseC)
+
+    def frame(self, base, fn, link):
+        h = self.h
+        if self.fr2:
+            h.write_tv(base - 16, h.tv_gc("func", fn))
+            h.write(base - 8, (link & ((1 << 64) - 1)).to_bytes(8, "little"))
+        else:
+            h.write(base - 8, (fn | ((link & 0xFFFFFFFF) << 32)).to_bytes(8, "little"))
+
+    def start(self, frames):
+        t = self.h.target()
+        t.frames = frames
+        lay = Layout(t)
+        vm = make_vm(t, lay, self.L)
+        self.dispatch = vm.GG + lay.GG.dispatch
+        return locate(vm, Thread(vm, self.L), frames)
+
+    def vmframe(self, name, level=0, **regs):
+        t = self.h.target()
+        lay = Layout(t)
+        gg = self.G - lay.GG.g
+        regs.setdefault("r14", gg + lay.GG.dispatch)
+        return MachineFrame(level, 0x500000 + level, name, False, regs)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_interpreter_registers_give_the_innermost_frame(variant):
+    w = World(variant)
+    s = w.start([w.vmframe("lj_BC_ADDVN", rdx=w.baseB, rbx=w.bcB + 8)])
+    assert (s.base, s.pc, s.warning, s.show) == (w.baseB, w.bcB + 8, None, "all")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_return_that_loaded_pc_runs_the_frame_below(variant):
+    """In BC_RET, PC is loaded from the frame's link before BASE moves
+    down: the frame below (A) is the one that runs."""
+    w = World(variant)
+    s = w.start([w.vmframe("lj_BC_RET1", rdx=w.baseB, rbx=w.bcA + 8)])
+    assert (s.base, s.pc, s.warning) == (w.baseA, w.bcA + 8, None)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_base_and_pc_that_do_not_match_say_so(variant):
+    w = World(variant)
+    s = w.start([w.vmframe("lj_BC_ADDVN", rdx=w.baseB, rbx=w.bcA + 4)])
+    assert s.show == "none" and "do not form a frame" in s.warning and "lj_BC_ADDVN" in s.warning
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_registers_of_another_vm_are_not_used(variant):
+    w = World(variant)
+    s = w.start([w.vmframe("lj_BC_ADDVN", rdx=w.baseB, rbx=w.bcB + 8, r14=0x1234)])
+    assert s.show == "none" and "another VM" in s.warning
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_leaf_helper_keeps_only_the_innermost_frame(variant):
+    """lj_tab_len is called without storing L->base: the innermost frame's
+    function and line are known from PC (and L->base's frame holds it), the
+    frames below it are not."""
+    w = World(variant)
+    w.h.put("lua_State", w.L, "base", w.baseB)
+    helper = MachineFrame(0, 0x400100, "lj_tab_len", True, {})
+    s = w.start([helper, w.vmframe("lj_BC_LEN", level=1, rbx=w.bcB + 12)])
+    assert (s.base, s.pc, s.show) == (None, w.bcB + 12, "top")
+    assert "lj_tab_len" in s.warning and "without storing L->base" in s.warning
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_helper_that_stores_base_uses_l_base(variant):
+    w = World(variant)
+    w.h.put("lua_State", w.L, "base", w.baseB)
+    helper = MachineFrame(0, 0x400100, "lj_tab_newkey", True, {})
+    s = w.start([helper, w.vmframe("lj_BC_TSETS", level=1, rbx=w.bcB + 12)])
+    assert (s.base, s.pc, s.warning, s.show) == (None, w.bcB + 12, None, "all")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_machine_frames_in_the_interpreter_is_honest(variant):
+    w = World(variant)
+    s = w.start([])
+    assert s.show == "none" and "registers" in s.warning
