@@ -1,13 +1,16 @@
 """linfo: what LuaJIT this is and where its state lives."""
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.runtime import jit_version
+from ..gdb_ext.vmstack import locate
 from .base import LjCommand, UsageError, get_vm, split_args
 
 
 class LInfo(LjCommand):
     """Show the LuaJIT build and VM state: version and fork, GC64 or X64, FR2,
 DUALNUM, JIT, pointer size, the addresses of global_State and of the main,
-current and selected lua_State, the VM state (interpreter, C, GC, trace N...),
+current and selected lua_State, the VM state (interpreter, C, GC, trace N...), how the running
+thread's innermost frame is found at this moment (registers, L->base or a
+trace snapshot) and what cannot be known there,
 the GC state and gc.total.
 
 Usage: linfo [L=<lua_State *>]
@@ -47,6 +50,12 @@ Example:
         name, trace = vm.vmstate_name()
         out.append(("VM state", "TRACE %d (running JIT-compiled code)" % trace if name == "TRACE"
                     else name))
+        try:
+            start = locate(vm, vm.thread(vm.running_L), vm.t.machine_frames())
+            out.append(("running frame", "%s%s" % (start.how, "" if start.warning is None
+                                                    else "; " + start.warning)))
+        except (FaultError, CorruptError) as e:
+            out.append(("running frame", "unreadable: %s" % e))
         _, gcname = vm.gc_state
         out.append(("GC state", gcname[3:].lower() if gcname.startswith("GCS") else gcname))
         out.append(("gc.total", "%d bytes" % vm.gc_total))

@@ -255,6 +255,16 @@ class FrameWalker(object):
             return pos if 0 <= pos <= pt.sizebc else NO_BCPOS
         if nextframe is None:
             cf = self.th.cframe & CFRAME_RAWMASK
+            # C frames of lj_vm_cpcall (nres < 0: the recorder, the parser,
+            # finalizers) hold no pc; a Lua frame older than one is saved in
+            # the C frame below it, as in the loop for inner frames below.
+            f = self.base - 8
+            guard = 0
+            while cf and self._cf_read(cf, "nres") < 0 and guard < 1024:
+                if f >= self.stack.start + -self._cf_read(cf, "nres"):
+                    break
+                cf = self._cf_read(cf, "prev") & CFRAME_RAWMASK
+                guard += 1
             if not cf:
                 return NO_BCPOS
             ins = self._cf_read(cf, "pc")

@@ -56,6 +56,9 @@ RETURNS = ("lj_BC_RET", "lj_vm_return", "lj_vm_leave", "lj_fff_res")
 CALLS = ("lj_BC_CALL", "lj_BC_ITERC", "lj_BC_ITERN", "lj_vm_call", "lj_vmeta_call", "lj_cont_",
          "lj_vm_resume", "lj_vm_pcall", "lj_vm_cpcall", "lj_ff_")
 
+# The VM's entry that runs a C function in a protected frame, from C.
+CPCALL = "lj_vm_cpcall"
+
 # Functions during which the stack is being moved or unwound.
 STACK_MOVERS = ("lj_state_growstack", "lj_state_shrinkstack", "resize_stack")
 UNWINDERS = ("lj_err_throw", "lj_err_unwind", "err_unwind", "_Unwind_", "lj_err_run",
@@ -121,8 +124,12 @@ class _Locator(object):
         return None
 
     def first_vm_frame(self):
+        """The innermost frame of the interpreter: VM code, but not
+        lj_vm_cpcall when C code runs in it (lj_trace_ins runs the trace
+        recorder so, lj_gc and the parser other C code): that is C called
+        from C, and the interpreter's frame is further out."""
         for m in self.mf:
-            if is_vm_code(m):
+            if is_vm_code(m) and not (m.level > 0 and m.name.startswith(CPCALL)):
                 return m
         return None
 

@@ -199,5 +199,78 @@ function S.jitalloc()
   b()
 end
 
+-- The parser: load() compiles a chunk again and again.
+function S.parse()
+  jit.off()
+  allow(load)
+  local src = "local a = 1 " .. string.rep("a = a + 1 ", 200) .. "return a"
+  local function c() record_stack(); local i = 0; while true do local f = load(src); i = i + 1 end end
+  local function b() local r = c(); return r end
+  b()
+end
+
+-- Stack growth: a one-line recursion deep enough to grow the stack (and
+-- allocation, so the collector shrinks it again).
+local function deep(n) if n > 0 then return deep(n - 1) + 1 end local t = {n}; return #t end
+function S.grow()
+  jit.off()
+  allow(deep, 301)
+  local function c() record_stack(); local i = 0; while true do i = i + deep(300) end end
+  local function b() local r = c(); return r end
+  b()
+end
+
+-- Errors thrown and caught: the unwinder runs again and again.
+function S.error()
+  jit.off()
+  allow(pcall); allow(error)
+  local function c() record_stack(); local i = 0; while true do local okp = pcall(error, "x"); i = i + 1 end end
+  local function b() local r = c(); return r end
+  b()
+end
+
+-- Coroutine switches: the main thread resumes a coroutine that yields.
+-- While the coroutine runs, lbt shows its stack (recorded as "alt").
+function S.coswitch()
+  jit.off()
+  allow(coroutine.resume); allow(coroutine.yield)
+  local function body() while true do coroutine.yield(1) end end
+  local co = coroutine.create(body)
+  coroutine.resume(co)
+  local function c() record_stack(); local i = 0; while true do local okr = coroutine.resume(co); i = i + 1 end end
+  local function b() local r = c(); return r end
+  rec("alt")
+  local level = 0
+  while true do
+    local info = debug.getinfo(co, level, "Slf")
+    if not info then break end
+    -- Its Lua frames only: the yield on top is one it may or may not be in.
+    if info.what ~= "C" then
+      rec("altframe", level, info.what, info.source, info.currentline, tostring(info.func))
+    end
+    level = level + 1
+  end
+  b()
+end
+
+-- The trace recorder, optimizer and assembler at work: jit.flush() throws
+-- the loop's trace away on every turn.
+function S.record()
+  jit.on()
+  allow(jit.flush)
+  local function c() record_stack(); local i = 0; while true do jit.flush(); for j = 1, 200 do i = i + j end end end
+  local function b() local r = c(); return r end
+  b()
+end
+
+-- Fast functions the VM runs in assembler.
+function S.ffasm()
+  jit.off()
+  allow(math.abs); allow(string.byte); allow(math.max); allow(tostring); allow(select)
+  local function c() record_stack(); local i = 0; while true do i = i + 1; local a = math.abs(-i) + string.byte("abc", 2) + math.max(i, 3) + #tostring(i) + select(2, 1, 2) end end
+  local function b() local r = c(); return r end
+  b()
+end
+
 assert(S[shape], "unknown shape " .. tostring(shape))
 S[shape]()
