@@ -56,6 +56,10 @@ RETURNS = ("lj_BC_RET", "lj_vm_return", "lj_vm_leave", "lj_fff_res")
 CALLS = ("lj_BC_CALL", "lj_BC_ITERC", "lj_BC_ITERN", "lj_vm_call", "lj_vmeta_call", "lj_cont_",
          "lj_vm_resume", "lj_vm_pcall", "lj_vm_cpcall", "lj_ff_")
 
+# The VM's entries from C (R vm_x64.dasc vm_resume, vm_pcall, vm_call,
+# vm_cpcall): they set up BASE from L->base.
+VM_ENTRIES = ("lj_vm_resume", "lj_vm_pcall", "lj_vm_call", "lj_vm_cpcall")
+
 # The VM's entry that runs a C function in a protected frame, from C.
 CPCALL = "lj_vm_cpcall"
 
@@ -343,6 +347,11 @@ class _Locator(object):
             return True
 
     def unknown(self, why, where):
+        if where.startswith(VM_ENTRIES) and self.link_sound(self.th.base):
+            # The VM entered from C (lua_call, lua_pcall, coroutine.resume):
+            # until BASE is set up, the stack is as C left it, with L->base
+            # stored (a resumed coroutine's points at its coroutine.yield).
+            return Start(None, None, "L->base (%s is entering the VM from C)" % where)
         return Start(None, None, "none", "the innermost frames are not known: the VM is in %s, "
                      "where %s" % (where, why), show="none")
 
