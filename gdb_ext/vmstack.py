@@ -53,8 +53,15 @@ BASE_STORED_HELPERS = ("lj_meta_", "lj_tab_new", "lj_tab_dup", "lj_tab_newkey",
 # before BASE moves down), and VM code that may be half-way into a call
 # (BASE moves up to the callee before PC is loaded from it).
 RETURNS = ("lj_BC_RET", "lj_vm_return", "lj_vm_leave", "lj_fff_res")
+FASTFUNCS = ("lj_ff_", "lj_fff_")
 CALLS = ("lj_BC_CALL", "lj_BC_ITERC", "lj_BC_ITERN", "lj_vm_call", "lj_vmeta_call", "lj_cont_",
          "lj_vm_resume", "lj_vm_pcall", "lj_vm_cpcall", "lj_ff_")
+
+# BC_CALL's move of BASE to the callee (R vm_x64.dasc BC_CALL: lea BASE,
+# [BASE+RA*8+16]; vm_x86.dasc in x64 mode: lea BASE, [BASE+RA*8+8]), as
+# machine code: lea rdx, [rdx+rcx*8+16] / lea edx, [rdx+rcx*8+8].
+CALL_LEA_GC64 = bytes.fromhex("488d54ca10")
+CALL_LEA_X64 = bytes.fromhex("8d54ca08")
 
 # The VM's entries from C (R vm_x64.dasc vm_resume, vm_pcall, vm_call,
 # vm_cpcall): they set up BASE from L->base.
@@ -216,6 +223,9 @@ class _Locator(object):
             return self.stored("the selected OS thread is not inside the VM's code (%s)"
                                % (self.mf[0].name or "0x%x" % self.mf[0].pc))
         if self.dispatch_ok(vmf) is False:
+            if vmf.level == 0 and vmf.name.startswith(VM_ENTRIES) and self.link_sound(self.th.base):
+                # The entry has not set DISPATCH up yet.
+                return Start(None, None, "L->base (%s is entering the VM from C)" % vmf.name)
             return self.stored("the VM code on this OS thread runs another VM (its %s does not "
                                "belong to this global_State)"
                                % self.regs.get("dispatch", self.regs.get("gl")))
@@ -228,6 +238,14 @@ class _Locator(object):
         callee = self.mf[vmf.level - 1].name or ""
         f = self.lua_fn_at(self.th.base)
         if callee.startswith(BASE_STORED_HELPERS):
+            if f is None or (not f.is_lua and not self.link_sound(self.th.base)):
+                # A fast function's C fallback writes its results over its
+                # own frame (lib_string.c string_byte: setintV(L->base-1-FR2
+                # + i)): the frame it returns into is the one PC names.
+                c = self.caller_of_return_pc(self.th.base, pc)
+                if c is not None:
+                    return Start(c, pc, "PC (%s) of %s: %s is returning its results"
+                                 % (self.regs["pc"], vmf.name, callee))
             if f is not None and f.is_lua and not self.pc_in(f, pc):
                 # Called from a fast function or metamethod set-up: the
                 # frame at L->base has its own pc in the cframe.
@@ -253,9 +271,16 @@ class _Locator(object):
             # Right after a C helper returned, before BASE is fetched again
             # from L->base, which the VM stored before the call.
             b = self.th.base
-            if self.pc_in(self.lua_fn_at(b), pc) and not self.same_function_below(b):
+            bf = self.lua_fn_at(b)
+            if self.pc_in(bf, pc) and not self.same_function_below(b):
                 return Start(None, pc, "L->base and PC (%s) in %s: BASE (%s) is not loaded yet "
                              "after a C call" % (self.regs["pc"], where, self.regs["base"]))
+            if bf is not None and not bf.is_lua and self.link_sound(b) and \
+                    self.link_is(b, pc) and where.startswith(FASTFUNCS):
+                # A fast function after its C call (R vm_x64.dasc ff_tostring:
+                # lj_strfmt_number, then mov BASE, L:RB->base).
+                return Start(None, None, "L->base in %s: BASE (%s) is not loaded yet after a C "
+                             "call" % (where, self.regs["base"]))
             return self.unknown("BASE (%s = %s) is not in this thread's stack"
                                 % (self.regs["base"], "?" if base is None else "0x%x" % base),
                                 where)
@@ -274,6 +299,15 @@ class _Locator(object):
         if caller is not None and where.startswith(RETURNS):
             return Start(caller, pc, how + ", returning to the frame below")
         f = self.lua_fn_at(base)
+        if where.startswith(RETURNS + FASTFUNCS) and not self.pc_in(f, pc) and not (
+                f is not None and not f.is_lua and self.link_sound(base)):
+            # The results may already cover the returning frame's function
+            # and link slots; PC holds the link (R vm_x64.dasc BC_RET: mov PC,
+            # [BASE-8] comes first; fast functions load it before they
+            # write results, and fff_res* are entered with it loaded).
+            c = self.caller_of_return_pc(base, pc)
+            if c is not None:
+                return Start(c, pc, how + ", returning to the frame below")
         if f is None:
             return self.unknown("BASE (%s = 0x%x) holds no function" % (self.regs["base"], base),
                                 where)
@@ -287,6 +321,19 @@ class _Locator(object):
                 return ra
             return self.unknown("the frame at BASE (%s) is not linked yet: a call is half done"
                                 % self.regs["base"], where)
+        moved = self.call_moved_base(vmf)
+        if moved is not None and self.pc_in(f, pc):
+            # BC_CALL/BC_CALLM: whether BASE is the caller's or the callee's
+            # is known from where the handler is.
+            if not moved:
+                return Start(base, pc, how)
+            pt = self.proto_of(f)
+            if pt is not None and pc in (pt.bc, pt.bc + 4):
+                return Start(base, pc, how + ", entering the function")
+            c = caller if caller is not None else self.ra_caller(vmf, base, pc, where)
+            if c is not None:
+                return Start(c.base if isinstance(c, Start) else c, pc,
+                             how + ", calling the frame above")
         if self.pc_in(f, pc):
             if caller is not None and where.startswith(CALLS):
                 # A function that calls itself at the same place: BASE may
@@ -317,6 +364,57 @@ class _Locator(object):
         if self.pc_in(self.lua_fn_at(c), pc):
             return Start(c, pc, "registers in %s, calling the frame above" % where)
         return None
+
+    def caller_of_return_pc(self, base, pc):
+        """BASE of the Lua frame that return pc `pc` returns into, from the
+        frame at base (R lj_frame.h frame_prevl: the A operand of the call
+        instruction before pc), or None unless that frame's function holds pc."""
+        if pc is None or pc & 3:
+            return None
+        try:
+            ins = self.vm.t.u32(pc - 4, "bytecode before the return pc")
+        except FaultError:
+            return None
+        c = base - 8 * (1 + self.walker.fr2 + ((ins >> 8) & 0xFF))
+        return c if self.pc_in(self.lua_fn_at(c), pc) else None
+
+    def call_moved_base(self, vmf):
+        """In BC_CALL or BC_CALLM: True once the handler has moved BASE up
+        to the callee (its `lea BASE, [BASE+RA*8+8*(1+FR2)]`, found in its
+        machine code), False before; None elsewhere or when not found."""
+        if vmf.name not in ("lj_BC_CALL", "lj_BC_CALLM") or self.arch != "x86_64":
+            return None
+        cache = self.vm.__dict__.setdefault("_call_lea", {})
+        lea = cache.get(vmf.name, False)
+        if lea is False:
+            lea = None
+            start = self.vm.t.symbol(vmf.name)
+            pat = CALL_LEA_GC64 if self.walker.fr2 else CALL_LEA_X64
+            if start:
+                try:
+                    i = self.vm.t.read(start, 96, "code of " + vmf.name).find(pat)
+                    lea = start + i if i >= 0 else None
+                except FaultError:
+                    lea = None
+            cache[vmf.name] = lea
+        if lea is None:
+            return None
+        return vmf.pc > lea
+
+    def proto_of(self, f):
+        from .frames import cached_proto
+        try:
+            return cached_proto(self.vm, f.proto)
+        except (FaultError, CorruptError):
+            return None
+
+    def link_is(self, base, pc):
+        """The frame at base is linked to Lua return pc `pc`."""
+        w = self.walker
+        try:
+            return w.is_lua(base - 8) and w.frame_pc(base - 8) == pc
+        except (FaultError, CorruptError):
+            return False
 
     def link_sound(self, base):
         """The frame at base links to a frame below that is consistent: a

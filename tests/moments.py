@@ -5,6 +5,8 @@ Three ways to stop, as operators do:
   attach   gdb attaches to the running process (gdb -p), lbt, detach; again
   sigint   the process runs under gdb; SIGINT from outside stops it; again
   abort    SIGABRT makes the kernel write a core; gdb loads each core
+  sweep    (not random) stopped once, then `stepi` n times: every machine
+           instruction the loop runs, in order, is a moment
 
 Each way runs one gdb for many moments.  An lbt output is judged:
   exact    every frame equals the recorded stack (plus, on top, only frames
@@ -47,15 +49,16 @@ def moment(i):
     try:
         f = gdb.newest_frame()
         where = f.name() or "0x%x" % f.pc()
+        pc = f.pc()
     except gdb.error:
-        where = "?"
+        where, pc = "?", 0
     out = []
     for cmd in cfg["commands"]:
         try:
             out.append(gdb.execute(cmd, to_string=True))
         except gdb.error as e:
             out.append("gdb error: %s\n" % e)
-    gdb.write("\n@@LJM %d@@\n%s\n%s@@LJM-END %d@@\n" % (i, json.dumps({"frame0": where}),
+    gdb.write("\n@@LJM %d@@\n%s\n%s@@LJM-END %d@@\n" % (i, json.dumps({"frame0": where, "pc": pc}),
                                                        "@@LJM-SEP@@\n".join(out), i))
 
 if cfg["way"] == "attach":
@@ -74,6 +77,19 @@ elif cfg["way"] == "sigint":
                           % (cfg["expected"], cfg["expected"], d, cfg["expected"])])
         gdb.execute("run" if i == 0 else "continue", to_string=True)
         moment(i)
+    gdb.execute("kill", to_string=True)
+elif cfg["way"] == "sweep":
+    # Stop once, then step one machine instruction at a time: every
+    # instruction the loop executes (VM handlers, fast functions, C
+    # helpers) is a moment.
+    gdb.execute("handle SIGINT stop nopass", to_string=True)
+    subprocess.Popen(["sh", "-c", "while [ ! -s %s ] || ! grep -q '^ready' %s; do sleep 0.02; "
+                      "done; sleep %.4f; kill -INT $(sed -n 's/^pid\t//p' %s)"
+                      % (cfg["expected"], cfg["expected"], cfg["ready_delay"], cfg["expected"])])
+    gdb.execute("run", to_string=True)
+    for i in range(cfg["n"]):
+        moment(i)
+        gdb.execute("stepi", to_string=True)
     gdb.execute("kill", to_string=True)
 else:
     for i, core in enumerate(cfg["cores"]):
@@ -144,7 +160,7 @@ def sample(variant, shape, way, n, seed, workdir, delay=0.05, commands=("lbt",))
             cfg["pid"] = proc.pid
             expected_files = [exp] * n
             args = [build["host"]] + args
-        elif way == "sigint":
+        elif way in ("sigint", "sweep"):
             exp = os.path.join(workdir, "expected.txt")
             _clean(exp)
             cfg["expected"] = exp
