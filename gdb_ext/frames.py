@@ -567,6 +567,7 @@ def trace_snapshot(vm, traceno, mpcs):
     if lay.trace is None or ss is None:
         return None
     from .objects import Trace
+    traceno_given = traceno is not None
     if traceno is None:
         found = trace_of_pc(vm, mpcs)
         if found is None:
@@ -582,6 +583,10 @@ def trace_snapshot(vm, traceno, mpcs):
         pc = vm.t.uint(T_addr + lay.trace.startpc, lay.mref_size, "trace startpc")
         return Snapshot(traceno, T_addr, None, pc + 4, 0, {}, exact=False)
     inside = [p for p in mpcs if T.mcode <= p < T.mcode + T.szmcode]
+    if not inside and traceno_given:
+        # A side trace entered from its parent's exit branch runs with the
+        # parent's number in g->vmstate: find the trace by the pc.
+        return trace_snapshot(vm, None, mpcs)
     if not inside or not T.nsnap:
         return None
     off = inside[0] - T.mcode

@@ -52,7 +52,7 @@ BASE_STORED_HELPERS = ("lj_meta_", "lj_tab_new", "lj_tab_dup", "lj_tab_newkey",
 # VM code that returns from a frame (PC is loaded from the frame's link
 # before BASE moves down), and VM code that may be half-way into a call
 # (BASE moves up to the callee before PC is loaded from it).
-RETURNS = ("lj_BC_RET", "lj_vm_return", "lj_vm_leave", "lj_fff_res")
+RETURNS = ("lj_BC_RET", "lj_vm_return", "lj_vm_leave", "lj_fff_res", "lj_vm_unwind_ff")
 FASTFUNCS = ("lj_ff_", "lj_fff_")
 CALLS = ("lj_BC_CALL", "lj_BC_ITERC", "lj_BC_ITERN", "lj_vm_call", "lj_vmeta_call", "lj_cont_",
          "lj_vm_resume", "lj_vm_pcall", "lj_vm_cpcall", "lj_ff_")
@@ -408,6 +408,11 @@ class _Locator(object):
         except (FaultError, CorruptError):
             return None
 
+    def ff_is(self, f, where):
+        """Fast function f is the one whose code lj_ff_<name> is (its id's
+        DWARF enumerator is FF_<name>)."""
+        return self.vm.lay.ff_names.get(f.ffid) == "FF_" + where[len("lj_ff_"):]
+
     def link_is(self, base, pc):
         """The frame at base is linked to Lua return pc `pc`."""
         w = self.walker
@@ -450,6 +455,15 @@ class _Locator(object):
             # until BASE is set up, the stack is as C left it, with L->base
             # stored (a resumed coroutine's points at its coroutine.yield).
             return Start(None, None, "L->base (%s is entering the VM from C)" % where)
+        if where.startswith("lj_ff_"):
+            # A fast function that stored L->base and uses BASE's register
+            # for other things around a C call (R vm_x64.dasc
+            # ff_coroutine_resume around lj_vm_resume): its own frame at
+            # L->base, told by its fast-function id.
+            f = self.lua_fn_at(self.th.base)
+            if f is not None and not f.is_lua and self.ff_is(f, where) and \
+                    self.link_sound(self.th.base):
+                return Start(None, None, "L->base (stored by %s)" % where)
         return Start(None, None, "none", "the innermost frames are not known: the VM is in %s, "
                      "where %s" % (where, why), show="none")
 
