@@ -3,8 +3,9 @@
 apart, per variant, stack shape and way of stopping (tests/moments.py).
 
 Usage: python3 bench/bench_moments.py [--per N] [--seed S] [--ways attach,sigint,abort]
-                                      [--shapes a,b] [--show-wrong] [VARIANT ...]
-  --per N   moments per (variant, shape, way); default 50
+                                      [--shapes a,b] [--show-wrong] [--sweep N] [VARIANT ...]
+  --per N    moments per (variant, shape, way); default 50
+  --sweep N  instead, the instruction sweep: N `stepi` moments per shape
 Prints a Markdown table (variant x shape: exact/honest/wrong over all
 ways) and the totals per variant and way, with the time taken.
 """
@@ -28,17 +29,22 @@ def main(argv):
     ap.add_argument("--ways", default=",".join(moments.WAYS))
     ap.add_argument("--shapes", default=",".join(moments.SHAPES))
     ap.add_argument("--show-wrong", action="store_true")
+    ap.add_argument("--sweep", type=int, default=0,
+                    help="instead: step N machine instructions (stepi) in each shape")
     ap.add_argument("variants", nargs="*")
     a = ap.parse_args(argv)
     variants = a.variants or list(ALL_VARIANTS)
-    ways = a.ways.split(",")
+    ways = ["sweep"] if a.sweep else a.ways.split(",")
     shapes = a.shapes.split(",")
+    if a.sweep:
+        a.per = a.sweep
     if "abort" in ways and moments.kernel_cores_possible():
         print("skipping the abort way: %s" % moments.kernel_cores_possible())
         ways.remove("abort")
     table = collections.defaultdict(collections.Counter)    # (variant, shape) -> counts
     by_way = collections.defaultdict(collections.Counter)   # (variant, way) -> counts
     reasons = collections.Counter()
+    pcs = set()
     times = {}
     work = tempfile.mkdtemp(prefix="ljgdb-moments-")
     for v in variants:
@@ -48,10 +54,11 @@ def main(argv):
                 # Batches of at most 50 moments: a kernel core each for abort.
                 done = 0
                 while done < a.per:
-                    n = min(50, a.per - done)
+                    n = a.per if way == "sweep" else min(50, a.per - done)
                     res = moments.sample(v, shape, way, n, a.seed * 1000003 + done,
                                          os.path.join(work, "%s-%s-%s" % (v, shape, way)))
                     for records, info, outs in res:
+                        pcs.add((v, info.get("pc")))
                         verdict, why = moments.judge(records, outs[0])
                         table[v, shape][verdict] += 1
                         by_way[v, way][verdict] += 1
@@ -85,6 +92,8 @@ def main(argv):
             "%d/%d/%d" % (by_way[v, w]["exact"], by_way[v, w]["honest"], by_way[v, w]["wrong"])
             for w in ways), times[v]))
     print()
+    if a.sweep:
+        print("Distinct instructions swept: %d" % len(pcs))
     print("Moments not exact, by outcome, innermost machine frame and reason:")
     for (verdict, frame0, why), n in reasons.most_common(30):
         print("  %5d  %-6s %-22s %s" % (n, verdict, frame0, why))

@@ -35,19 +35,20 @@ ARCH_REGS = {
     "aarch64": {"base": "x19", "pc": "x21", "gl": "x22", "base_saved": True},
 }
 
-# C helpers that the interpreter calls only after `mov L:RB->base, BASE`
-# (R vm_x64.dasc: every `call extern` of these is preceded by it; the
-# others, such as lj_tab_len, lj_tab_get, lj_tab_getinth, lj_tab_next,
-# lj_gc_barrieruv and libm's functions, are leaf calls that leave L->base
-# stale).  Fast-function fallbacks and C functions are called through
-# fff_fallback / BC_FUNCC, which store it too.
-BASE_STORED_HELPERS = ("lj_meta_", "lj_tab_new", "lj_tab_dup", "lj_tab_newkey",
-                       "lj_tab_reasize", "lj_tab_setinth", "lj_str_new", "lj_buf_",
-                       "lj_gc_step", "lj_dispatch_", "lj_trace_", "lj_func_closeuv",
-                       "lj_func_newL_gc", "lj_state_growstack", "lj_err_", "lj_ccallback_",
-                       "lj_ffh_", "lj_cf_", "lj_strfmt_number", "lj_strfmt_num",
-                       "lj_ffi_", "lj_carith_", "lj_cconv_", "lj_cdata_", "lj_crecord_",
-                       "lj_clib_", "lj_ctype_", "lj_vmevent_")
+# C helpers that the interpreter calls only after `mov L:RB->base, BASE`,
+# found by reading every `call extern` of vm_x64.dasc and vm_x86.dasc in
+# upstream 2.1 and 2.0, Debian's snapshot and OpenResty's fork (2.0 names
+# lj_str_fromnum*, OpenResty adds lj_log_trace_*).  The others (lj_tab_len,
+# lj_tab_get, lj_tab_getinth, lj_tab_next, lj_gc_barrieruv, libm's
+# functions, lj_ffh_coroutine_wrap_err, lj_ccallback_enter) are called
+# with L->base stale.  Fast-function fallbacks (lj_ffh_*) are called by
+# fff_fallback after it stores L->base.
+BASE_STORED_HELPERS = ("lj_meta_", "lj_buf_", "lj_dispatch_", "lj_log_trace_", "lj_tab_new",
+                       "lj_tab_dup", "lj_tab_newkey", "lj_tab_reasize", "lj_tab_setinth",
+                       "lj_str_new", "lj_str_fromnum", "lj_strfmt_num", "lj_gc_step",
+                       "lj_trace_hot", "lj_trace_exit", "lj_func_closeuv", "lj_func_newL_gc",
+                       "lj_state_growstack", "lj_ccallback_leave", "lj_ffh_")
+BASE_STALE_HELPERS = ("lj_ffh_coroutine_wrap_err",)
 
 # VM code that returns from a frame (PC is loaded from the frame's link
 # before BASE moves down), and VM code that may be half-way into a call
@@ -237,7 +238,7 @@ class _Locator(object):
         # helper is one the VM stores it for.
         callee = self.mf[vmf.level - 1].name or ""
         f = self.lua_fn_at(self.th.base)
-        if callee.startswith(BASE_STORED_HELPERS):
+        if callee.startswith(BASE_STORED_HELPERS) and not callee.startswith(BASE_STALE_HELPERS):
             if f is None or (not f.is_lua and not self.link_sound(self.th.base)):
                 # A fast function's C fallback writes its results over its
                 # own frame (lib_string.c string_byte: setintV(L->base-1-FR2

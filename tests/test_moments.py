@@ -44,6 +44,28 @@ def test_random_moments(variant, way, tmp_path):
     assert exact >= 0.8 * len(outcomes), [o for o in outcomes if o[1] != "exact"]
 
 
+# Instruction sweep: stopped once in the loop, then every machine
+# instruction it executes (`stepi`), in deterministic loops: (shape, steps).
+SWEEPS = (("interp", 120), ("luacall", 900), ("calls", 900), ("error", 600), ("jitside", 200))
+
+
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
+def test_instruction_sweep(variant, tmp_path):
+    """Every instruction of the loops' bytecode handlers, fast functions,
+    VM routines and the C helpers they call: lbt is exact or honest at
+    each one, never wrong."""
+    for shape, steps in SWEEPS:
+        res = moments.sample(variant, shape, "sweep", steps, 1, str(tmp_path / shape))
+        verdicts = [moments.judge(records, outs[0]) for records, _, outs in res]
+        wrong = [(info, v, outs[0]) for (records, info, outs), v in zip(res, verdicts)
+                 if v[0] == "wrong"]
+        assert not wrong, wrong[:3]
+        exact = sum(1 for v in verdicts if v[0] == "exact")
+        assert exact >= 0.97 * len(verdicts), (shape, [v for v in verdicts if v[0] != "exact"][:5])
+        # The sweep went through VM code and more than one place.
+        assert len({info["pc"] for _, info, _ in res}) > 10
+
+
 def check_lthreads(records, lbt, lthreads):
     """The running thread's `where` in lthreads is lbt's innermost Lua
     frame (or '?' with the reason when lbt could not know it)."""
