@@ -283,22 +283,6 @@ def frame_candidates(lay, max_frames=64):
     return out
 
 
-def machine_pcs(max_frames=32):
-    """Program counters of the innermost gdb frames of the selected thread."""
-    out = []
-    try:
-        frame = gdb.newest_frame()
-    except gdb.error:
-        return out
-    while frame is not None and len(out) < max_frames:
-        try:
-            out.append(frame.pc())
-            frame = frame.older()
-        except gdb.error:
-            break
-    return out
-
-
 # --------------------------------------------------------------------------
 # What gdb has loaded: probes that let a command say what is missing.  They
 # read symbols, gdb's own tables and (for the build-id) a few bytes of the
