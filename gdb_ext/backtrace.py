@@ -5,7 +5,7 @@ from .errors import CorruptError, FaultError, NotLuaJITError
 from .frames import CFRAME_RAWMASK, FrameWalker, debug_line, trace_ref
 from .objects import Proto, Thread, Trace, decode_tv
 from .runtime import builtin_names
-from .vmstack import locate
+from .vmstack import Start, locate
 from .walkers import all_threads, thread_status
 
 
@@ -113,7 +113,12 @@ class Backtracer(object):
         bt = Backtrace(L, th, thread_status(vm, th, self.running), self.who(L))
         start = None
         if L == self.running:
-            start = bt.start = locate(vm, th, self.mframes)
+            try:
+                start = locate(vm, th, self.mframes)
+            except (FaultError, CorruptError) as e:
+                start = Start(None, None, "L->base", "where the running thread stands cannot be "
+                              "read (%s): frames from L->base, which may be stale" % e)
+            bt.start = start
             bt.warning = start.warning
         if start is not None and start.show == "none":
             bt.walker = FrameWalker(vm, th)
