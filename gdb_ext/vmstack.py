@@ -282,6 +282,13 @@ class _Locator(object):
                 # lj_strfmt_number, then mov BASE, L:RB->base).
                 return Start(None, None, "L->base in %s: BASE (%s) is not loaded yet after a C "
                              "call" % (where, self.regs["base"]))
+            if where.startswith(FASTFUNCS):
+                # Its C fallback wrote the results over the frame at L->base
+                # (R vm_x64.dasc fff_fallback: PC holds the link).
+                c = self.caller_of_return_pc(b, pc)
+                if c is not None:
+                    return Start(c, pc, "PC (%s) in %s: the fast function is returning its "
+                                 "results" % (self.regs["pc"], where))
             return self.unknown("BASE (%s = %s) is not in this thread's stack"
                                 % (self.regs["base"], "?" if base is None else "0x%x" % base),
                                 where)
