@@ -71,10 +71,8 @@ VM_ENTRIES = ("lj_vm_resume", "lj_vm_pcall", "lj_vm_call", "lj_vm_cpcall")
 # The VM's entry that runs a C function in a protected frame, from C.
 CPCALL = "lj_vm_cpcall"
 
-# Functions during which the stack is being moved or unwound.
+# Functions during which the stack is being moved.
 STACK_MOVERS = ("lj_state_growstack", "lj_state_shrinkstack", "resize_stack")
-UNWINDERS = ("lj_err_throw", "lj_err_unwind", "err_unwind", "_Unwind_", "lj_err_run",
-             "lj_err_mem", "lj_err_callerv", "lj_err_msg")
 
 
 class Start(object):
@@ -82,8 +80,8 @@ class Start(object):
     base:    BASE of the innermost frame to show (None: L->base)
     pc:      bytecode pc of that frame (the next instruction, as the VM
              saves it), or None when the frame chain gives it
-    trace:   (trace number, GCtrace address, snapshot number) when the pc
-             comes from a snapshot, else None
+    trace:   the frames.Snapshot when the pc comes from a trace's
+             snapshot, else None
     how:     how the start was found, for linfo and lbt
     warning: what could not be known and why, or None
     show:    which frames of the walk are certain: 'all'; 'top' (only the
@@ -126,9 +124,6 @@ class _Locator(object):
         self.state, self.trace_no = vm.vmstate_name()
 
     # --- helpers --------------------------------------------------------
-    def names(self):
-        return [m.name or "" for m in self.mf]
-
     def in_function(self, prefixes):
         for m in self.mf:
             if m.name and m.name.startswith(prefixes):
