@@ -65,8 +65,10 @@ CALL_LEA_GC64 = bytes.fromhex("488d54ca10")
 CALL_LEA_X64 = bytes.fromhex("8d54ca08")
 
 # The VM's entries from C (R vm_x64.dasc vm_resume, vm_pcall, vm_call,
-# vm_cpcall): they set up BASE from L->base.
-VM_ENTRIES = ("lj_vm_resume", "lj_vm_pcall", "lj_vm_call", "lj_vm_cpcall")
+# vm_cpcall), which set up BASE and DISPATCH from L->base, and its exits to
+# C (vm_leave_cp, vm_leave_unw: restoreregs), which tear them down: in both
+# the stack is as L->base says.
+VM_EDGES = ("lj_vm_resume", "lj_vm_pcall", "lj_vm_call", "lj_vm_cpcall", "lj_vm_leave")
 
 # The VM's entry that runs a C function in a protected frame, from C.
 CPCALL = "lj_vm_cpcall"
@@ -122,6 +124,7 @@ class _Locator(object):
         self.regs = ARCH_REGS.get(self.arch)
         self.walker = FrameWalker(vm, th)
         self.state, self.trace_no = vm.vmstate_name()
+        self.regs_base = None       # BASE's register, once read
 
     # --- helpers --------------------------------------------------------
     def in_function(self, prefixes):
@@ -219,9 +222,10 @@ class _Locator(object):
             return self.stored("the selected OS thread is not inside the VM's code (%s)"
                                % (self.mf[0].name or "0x%x" % self.mf[0].pc))
         if self.dispatch_ok(vmf) is False:
-            if vmf.level == 0 and vmf.name.startswith(VM_ENTRIES) and self.link_sound(self.th.base):
-                # The entry has not set DISPATCH up yet.
-                return Start(None, None, "L->base (%s is entering the VM from C)" % vmf.name)
+            if vmf.level == 0 and vmf.name.startswith(VM_EDGES) and self.link_sound(self.th.base):
+                # The entry has not set DISPATCH up yet, or the exit has
+                # restored the C caller's register.
+                return Start(None, None, "L->base (%s is between the VM and C)" % vmf.name)
             return self.stored("the VM code on this OS thread runs another VM (its %s does not "
                                "belong to this global_State)"
                                % self.regs.get("dispatch", self.regs.get("gl")))
@@ -262,6 +266,7 @@ class _Locator(object):
         are in registers.  Checked: BASE holds a frame of this thread, and
         PC lies in the function of that frame."""
         where = vmf.name
+        self.regs_base = base
         w = self.walker
         if base is None or not w.stack.contains(base - 8):
             # Right after a C helper returned, before BASE is fetched again
@@ -453,11 +458,26 @@ class _Locator(object):
             return True
 
     def unknown(self, why, where):
-        if where.startswith(VM_ENTRIES) and self.link_sound(self.th.base):
-            # The VM entered from C (lua_call, lua_pcall, coroutine.resume):
-            # until BASE is set up, the stack is as C left it, with L->base
-            # stored (a resumed coroutine's points at its coroutine.yield).
-            return Start(None, None, "L->base (%s is entering the VM from C)" % where)
+        if where.startswith(VM_EDGES) and self.link_sound(self.th.base):
+            # The VM entered from C (lua_call, lua_pcall, coroutine.resume)
+            # or is leaving to it: until BASE is set up (or after it is
+            # given up), the stack is as L->base says (a resumed
+            # coroutine's points at its coroutine.yield).
+            return Start(None, None, "L->base (%s is between the VM and C)" % where)
+        if where.startswith(FASTFUNCS):
+            # A fast function writing its results over its frame, with PC
+            # not loaded yet: its return pc is also in the C frame's saved
+            # pc (fast functions store it: R vm_x64.dasc mov SAVE_PC, PC),
+            # as in ff_coroutine_resume after lj_vm_resume returned.
+            try:
+                cfpc = self.walker._cf_read(self.th.cframe & ~3, "pc") if self.th.cframe else None
+            except (FaultError, CorruptError):
+                cfpc = None
+            for b in (self.regs_base, self.th.base):
+                c = self.caller_of_return_pc(b, cfpc) if b is not None else None
+                if c is not None:
+                    return Start(c, cfpc, "the C frame's saved PC in %s: the fast function is "
+                                 "returning its results" % where)
         if where.startswith("lj_ff_"):
             # A fast function that stored L->base and uses BASE's register
             # for other things around a C call (R vm_x64.dasc
