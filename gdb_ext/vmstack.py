@@ -261,6 +261,33 @@ class _Locator(object):
                      "called from %s without storing L->base, and BASE (%s) is lost in the call"
                      % (callee, vmf.name, self.regs["base"]), show="none")
 
+    def after_c_call(self, where, pc):
+        """BASE's register is not BASE: right after a C call returned,
+        before BASE is fetched again from L->base, which the VM stored
+        before the call.  The Start from L->base, or None."""
+        b = self.th.base
+        bf = self.lua_fn_at(b)
+        if self.pc_in(bf, pc) and not self.same_function_below(b):
+            return Start(None, pc, "L->base and PC (%s) in %s: BASE (%s) is not loaded yet "
+                         "after a C call" % (self.regs["pc"], where, self.regs["base"]))
+        if bf is not None and not bf.is_lua and self.link_sound(b) and (
+                (self.link_is(b, pc) and where.startswith(FASTFUNCS))
+                or where.startswith(("lj_fff_", "lj_BC_FUNCC"))):
+            # A fast function after its C call (R vm_x64.dasc ff_tostring:
+            # lj_strfmt_number, then mov BASE, L:RB->base; 20 vm_x86.dasc
+            # fff_newstr: lj_str_new), or BC_FUNCC after the C function
+            # returned: both stored L->base just before the call.
+            return Start(None, None, "L->base in %s: BASE (%s) is not loaded yet after a C "
+                         "call" % (where, self.regs["base"]))
+        if where.startswith(FASTFUNCS):
+            # Its C fallback wrote the results over the frame at L->base
+            # (R vm_x64.dasc fff_fallback: PC holds the link).
+            c = self.caller_of_return_pc(b, pc)
+            if c is not None:
+                return Start(c, pc, "PC (%s) in %s: the fast function is returning its "
+                             "results" % (self.regs["pc"], where))
+        return None
+
     def from_registers(self, vmf, base, pc):
         """The interpreter at an instruction of its own code: BASE and PC
         are in registers.  Checked: BASE holds a frame of this thread, and
@@ -269,26 +296,9 @@ class _Locator(object):
         self.regs_base = base
         w = self.walker
         if base is None or not w.stack.contains(base - 8):
-            # Right after a C helper returned, before BASE is fetched again
-            # from L->base, which the VM stored before the call.
-            b = self.th.base
-            bf = self.lua_fn_at(b)
-            if self.pc_in(bf, pc) and not self.same_function_below(b):
-                return Start(None, pc, "L->base and PC (%s) in %s: BASE (%s) is not loaded yet "
-                             "after a C call" % (self.regs["pc"], where, self.regs["base"]))
-            if bf is not None and not bf.is_lua and self.link_sound(b) and \
-                    self.link_is(b, pc) and where.startswith(FASTFUNCS):
-                # A fast function after its C call (R vm_x64.dasc ff_tostring:
-                # lj_strfmt_number, then mov BASE, L:RB->base).
-                return Start(None, None, "L->base in %s: BASE (%s) is not loaded yet after a C "
-                             "call" % (where, self.regs["base"]))
-            if where.startswith(FASTFUNCS):
-                # Its C fallback wrote the results over the frame at L->base
-                # (R vm_x64.dasc fff_fallback: PC holds the link).
-                c = self.caller_of_return_pc(b, pc)
-                if c is not None:
-                    return Start(c, pc, "PC (%s) in %s: the fast function is returning its "
-                                 "results" % (self.regs["pc"], where))
+            s = self.after_c_call(where, pc)
+            if s is not None:
+                return s
             return self.unknown("BASE (%s = %s) is not in this thread's stack"
                                 % (self.regs["base"], "?" if base is None else "0x%x" % base),
                                 where)
@@ -317,6 +327,10 @@ class _Locator(object):
             if c is not None:
                 return Start(c, pc, how + ", returning to the frame below")
         if f is None:
+            s = self.after_c_call(where, pc) if where.startswith(("lj_BC_FUNCC",) + FASTFUNCS) \
+                else None
+            if s is not None:
+                return s
             return self.unknown("BASE (%s = 0x%x) holds no function" % (self.regs["base"], base),
                                 where)
         if not f.is_lua:
