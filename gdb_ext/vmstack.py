@@ -19,7 +19,7 @@ return of a function to itself is half done) the frames both readings
 share are shown and the warning says so.
 """
 from .errors import CorruptError, FaultError
-from .frames import FrameWalker, trace_snapshot
+from .frames import FrameWalker, cached_proto, trace_snapshot
 from .objects import Func, GCT_KIND
 
 # Symbols of LuaJIT's assembler VM (buildvm names every global label of
@@ -144,8 +144,8 @@ class _Locator(object):
         return None
 
     def lua_fn_at(self, base):
-        """(Func, proto bc start, sizebc) of the Lua function whose frame
-        has BASE base, or None when the slot holds no Lua function."""
+        """The Func in the function slot of the frame with BASE base, or
+        None when that slot is outside the stack or holds no function."""
         w = self.walker
         if not w.stack.contains(base - 8) or base - 8 < w.stack.start + 8 * w.fr2:
             return None
@@ -164,10 +164,8 @@ class _Locator(object):
         """True if bytecode pc (next-instruction pc) lies in Lua function f."""
         if f is None or not f.is_lua or pc is None:
             return False
-        from .frames import cached_proto
-        try:
-            pt = cached_proto(self.vm, f.proto)
-        except (FaultError, CorruptError):
+        pt = self.proto_of(f)
+        if pt is None:
             return False
         # pc == bc: the function's header is being entered (its frame is
         # complete, its first instruction not yet decoded).
@@ -294,8 +292,7 @@ class _Locator(object):
         PC lies in the function of that frame."""
         where = vmf.name
         self.regs_base = base
-        w = self.walker
-        if base is None or not w.stack.contains(base - 8):
+        if base is None or not self.walker.stack.contains(base - 8):
             s = self.after_c_call(where, pc)
             if s is not None:
                 return s
@@ -306,14 +303,7 @@ class _Locator(object):
         # PC equal to the frame's own return link: a return has loaded it
         # (the frame below runs now) or a call has stored it (the frame
         # above has not started).
-        caller = None
-        try:
-            if w.is_lua(base - 8) and w.frame_pc(base - 8) == pc:
-                c = w.prevl(base - 8) + 8
-                if self.pc_in(self.lua_fn_at(c), pc):
-                    caller = c
-        except (FaultError, CorruptError):
-            pass
+        caller = self.caller_of_return_pc(base, pc) if self.link_is(base, pc) else None
         if caller is not None and where.startswith(RETURNS):
             return Start(caller, pc, how + ", returning to the frame below")
         f = self.lua_fn_at(base)
@@ -424,7 +414,7 @@ class _Locator(object):
         return vmf.pc > lea
 
     def proto_of(self, f):
-        from .frames import cached_proto
+        """The (cached) Proto of Lua function f, or None if unreadable."""
         try:
             return cached_proto(self.vm, f.proto)
         except (FaultError, CorruptError):
