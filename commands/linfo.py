@@ -51,7 +51,7 @@ Example:
         out.append(("VM state", "TRACE %d (running JIT-compiled code)" % trace if name == "TRACE"
                     else name))
         try:
-            start = locate(vm, vm.thread(vm.running_L), vm.t.machine_frames())
+            start = locate(vm, vm.thread(vm.running_L), vm.machine_frames)
             out.append(("running frame", "%s%s" % (start.how, "" if start.warning is None
                                                     else "; " + start.warning)))
         except (FaultError, CorruptError) as e:

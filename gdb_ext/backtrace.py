@@ -46,16 +46,10 @@ class Backtracer(object):
         self.running = vm.running_L
         self.vmstate_name, self.trace_no = vm.vmstate_name()
         self._vmthread = False
-        self._mframes = None
 
     @property
     def mframes(self):
-        if self._mframes is None:
-            try:
-                self._mframes = self.vm.t.machine_frames()
-            except (FaultError, CorruptError):
-                self._mframes = []
-        return self._mframes
+        return self.vm.machine_frames
 
     @property
     def names(self):

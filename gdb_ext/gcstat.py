@@ -639,8 +639,10 @@ class HeapWalker(object):
         if sb.has("sz"):                       # 2.0: SBuf {buf, n, sz}
             size = t.u32(tb + sb.sz, "g->tmpbuf.sz")
         else:
-            e = t.uint(tb + sb.e, ps, "g->tmpbuf.e")
-            b = t.uint(tb + sb.b, ps, "g->tmpbuf.b")
+            # MRefs: 4 bytes in an X64 build of Tarantool's fork, pointers
+            # elsewhere (the field's own size, from DWARF).
+            e = t.uint(tb + sb.e, sb.field("e").size or ps, "g->tmpbuf.e")
+            b = t.uint(tb + sb.b, sb.field("b").size or ps, "g->tmpbuf.b")
             size = e - b if e >= b else 0
         out.append(("tmpbuf", size, "g->tmpbuf, the VM's string buffer"))
         if lay.has_lightudseg:

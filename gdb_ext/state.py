@@ -41,6 +41,19 @@ class VM(object):
         return self.gref(self.G + self.lay.G.cur_L, "g->cur_L")
 
     @property
+    def machine_frames(self):
+        """The selected OS thread's machine frames (Target.machine_frames),
+        read once per VM object; [] when they cannot be read."""
+        mf = self.__dict__.get("_mframes")
+        if mf is None:
+            try:
+                mf = self.t.machine_frames()
+            except (FaultError, CorruptError):
+                mf = []
+            self._mframes = mf
+        return mf
+
+    @property
     def GG(self):
         return self.G - self.lay.GG.g
 
@@ -103,7 +116,17 @@ class VM(object):
         except FaultError:
             cur = None
         if cur:
-            return cur
+            lag = self.__dict__.get("_lagging")
+            if lag is None:
+                # g->cur_L lags behind a coroutine switch for a few
+                # instructions (gdb_ext.vmstack.interpreter_thread).
+                from .vmstack import interpreter_thread
+                try:
+                    lag = interpreter_thread(self, cur) or 0
+                except (FaultError, CorruptError):
+                    lag = 0
+                self._lagging = lag
+            return lag or cur
         r = self.__dict__.get("_running20")
         if r is None:
             r = self._running20 = self._running_20()
@@ -215,6 +238,10 @@ def make_vm(target, lay, explicit_L=None, candidates=()):
             cur = None
         if cur:
             vm.L, vm.L_source = cur, "g->cur_L (from %s)" % where
+            run = vm.running_L
+            if run != cur:
+                vm.L, vm.L_source = run, ("the interpreter's C frame (g->cur_L is set back "
+                                          "after a coroutine switch; from %s)" % where)
         elif not vm.lay.has_cur_L:
             # 2.0: the running thread as running_L finds it.
             try:

@@ -286,6 +286,13 @@ class SyntheticTarget(Target):
     def symbol(self, name):
         return self._symbols.get(name)
 
+    def symbolize(self, addr):
+        """The name of the symbol at exactly addr (no offsets here)."""
+        for name, a in self._symbols.items():
+            if a == addr:
+                return name
+        return None
+
     def type_info(self, name):
         return self._types.get(name)
 

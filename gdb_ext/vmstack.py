@@ -19,8 +19,8 @@ return of a function to itself is half done) the frames both readings
 share are shown and the warning says so.
 """
 from .errors import CorruptError, FaultError
-from .frames import FrameWalker, cached_proto, trace_snapshot
-from .objects import Func, GCT_KIND
+from .frames import CFRAME_OFS, CFRAME_RAWMASK, FrameWalker, cached_proto, trace_snapshot
+from .objects import Func, GCT_KIND, Thread
 
 # Symbols of LuaJIT's assembler VM (buildvm names every global label of
 # vm_<arch>.dasc lj_vm_*, lj_BC_*, lj_ff_*, lj_fff_*, lj_cont_*, lj_vmeta_*);
@@ -28,11 +28,15 @@ from .objects import Func, GCT_KIND
 # (lj_vmmath.c).
 VM_CODE_PREFIXES = ("lj_BC_", "lj_vm_", "lj_ff_", "lj_fff_", "lj_cont_", "lj_vmeta_")
 
-# The interpreter's fixed registers, and whether BASE survives a C call
-# (callee-saved), per architecture.
+# The interpreter's fixed registers, whether BASE survives a C call
+# (callee-saved), where the VM keeps BASE across a call of a C helper that
+# does not store L->base (x64: RB, R vm_x64.dasc BC_LEN: mov RB, BASE //
+# Save BASE; call extern lj_tab_len; mov BASE, RB), and the stack pointer
+# (the VM's C frame while VM code runs), per architecture.
 ARCH_REGS = {
-    "x86_64": {"base": "rdx", "pc": "rbx", "dispatch": "r14", "ra": "rcx", "base_saved": False},
-    "aarch64": {"base": "x19", "pc": "x21", "gl": "x22", "base_saved": True},
+    "x86_64": {"base": "rdx", "pc": "rbx", "dispatch": "r14", "ra": "rcx", "base_saved": False,
+               "rb": "rbp", "sp": "rsp"},
+    "aarch64": {"base": "x19", "pc": "x21", "gl": "x22", "base_saved": True, "sp": "sp"},
 }
 
 # C helpers that the interpreter calls only after `mov L:RB->base, BASE`,
@@ -65,10 +69,13 @@ CALL_LEA_GC64 = bytes.fromhex("488d54ca10")
 CALL_LEA_X64 = bytes.fromhex("8d54ca08")
 
 # The VM's entries from C (R vm_x64.dasc vm_resume, vm_pcall, vm_call,
-# vm_cpcall), which set up BASE and DISPATCH from L->base, and its exits to
-# C (vm_leave_cp, vm_leave_unw: restoreregs), which tear them down: in both
-# the stack is as L->base says.
-VM_EDGES = ("lj_vm_resume", "lj_vm_pcall", "lj_vm_call", "lj_vm_cpcall", "lj_vm_leave")
+# vm_cpcall) and the landing pads of the error unwinder (vm_unwind_ff_eh,
+# vm_unwind_c_eh: mov BASE, L:RB->base after lj_err_unwind set it), which
+# set up BASE and DISPATCH from L->base, and its exits to C (vm_leave_cp,
+# vm_leave_unw: restoreregs), which tear them down: in all of them the
+# stack is as L->base says.
+VM_EDGES = ("lj_vm_resume", "lj_vm_pcall", "lj_vm_call", "lj_vm_cpcall", "lj_vm_leave",
+            "lj_vm_unwind")
 
 # The VM's entry that runs a C function in a protected frame, from C.
 CPCALL = "lj_vm_cpcall"
@@ -107,6 +114,44 @@ class Start(object):
 
 def is_vm_code(mf):
     return bool(mf.name) and not mf.has_debug and mf.name.startswith(VM_CODE_PREFIXES)
+
+
+# vm_x86.dasc (the X64 builds) runs the resumer's code for a few
+# instructions around its call of lj_vm_resume while g->cur_L names the
+# coroutine (20/21 vm_x86.dasc ff_coroutine_resume: mov
+# [DISPATCH+DISPATCH_GL(cur_L)], L:RA before the call; after it, mov L:RB,
+# SAVE_L ... mov [DISPATCH+DISPATCH_GL(cur_L)], L:RB).
+RESUMERS = ("lj_ff_coroutine_resume", "lj_ff_coroutine_wrap_aux")
+
+
+def interpreter_thread(vm, cur):
+    """The thread the interpreter runs when g->cur_L (cur) does not name
+    it: in a coroutine function's code (RESUMERS) at the innermost machine
+    frame, the VM's C frame (the stack pointer there) holds the thread
+    whose code runs, SAVE_L.  Checked: a thread of this VM, running, whose
+    L->cframe is that C frame.  None elsewhere."""
+    regs = ARCH_REGS.get(getattr(vm.t, "arch", "x86_64"))
+    if regs is None or vm.vmstate_name()[0] != "INTERP":
+        return None
+    mf = vm.machine_frames
+    if not mf or not mf[0].name or not mf[0].name.startswith(RESUMERS) or mf[0].has_debug:
+        return None
+    cfo = CFRAME_OFS.get((getattr(vm.t, "arch", "x86_64"), vm.lay.gc64))
+    sp = mf[0].reg(regs["sp"])
+    if cfo is None or sp is None:
+        return None
+    L = vm.t.uint(sp + cfo["L"], vm.lay.ref_size, "the VM's C frame: L")
+    if not L or L == cur:
+        return None
+    try:
+        th = Thread(vm, L)
+    except (FaultError, CorruptError):
+        return None
+    # Its L->cframe is this C frame: the one the VM set up when it entered
+    # for it (R vm_x64.dasc vm_pcall, vm_resume: mov L:RB->cframe, rsp).
+    if th.glref != vm.G or th.status != 0 or th.cframe & CFRAME_RAWMASK != sp:
+        return None
+    return L
 
 
 def locate(vm, th, mframes):
@@ -250,6 +295,9 @@ class _Locator(object):
                 pc = None
             return Start(None, pc, "L->base (stored by %s before it called %s)"
                          % (vmf.name, callee))
+        s = self.saved_base(vmf, pc, callee)
+        if s is not None:
+            return s
         if self.pc_in(f, pc):
             return Start(None, pc, "L->base and PC (%s)" % self.regs["pc"],
                          "frames below the innermost are not certain: the VM is in %s, called "
@@ -259,13 +307,15 @@ class _Locator(object):
                      "called from %s without storing L->base, and BASE (%s) is lost in the call"
                      % (callee, vmf.name, self.regs["base"]), show="none")
 
-    def after_c_call(self, where, pc):
+    def after_c_call(self, vmf, pc):
         """BASE's register is not BASE: right after a C call returned,
         before BASE is fetched again from L->base, which the VM stored
-        before the call.  The Start from L->base, or None."""
+        before the call (or the VM uses BASE's register for an argument
+        after storing L->base).  The Start from L->base, or None."""
+        where = vmf.name
         b = self.th.base
         bf = self.lua_fn_at(b)
-        if self.pc_in(bf, pc) and not self.same_function_below(b):
+        if self.pc_in(bf, pc) and (self.stored_at_entry(vmf) or not self.same_function_below(b)):
             return Start(None, pc, "L->base and PC (%s) in %s: BASE (%s) is not loaded yet "
                          "after a C call" % (self.regs["pc"], where, self.regs["base"]))
         if bf is not None and not bf.is_lua and self.link_sound(b) and (
@@ -286,14 +336,103 @@ class _Locator(object):
                              "results" % (self.regs["pc"], where))
         return None
 
+    def stored_at_entry(self, vmf):
+        """The VM code vmf runs in stores L->base first thing (R vm_x64.dasc
+        BC_TNEW, BC_CAT: mov L:RB, SAVE_L; mov L:RB->base, BASE) and vmf.pc
+        is past that store, so L->base is the BASE of this run of it (code
+        is entered at its symbol; a global label inside has its own)."""
+        if self.arch != "x86_64":
+            return False
+        cache = self.vm.__dict__.setdefault("_stored_at_entry", {})
+        end = cache.get(vmf.name, False)
+        if end is False:
+            end = None
+            start = self.vm.t.symbol(vmf.name)
+            rex = b"\x48" if self.walker.fr2 else b""
+            cfo = self.walker.cfo
+            off = self.vm.lay.L.base
+            try:
+                code = self.vm.t.read(start, 24, "code of " + vmf.name) if start else b""
+            except FaultError:
+                code = b""
+            for r in range(8):
+                # mov r, [rsp+SAVE_L]; mov [r+base], BASE
+                i = code.find(rex + bytes([0x8b, 0x44 | (r << 3), 0x24, cfo["L"]])) if cfo else -1
+                j = code.find(rex + bytes([0x89, 0x50 | r, off]), i + 1) if i >= 0 else -1
+                if j >= 0 and off < 128:
+                    end = start + j + len(rex) + 3
+                    break
+            cache[vmf.name] = end
+        return end is not None and vmf.pc >= end
+
+    def base_dead(self, vmf):
+        """Whether BASE's register holds garbage at VM instruction vmf.pc
+        because a C call has just returned (x64: rdx is not callee-saved)
+        and BASE is not loaded again yet.  Read from the machine code: the
+        instruction at the pc loads BASE again (mov BASE, L:RB->base, or mov
+        BASE, RB), or the one before it is a call of a C function.  Returns
+        'reload' at mov BASE, L:RB->base; 'stored' after a call of a helper
+        the VM stores L->base for; 'rb' when RB holds BASE; or None."""
+        if self.arch != "x86_64":
+            return None
+        cache = self.vm.__dict__.setdefault("_base_dead", {})
+        if vmf.pc in cache:
+            return cache[vmf.pc]
+        ans = None
+        t = self.vm.t
+        rex = b"\x48" if self.walker.fr2 else b""
+        off = self.vm.lay.L.base
+        try:
+            code = t.read(vmf.pc, 4, "VM code")
+            before = t.read(vmf.pc - 5, 5, "VM code")
+        except FaultError:
+            code = before = b""
+        if off < 128 and code.startswith(rex + b"\x8b\x55" + bytes([off])):
+            ans = "reload"                          # mov BASE, L:RB->base
+        elif code.startswith((rex + b"\x89\xea", rex + b"\x8b\xd5")):
+            ans = "rb"                              # mov BASE, RB
+        elif before[:1] == b"\xe8":
+            callee = t.symbolize((vmf.pc + int.from_bytes(before[1:], "little", signed=True))
+                                 & 0xFFFFFFFFFFFFFFFF) or ""
+            if callee and not callee.startswith(VM_CODE_PREFIXES) and "+" not in callee:
+                ans = "stored" if callee.startswith(BASE_STORED_HELPERS) and \
+                    not callee.startswith(BASE_STALE_HELPERS) else "rb"
+        cache[vmf.pc] = ans
+        return ans
+
+    def from_dead_base(self, vmf, pc, dead):
+        """The Start where BASE's register is garbage after a C call
+        (base_dead), or None."""
+        if dead == "rb":
+            return self.saved_base(vmf, pc, "a C function")
+        if dead == "reload" and vmf.reg(self.regs["rb"]) != self.th.addr:
+            return None                 # L:RB is another thread: not this one's BASE
+        if dead in ("stored", "reload"):
+            b = self.th.base
+            bf = self.lua_fn_at(b)
+            how = "L->base and PC (%s) in %s: BASE (%s) is not loaded yet after a C call" % (
+                self.regs["pc"], vmf.name, self.regs["base"])
+            if self.pc_in(bf, pc):
+                return Start(None, pc, how)
+            if bf is not None and not bf.is_lua and self.link_sound(b):
+                return Start(None, None, how)
+        return None
+
     def from_registers(self, vmf, base, pc):
         """The interpreter at an instruction of its own code: BASE and PC
         are in registers.  Checked: BASE holds a frame of this thread, and
         PC lies in the function of that frame."""
         where = vmf.name
         self.regs_base = base
+        dead = self.base_dead(vmf)
+        if dead is None and self.stored_at_entry(vmf):
+            dead = "stored"     # BASE's register may be an argument by now
+        if dead is not None:
+            s = self.from_dead_base(vmf, pc, dead)
+            if s is not None:
+                return s
         if base is None or not self.walker.stack.contains(base - 8):
-            s = self.after_c_call(where, pc)
+            s = self.after_c_call(vmf, pc)
             if s is not None:
                 return s
             return self.unknown("BASE (%s = %s) is not in this thread's stack"
@@ -317,7 +456,7 @@ class _Locator(object):
             if c is not None:
                 return Start(c, pc, how + ", returning to the frame below")
         if f is None:
-            s = self.after_c_call(where, pc) if where.startswith(("lj_BC_FUNCC",) + FASTFUNCS) \
+            s = self.after_c_call(vmf, pc) if where.startswith(("lj_BC_FUNCC",) + FASTFUNCS) \
                 else None
             if s is not None:
                 return s
@@ -361,6 +500,27 @@ class _Locator(object):
             return ra
         return self.unknown("BASE (%s) and PC (%s) do not form a frame yet: a call or a return "
                             "is half done" % (self.regs["base"], self.regs["pc"]), where)
+
+    def saved_base(self, vmf, pc, callee):
+        """BASE as the VM saved it in RB (callee-saved) around a call of a C
+        helper that does not store L->base (R vm_x64.dasc BC_LEN: mov RB,
+        BASE // Save BASE; call extern lj_tab_len; mov BASE, RB; the same
+        around lj_tab_get*, lj_tab_next, lj_gc_barrieruv and libm's
+        functions in every VM source read), while that call runs or right
+        after it returns.  Checked: RB holds a frame whose function holds PC,
+        or the frame of the fast function running.  The Start, or None."""
+        reg = self.regs.get("rb")
+        b = vmf.reg(reg) if reg else None
+        if b is None or b & 7 or not self.walker.stack.contains(b - 8):
+            return None
+        f = self.lua_fn_at(b)
+        how = "register %s of %s (BASE, saved across its call of %s)" % (reg, vmf.name, callee)
+        if self.pc_in(f, pc):
+            return Start(b, pc, how)
+        if f is not None and not f.is_lua and vmf.name.startswith("lj_ff_") and \
+                self.ff_is(f, vmf.name) and self.link_sound(b):
+            return Start(b, None, how)
+        return None
 
     def ra_caller(self, vmf, base, pc, where):
         """In BC_CALL/BC_CALLM after BASE moved to the callee (R vm_x64.dasc

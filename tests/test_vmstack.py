@@ -128,3 +128,135 @@ def test_no_machine_frames_in_the_interpreter_is_honest(variant):
     w = World(variant)
     s = w.start([])
     assert s.show == "none" and "registers" in s.warning
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_leaf_helper_finds_base_saved_in_rb(variant):
+    """Around lj_tab_len the VM keeps BASE in RB (rbp, callee-saved: the
+    unwinder recovers it in the VM's frame): the whole stack is known."""
+    w = World(variant)
+    helper = MachineFrame(0, 0x400100, "lj_tab_len", True, {})
+    s = w.start([helper, w.vmframe("lj_BC_LEN", level=1, rbx=w.bcB + 12, rbp=w.baseB)])
+    assert (s.base, s.pc, s.warning, s.show) == (w.baseB, w.bcB + 12, None, "all")
+    # RB holding something else (a function) is not taken for BASE.
+    w.h.put("lua_State", w.L, "base", w.baseB)
+    s = w.start([helper, w.vmframe("lj_BC_LEN", level=1, rbx=w.bcB + 12, rbp=w.A)])
+    assert s.show == "top" and "without storing L->base" in s.warning
+
+
+def code_world(variant, code_at, code, symbols):
+    """A World whose VM code `code` lies at heap address code_at (a block
+    allocated by the caller) with the given symbols."""
+    w = World(variant)
+    w.h.write(code_at, code)
+    t = w.h.target(symbols=symbols)
+    return w, t
+
+
+def start_on(w, t, frames):
+    t.frames = frames
+    vm = make_vm(t, Layout(t), w.L)
+    return locate(vm, Thread(vm, w.L), frames)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_right_after_a_c_call_base_comes_from_l_base(variant):
+    """After `call lj_tab_new` returns, rdx is whatever the callee left
+    (here a pointer to another frame of the stack): BASE comes from L->base,
+    which the VM stored before the call."""
+    w = World(variant)
+    code = w.h.alloc(64)
+    helper = w.h.alloc(16)
+    w.h.write(code, b"\xe8" + (helper - (code + 5)).to_bytes(4, "little", signed=True))
+    w.h.put("lua_State", w.L, "base", w.baseB)
+    t = w.h.target(symbols={"lj_tab_new": helper, "lj_BC_TNEW": code})
+    lay = Layout(t)
+    f = MachineFrame(0, code + 5, "lj_BC_TNEW", False,
+                     {"r14": w.G - lay.GG.g + lay.GG.dispatch, "rdx": w.baseA, "rbx": w.bcB + 12})
+    s = start_on(w, t, [f])
+    assert (s.base, s.pc, s.warning) == (None, w.bcB + 12, None)
+    assert "not loaded yet after a C call" in s.how
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_reload_of_base_from_l_base(variant):
+    """At `mov BASE, L:RB->base` the VM is about to take L->base as BASE."""
+    w = World(variant)
+    code = w.h.alloc(64)
+    off = w.h.types["lua_State"].fields["base"].offset
+    w.h.write(code, (b"\x48" if w.fr2 else b"") + bytes([0x8b, 0x55, off]))
+    w.h.put("lua_State", w.L, "base", w.baseB)
+    t = w.h.target(symbols={"lj_BC_CAT": code - 16})
+    lay = Layout(t)
+    regs = {"r14": w.G - lay.GG.g + lay.GG.dispatch, "rdx": w.baseA, "rbx": w.bcB + 12}
+    s = start_on(w, t, [MachineFrame(0, code, "lj_BC_CAT", False, dict(regs, rbp=w.L))])
+    assert (s.base, s.pc, s.warning) == (None, w.bcB + 12, None)
+    # With RB not this thread, the reload is not this thread's BASE.
+    s = start_on(w, t, [MachineFrame(0, code, "lj_BC_CAT", False, dict(regs, rbp=0x1234))])
+    assert s.base != w.baseB or s.warning
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_code_that_stores_l_base_on_entry_uses_it(variant):
+    """BC_TNEW stores L->base first thing (mov L:RB, SAVE_L; mov
+    L:RB->base, BASE); X64's VM then passes an argument in BASE's register.
+    Here B calls itself: a stale L->base could be either frame, so only
+    the store on entry makes it this one's."""
+    w = World(variant)
+    w.frame(w.baseA, w.B, (w.baseA - w.baseC) | 1)
+    w.frame(w.baseB, w.B, w.bcB + 8)
+    code = w.h.alloc(64)
+    off = w.h.types["lua_State"].fields["base"].offset
+    rex = b"\x48" if w.fr2 else b""
+    save_l = 16 if w.fr2 else 24
+    entry = rex + bytes([0x8b, 0x6c, 0x24, save_l]) + rex + bytes([0x89, 0x55, off])
+    w.h.write(code, entry + b"\x90" * 8)
+    w.h.put("lua_State", w.L, "base", w.baseB)
+    t = w.h.target(symbols={"lj_BC_TNEW": code})
+    lay = Layout(t)
+    regs = {"r14": w.G - lay.GG.g + lay.GG.dispatch, "rdx": 3, "rbx": w.bcB + 12}
+    s = start_on(w, t, [MachineFrame(0, code + len(entry) + 2, "lj_BC_TNEW", False, regs)])
+    assert (s.base, s.pc, s.warning) == (None, w.bcB + 12, None)
+    # Before the store, L->base is not known to be this frame's.
+    s = start_on(w, t, [MachineFrame(0, code + 2, "lj_BC_TNEW", False, regs)])
+    assert s.warning is not None
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_running_thread_while_cur_l_lags_a_coroutine_switch(variant):
+    """X64's ff_coroutine_resume runs the resumer's code for a few
+    instructions while g->cur_L still names the coroutine: the running
+    thread is the one in the VM's C frame (SAVE_L) whose L->cframe it is."""
+    w = World(variant)
+    h = w.h
+    co = h.alloc(h.size("lua_State"))
+    h.header("lua_State", co, 6)
+    h.put("lua_State", co, "glref", w.G)
+    h.put("lua_State", co, "status", 1)                 # LUA_YIELD
+    h.put("global_State", w.G, "cur_L", co)
+    cframe = h.alloc(64)
+    h.write(cframe + (16 if w.fr2 else 24), w.L.to_bytes(h.ref, "little"))   # SAVE_L
+    h.put("lua_State", w.L, "cframe", cframe)
+    t = h.target()
+    lay = Layout(t)
+    regs = {"r14": w.G - lay.GG.g + lay.GG.dispatch, "rsp": cframe, "rdx": w.baseB}
+    t.frames = [MachineFrame(0, 0x500000, "lj_ff_coroutine_resume", False, regs)]
+    vm = make_vm(t, lay, None, [("G", w.G, "test")])
+    assert vm.L == w.L and "C frame" in vm.L_source
+    assert vm.running_L == w.L
+    # Any other C frame: g->cur_L stands.
+    h.put("lua_State", w.L, "cframe", cframe + 16)
+    t = h.target()
+    t.frames = [MachineFrame(0, 0x500000, "lj_ff_coroutine_resume", False, regs)]
+    vm = make_vm(t, Layout(t), None, [("G", w.G, "test")])
+    assert vm.L == co and vm.running_L == co
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_error_landing_pad_takes_l_base(variant):
+    """vm_unwind_ff_eh, before it loads BASE: lj_err_unwind has set L->base
+    to the frame of the pcall that caught the error."""
+    w = World(variant)
+    w.h.put("lua_State", w.L, "base", w.baseB)
+    s = w.start([w.vmframe("lj_vm_unwind_ff_eh", rdx=3, rbx=0x77)])
+    assert (s.base, s.pc, s.warning, s.show) == (None, None, None, "all")
