@@ -2,11 +2,11 @@
 
 
 def register():
-    from . import base, linfo, lval, ltab, lbt, lthreads, lgcstat, lmcode, ltrace
+    from . import base, linfo, lval, ltab, lbt, lthreads, lgcstat, lmcode, ltrace, lstates
     base.register_params()
     base.connect_events()
     classes = (linfo.LInfo, lval.LVal, ltab.LTab, lbt.LBt, lthreads.LThreads, lgcstat.LGcStat,
-               lmcode.LMcode, ltrace.LTrace)
+               lmcode.LMcode, ltrace.LTrace, lstates.LStates)
     for cls in classes:
         cls()
     return [c.NAME for c in classes]

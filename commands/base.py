@@ -5,6 +5,7 @@ import traceback
 
 import gdb
 
+from ..gdb_ext.distro import owning_package
 from ..gdb_ext.errors import LjError, NotLuaJITError
 from ..gdb_ext.gdbtarget import (LUAJIT_SYMBOLS, GdbTarget, core_mismatch, core_truncation,
                                  frame_candidates, luajit_symbol, selected_thread_running)
@@ -62,6 +63,12 @@ def register_params():
         "Megabytes of heap memory a heap walk (lgcstat) keeps read at most.\n"
         "Heaps larger than this are walked in address order where LuaJIT's lists allow.",
         "Set the megabytes of memory a heap walk keeps.", "Megabytes a heap walk keeps")
+    PARAMS["check-build-id"] = _Param(
+        "check-build-id", gdb.PARAM_BOOLEAN, True,
+        "Refuse a core whose ELF build-id at LuaJIT's address differs from the loaded file's.\n"
+        "Off: read it anyway (a core from before a library upgrade, a debug file added by\n"
+        "add-symbol-file); structures that changed between the two builds read wrong.",
+        "Set whether ljgdb checks a core's build-ids.", "Whether ljgdb checks a core's build-ids")
     PARAMS["debug"] = _Param(
         "debug", gdb.PARAM_BOOLEAN, False,
         "Show a Python traceback when an ljgdb command fails unexpectedly.",
@@ -118,10 +125,15 @@ def _no_luajit_message():
     found = luajit_symbol()
     if found is not None:
         name, where = found
+        pkg = owning_package(where)
+        how = ("install the debug symbols of %s, the package that ships it (on Debian: apt "
+               "install %s-dbgsym, from the debug archive), or let gdb fetch them from a "
+               "debuginfod server" % (pkg, pkg) if pkg else
+               "install the debug symbols of the package that ships it (on Debian its -dbgsym "
+               "package), or let gdb fetch them from a debuginfod server")
         return ("LuaJIT is in %s (it has the symbol %s) but without debug info, and ljgdb reads "
                 "LuaJIT's structures from DWARF: rebuild LuaJIT with debug info (make "
-                "CCDEBUG=-g) or install the debug symbols of the package that ships it (on "
-                "Debian its -dbgsym package, e.g. libluajit-5.1-2-dbgsym)" % (where, name))
+                "CCDEBUG=-g) or %s" % (where, name, how))
     prog = gdb.current_progspace().filename or "the loaded program"
     msg = "no LuaJIT in %s: none of %s is among its symbols or its loaded libraries" % (
         prog, ", ".join(LUAJIT_SYMBOLS[:3]))
@@ -145,9 +157,11 @@ def check_environment():
     if selected_thread_running():
         raise LjError("the selected thread is running, and ljgdb reads stopped processes only: "
                       "stop it first ('interrupt', or Ctrl-C) and run the command again")
-    mismatch = core_mismatch()
+    mismatch = core_mismatch() if param("check-build-id") else None
     if mismatch:
-        raise LjError("%s; load the binary that wrote the core (gdb BINARY CORE)" % mismatch)
+        raise LjError("%s; load the files that wrote the core (gdb BINARY CORE, with the same "
+                      "library versions), or 'set ljgdb check-build-id off' to go on at your own "
+                      "risk" % mismatch)
     return target, lay
 
 
@@ -161,14 +175,28 @@ def has_memory():
         return False
 
 
-def get_vm(L_expr=None):
-    """The VM to work on: L=<expr> if given, else what the frames show."""
+class StateArg(object):
+    """The L=<expr> and G=<expr> arguments of a command line."""
+
+    def __init__(self, L=None, G=None):
+        self.L = L
+        self.G = G
+
+
+def get_vm(state=None):
+    """The VM to work on: L=<expr> or G=<expr> if given (a StateArg, or the
+    text of an L expression), else what the frames show, else what a search
+    of the process's memory finds."""
     target, lay = check_environment()
-    explicit = None
-    if L_expr is not None:
-        explicit = eval_address(L_expr, "L")
+    if isinstance(state, str):
+        state = StateArg(L=state)
+    explicit = explicit_G = None
+    if state is not None and state.L is not None:
+        explicit = eval_address(state.L, "L")
+    if state is not None and state.G is not None:
+        explicit_G = eval_address(state.G, "G")
     candidates = frame_candidates(lay)
-    vm = make_vm(target, lay, explicit, candidates if explicit is None else ())
+    vm = make_vm(target, lay, explicit, candidates if explicit is None else (), explicit_G)
     if explicit is not None:
         # Still note which thread the C frames show (the running one on 2.0).
         for kind, addr, _ in candidates:
@@ -278,17 +306,19 @@ def pointer_target_name(v):
 # Argument parsing: options, L=<expr>, the rest an expression.
 
 def split_args(arg, flags=(), options=()):
-    """Return (flags_set, options_dict, L_expr, rest_tokens)."""
+    """Return (flags_set, options_dict, state, rest_tokens); state is a
+    StateArg for L=<expr> / G=<expr>, or None."""
     try:
         tokens = gdb.string_to_argv(arg)
     except gdb.error as e:
         raise UsageError(str(e))
-    got_flags, got_opts, L_expr, rest = set(), {}, None, []
+    got_flags, got_opts, state, rest = set(), {}, None, []
     i = 0
     while i < len(tokens):
         tok = tokens[i]
-        if tok.startswith("L=") and len(tok) > 2:
-            L_expr = tok[2:]
+        if tok[:2] in ("L=", "G=") and len(tok) > 2:
+            state = state or StateArg()
+            setattr(state, tok[0], tok[2:])
         elif tok.startswith("--") and "=" in tok and tok.split("=", 1)[0][2:] in options:
             name, val = tok[2:].split("=", 1)
             got_opts[name] = val
@@ -304,7 +334,7 @@ def split_args(arg, flags=(), options=()):
         else:
             rest.append(tok)
         i += 1
-    return got_flags, got_opts, L_expr, rest
+    return got_flags, got_opts, state, rest
 
 
 def _is_number(tok):
@@ -354,6 +384,10 @@ class LjCommand(gdb.Command):
     def invoke(self, arg, from_tty):
         try:
             out = self.run(arg, from_tty)
+            note = _truncation_note()
+            if out and note:
+                # What was read may stop short where the core does.
+                out.append("%s: %s" % (self.NAME, note[len("; note: "):]))
             if out:
                 # Text from memory can hold a NUL, which gdb.write refuses.
                 gdb.write("\n".join(out).replace("\0", "\\0") + "\n")

@@ -190,6 +190,35 @@ class GdbTarget(Target):
         return out if has_perms else None
 
 
+    def regions(self):
+        """A live process's mappings with their file names (info proc
+        mappings), or a core's PT_LOAD segments that hold memory (a core
+        leaves out file-backed read-only pages: those have no bytes)."""
+        if is_core():
+            path = core_path()
+            if not path:
+                return None
+            return [(sg.vaddr, sg.vaddr + sg.memsz, sg.writable, "core segment")
+                    for sg in corefile.segments(path) if sg.filesz]
+        inf = self.inferior
+        if not inf.pid:
+            return None
+        try:
+            text = gdb.execute("info proc mappings", to_string=True)
+        except gdb.error:
+            return None
+        out = []
+        for line in text.splitlines():
+            f = line.split()
+            if len(f) >= 5 and f[0].startswith("0x") and len(f[4]) == 4:
+                try:
+                    out.append((int(f[0], 16), int(f[1], 16), "w" in f[4],
+                                f[5] if len(f) > 5 else ""))
+                except ValueError:
+                    continue
+        return out or None
+
+
 def _register_reader(frame):
     cache = {}
 
@@ -399,9 +428,37 @@ def core_mismatch():
     try:
         for line in gdb.execute("info proc", to_string=True).splitlines():
             if line.startswith("exe = "):
-                exe = line[6:].strip().strip("'").split(" ")[0]
+                # The whole command line ('nginx: worker process'), unquoted.
+                exe = line[6:].strip()
+                if len(exe) >= 2 and exe[0] == exe[-1] == "'":
+                    exe = exe[1:-1]
     except gdb.error:
         pass
-    return ("the core file was not written by this binary: %s has build-id %s, which none of "
-            "the %d ELF files in the core has%s" % (obj.filename, obj.build_id, len(ids),
-                                                   " (the core names %s)" % exe if exe else ""))
+    # The image the core holds in LuaJIT's place: for the executable, the
+    # lowest-mapped one (a program is mapped below its libraries); for a
+    # library, the nearest ELF header at or below one of its functions
+    # (gdb maps a library where the core's link map says).
+    theirs = None
+    is_exe = obj.filename == gdb.current_progspace().filename
+    if is_exe:
+        theirs = (min(ids), ids[min(ids)])
+    else:
+        for name in LUAJIT_SYMBOLS:
+            try:
+                a = int(gdb.parse_and_eval("(unsigned long)&'%s'" % name))
+            except gdb.error:
+                continue
+            below = [m for m in ids if m <= a]
+            if below:
+                theirs = (max(below), ids[max(below)])
+            break
+    what = "the binary" if is_exe else "the library"
+    msg = "the core file does not match %s %s: gdb loaded it with build-id %s" % (
+        what, obj.filename, obj.build_id)
+    if theirs is not None:
+        msg += ", the core holds build-id %s in its place (at 0x%x)" % (theirs[1], theirs[0])
+    else:
+        msg += ", which none of the %d ELF files in the core has" % len(ids)
+    if exe:
+        msg += " (the core's process: %s)" % exe
+    return msg

@@ -115,6 +115,8 @@ class VM(object):
             cur = self.cur_L
         except FaultError:
             cur = None
+        if cur and self.idle:
+            return None
         if cur:
             lag = self.__dict__.get("_lagging")
             if lag is None:
@@ -127,12 +129,39 @@ class VM(object):
                     lag = 0
                 self._lagging = lag
             return lag or cur
-        r = self.__dict__.get("_running20")
-        if r is None:
-            r = self._running20 = self._running_20()
-        return r
+        if self.idle:
+            return None
+        return self._running_20() or self.frame_L or self.main_L
+
+    @property
+    def idle(self):
+        """True when no Lua code runs at all: in the C state, g->cur_L (the
+        thread that ran last) has no C frame (2.1), or no thread has one
+        (2.0), so the VM was left for C (an idle server worker in its
+        event loop, a host between calls)."""
+        v = self.__dict__.get("_idle")
+        if v is None:
+            v = False
+            try:
+                if self.vmstate_name()[0] == "C":
+                    if self.lay.has_cur_L:
+                        cur = self.cur_L
+                        v = bool(cur) and Thread(self, cur).cframe & ~3 == 0
+                    else:
+                        # 2.0: no thread has a C frame.
+                        v = self._running_20() is None
+            except (FaultError, CorruptError):
+                v = False
+            self._idle = v
+        return v
 
     def _running_20(self):
+        r = self.__dict__.get("_r20", False)
+        if r is False:
+            r = self._r20 = self._innermost_cframe_thread()
+        return r
+
+    def _innermost_cframe_thread(self):
         if self.lay.G.has("jit_L"):
             try:
                 jl = self.gref(self.G + self.lay.G.jit_L, "g->jit_L")
@@ -150,9 +179,7 @@ class VM(object):
                 continue
             if cf and (best is None or cf < best[0]):
                 best = (cf, L)
-        if best is not None:
-            return best[1]
-        return self.frame_L or self.main_L
+        return best[1] if best is not None else None
 
     @property
     def jit_base(self):
@@ -209,13 +236,21 @@ class _Bare(object):
         self.G = None
 
 
-def make_vm(target, lay, explicit_L=None, candidates=()):
-    """Choose the state.  explicit_L (from L=<expr>) wins; otherwise the
-    first valid candidate (kind 'L' or 'G', address, where) in order; with a
-    G only, the current thread is g->cur_L, else the main thread."""
+def make_vm(target, lay, explicit_L=None, candidates=(), explicit_G=None, search=True):
+    """Choose the state.  explicit_L (from L=<expr>) wins, then explicit_G
+    (G=<expr>); otherwise the first valid candidate (kind 'L' or 'G',
+    address, where) in order; with a G only, the current thread is
+    g->cur_L, else the main thread.  With no valid candidate, the process's
+    memory is searched (gdb_ext.vmfind) when search is true: one VM found
+    is used, several are an error that names them."""
     if explicit_L is not None:
         G = check_thread(target, lay, explicit_L)
+        if explicit_G is not None and explicit_G != G:
+            raise NotLuaJITError("L=0x%x belongs to the global_State 0x%x, not to G=0x%x"
+                                 % (explicit_L, G, explicit_G))
         return VM(target, lay, G, explicit_L, "L= argument")
+    if explicit_G is not None:
+        candidates = [("G", explicit_G, "G= argument")]
     problems = []
     for kind, addr, where in candidates:
         try:
@@ -236,7 +271,10 @@ def make_vm(target, lay, explicit_L=None, candidates=()):
                 check_thread(target, lay, cur)
         except (NotLuaJITError, FaultError):
             cur = None
-        if cur:
+        if vm.idle:
+            vm.L, vm.L_source = vm.main_L, ("main thread (the VM is idle: no Lua code runs, no "
+                                            "thread has a C frame; from %s)" % where)
+        elif cur:
             vm.L, vm.L_source = cur, "g->cur_L (from %s)" % where
             run = vm.running_L
             if run != cur:
@@ -254,10 +292,34 @@ def make_vm(target, lay, explicit_L=None, candidates=()):
         else:
             vm.L, vm.L_source = vm.main_L, "main thread (from %s)" % where
         return vm
-    msg = ("no Lua state found: no lua_State or global_State pointer in the stack frames; "
-           "select a frame that has one or pass L=<lua_State *>")
+    if explicit_G is not None:
+        raise NotLuaJITError(problems[0].split(": ", 1)[1] if problems else
+                             "G=0x%x is not a global_State" % explicit_G)
+    searched = None
+    if search:
+        from .vmfind import search_states
+        try:
+            found = search_states(target, lay)
+        except NotLuaJITError as e:
+            found, searched = [], str(e)
+        if len(found) == 1:
+            f = found[0]
+            return make_vm(target, lay, candidates=[
+                ("G", f.G, "memory search: no stack frame names a Lua state; global_State "
+                           "found in %s" % (f.region[0] or "memory at 0x%x" % f.region[1]))],
+                search=False)
+        if found:
+            raise NotLuaJITError(
+                "no stack frame names a Lua state, and the process holds %d LuaJIT states "
+                "(global_State %s): choose one with G=<address> (lstates lists them)"
+                % (len(found), ", ".join("0x%x" % f.G for f in found)))
+    msg = "no Lua state found: no lua_State or global_State pointer in the stack frames"
+    if search:
+        msg += (" and %s" % searched if searched else
+                " and no global_State in the process's writable memory")
+    msg += "; select a frame that has one or pass L=<lua_State *> or G=<global_State *>"
     if problems:
-        msg += " (rejected %s)" % "; ".join(problems[:3])
+        msg += " (rejected %d: %s)" % (len(problems), problems[0])
     raise NotLuaJITError(msg)
 
 

@@ -10,6 +10,8 @@ A Target gives:
                                  enumerator `name`, or None
   mappings() -> list or None     [(start, end, perms)] of a live process's
                                  memory mappings ('r-xp'), None when unknown
+  regions() -> list or None      [(start, end, writable, name)]: the memory
+                                 a live process maps or a core holds
   machine_frames() -> list       the selected OS thread's machine frames,
                                  innermost first (MachineFrame: pc, function
                                  name, registers as the unwinder recovers
@@ -143,6 +145,15 @@ class Target(object):
 
     def mappings(self):
         return None
+
+    def regions(self):
+        """[(start, end, writable, name)] of the process's memory that can be
+        read (a live process's mappings, a core's segments), or None when
+        the backend cannot tell."""
+        maps = self.mappings()
+        if maps is None:
+            return None
+        return [(s, e, "w" in perms, "") for s, e, perms in maps]
 
     def machine_frames(self, max_frames=64):
         return []
@@ -304,3 +315,6 @@ class SyntheticTarget(Target):
 
     def machine_frames(self, max_frames=64):
         return list(self.frames[:max_frames])
+
+    def regions(self):
+        return [(base, base + len(data), True, "segment") for base, data in self.segments]

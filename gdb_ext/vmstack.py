@@ -77,6 +77,12 @@ CALL_LEA_X64 = bytes.fromhex("8d54ca08")
 VM_EDGES = ("lj_vm_resume", "lj_vm_pcall", "lj_vm_call", "lj_vm_cpcall", "lj_vm_leave",
             "lj_vm_unwind")
 
+# The error unwinder's landing pad for a pcall/xpcall that caught the
+# error (R vm_x64.dasc vm_unwind_ff_eh): it writes false and the message
+# over the pcall's frame while the VM state is still C (set_vmstate INTERP
+# comes last).
+LANDING_PADS = ("lj_vm_unwind_ff",)
+
 # The VM's entry that runs a C function in a protected frame, from C.
 CPCALL = "lj_vm_cpcall"
 
@@ -238,7 +244,8 @@ class _Locator(object):
         if self.regs is None or not self.mf:
             return self.stored("the machine registers of the VM are not available here"
                                if self.state == "INTERP" else None)
-        if self.state == "INTERP":
+        if self.state == "INTERP" or (self.state == "C" and is_vm_code(self.mf[0]) and
+                                      self.mf[0].name.startswith(LANDING_PADS)):
             return self.in_interpreter()
         return self.stored(None)
 

@@ -64,7 +64,8 @@ def all_threads(vm):
 
 def thread_status(vm, th, running):
     """As coroutine.status says (R lib_base.c:567-581), with 'error' for a
-    coroutine that died by an error."""
+    coroutine that died by an error and 'idle' for a main thread that runs
+    no Lua code."""
     if th.addr == running:
         return "running"
     if th.status == C.LUA_YIELD:
@@ -73,6 +74,10 @@ def thread_status(vm, th, running):
         return "error"
     if th.base > th.stack + 8 * (1 + vm.lay.fr2):
         return "normal"
+    if th.addr == vm.main_L:
+        # The main thread never dies: with no Lua frame it waits for the
+        # host to call into Lua again.
+        return "idle"
     if th.top == th.base:
         return "dead"
     return "suspended"

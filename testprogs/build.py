@@ -232,7 +232,7 @@ def build_variant(name, sources):
                 os.unlink(os.path.join(out, old))
         tmp = host + ".tmp"
         run(["gcc", "-g", "-O0", "-Wall", "-I", srcdir, "-o", tmp, os.path.join(HERE, "host.c"),
-             os.path.join(srcdir, "libluajit.a"), "-lm", "-ldl", "-Wl,-E"])
+             os.path.join(srcdir, "libluajit.a"), "-lm", "-ldl", "-lpthread", "-Wl,-E"])
         os.rename(tmp, host)
     return {
         "name": name, "what": what, "source": source, "xcflags": xcflags,

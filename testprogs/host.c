@@ -17,7 +17,20 @@
  *   ljgdb_call_cb(cb, v) calls the callback cb(v)
  *   ljgdb_ffi_tick(i, n) calls ljgdb_break(main L, 0) when i == n
  *   arg                  the script's arguments, as in the luajit binary.
+ *
+ * Environment:
+ *   LJGDB_STATES=N       make N-1 more Lua states before the script runs
+ *                        (each fills a table and stays alive, idle); the C
+ *                        array ljgdb_states holds them, the script's first
+ *   LJGDB_IDLE=1         after the script returns: append to the file named
+ *                        by the first script argument the main lua_State of
+ *                        every state and its g->gc.total (from lua_gc), as
+ *                        "state<TAB>L<TAB>total", the script's state first;
+ *                        then stop in ljgdb_break(NULL, -1) in an OS thread
+ *                        of its own (no Lua state in its frames) while the
+ *                        main thread waits in C with every VM idle.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,15 +99,46 @@ static int ljgdb_ccall(lua_State *L)
   return lua_gettop(L);
 }
 
+/* The OS thread of LJGDB_IDLE: C code that knows no Lua state. */
+static void *ljgdb_outside(void *arg)
+{
+  (void)arg;
+  ljgdb_break(NULL, -1);
+  return NULL;
+}
+
+static long gc_total(lua_State *L)
+{
+  return (long)lua_gc(L, LUA_GCCOUNT, 0) * 1024 + lua_gc(L, LUA_GCCOUNTB, 0);
+}
+
+#define MAX_STATES 8
+/* LJGDB_STATES: the script's state first, then the others. */
+lua_State *ljgdb_states[MAX_STATES + 1];
+
 int main(int argc, char **argv)
 {
-  lua_State *L;
-  int i, status;
+  lua_State *L, *extra[MAX_STATES];
+  int i, status, nextra = 0;
+  const char *states = getenv("LJGDB_STATES");
   if (argc < 2) {
     fprintf(stderr, "usage: %s SCRIPT [ARG...]\n", argv[0]);
     return 2;
   }
-  L = luaL_newstate();
+  if (states != NULL)
+    nextra = atoi(states) - 1;
+  for (i = 0; i < nextra && i < MAX_STATES; i++) {
+    extra[i] = ljgdb_states[i + 1] = luaL_newstate();
+    luaL_openlibs(extra[i]);
+    lua_pushinteger(extra[i], 100 * (i + 1));
+    lua_setglobal(extra[i], "n");
+    if (luaL_dostring(extra[i], "t = {} for i = 1, n do t[i] = tostring(i) end"
+                      " for i = 1, 10 do t[-i] = coroutine.create(print) end") != 0) {
+      fprintf(stderr, "host: extra state: %s\n", lua_tostring(extra[i], -1));
+      return 1;
+    }
+  }
+  L = ljgdb_states[0] = luaL_newstate();
   if (L == NULL) {
     fprintf(stderr, "host: cannot create a Lua state\n");
     return 1;
@@ -118,6 +162,22 @@ int main(int argc, char **argv)
     lua_close(L);
     return 1;
   }
+  if (getenv("LJGDB_IDLE") != NULL && argc > 2) {
+    pthread_t outside;
+    FILE *f = fopen(argv[2], "a");
+    if (f == NULL) {
+      perror(argv[2]);
+      return 1;
+    }
+    fprintf(f, "state\t%p\t%ld\n", (void *)L, gc_total(L));
+    for (i = 0; i < nextra && i < MAX_STATES; i++)
+      fprintf(f, "state\t%p\t%ld\n", (void *)extra[i], gc_total(extra[i]));
+    fclose(f);
+    pthread_create(&outside, NULL, ljgdb_outside, NULL);
+    pthread_join(outside, NULL);
+  }
+  for (i = 0; i < nextra && i < MAX_STATES; i++)
+    lua_close(extra[i]);
   lua_close(L);
   return 0;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what ljgdb's tests and demo need, idempotently: gdb, a C toolchain,
-# patch, xz, and for the Python that runs the tests: pip, pytest, setuptools,
+# patch, xz, Debian's luajit (a stripped distribution build), and for the Python that runs the tests: pip, pytest, setuptools,
 # wheel (pip download of the lupa sdist runs its metadata step).
 set -euo pipefail
 
@@ -25,6 +25,10 @@ apt_install() {
   $SUDO apt-get update -q >/dev/null
   $SUDO apt-get install -y -q --no-install-recommends "$@" >/dev/null
 }
+# Real hosts and distribution builds the tests run ljgdb on.
+for pkg in luajit; do
+  dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || apt_pkgs+=("$pkg")
+done
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
   echo "[deps] apt-get install ${apt_pkgs[*]}" >&2
   apt_install "${apt_pkgs[@]}"

@@ -78,11 +78,13 @@ class Stop(object):
     the Lua program wrote.  live/core map command -> output text."""
 
     def __init__(self, variant, program, commands, workdir, args=(), stop_on="break",
-                 live_prelude=()):
+                 live_prelude=(), env=None):
         """live_prelude: gdb commands run in the live gdb only, after the
         first stop and before `commands` (such as `catch syscall read` and
         `continue`, to move to a later moment); the core is saved after
-        them, so the core run sees the same moment without them."""
+        them, so the core run sees the same moment without them.
+        env: more environment variables for the program (the host's
+        LJGDB_IDLE, LJGDB_STATES)."""
         m = manifest()[variant]
         self.variant = variant
         self.build = m
@@ -104,7 +106,7 @@ class Stop(object):
         live_args += ["-ex", "gcore " + self.core, "-ex", "kill",
                       "--args", m["host"], prog, self.expected_file] + list(args)
         # LUA_PATH lets the program load jit.vmdef (LuaJIT's own names).
-        env = {"LUA_PATH": os.path.join(m["src"], "?.lua") + ";;"}
+        env = dict(env or {}, LUA_PATH=os.path.join(m["src"], "?.lua") + ";;")
         self.live_text = run_gdb(live_args, cwd=workdir, env=env)
         marker = "Breakpoint 1, ljgdb_break" if stop_on == "break" else \
             "received signal " + stop_on

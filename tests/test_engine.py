@@ -173,7 +173,10 @@ def test_state_finding(heap):
     assert vm.vmstate_name() == ("C", None)
     assert vm.gc_total == 12345
     with pytest.raises(NotLuaJITError, match="no Lua state found"):
-        make_vm(t, lay, None, [("L", 0x999000, "frame #0 f: junk")])
+        make_vm(t, lay, None, [("L", 0x999000, "frame #0 f: junk")], search=False)
+    # Searched for, the one VM in memory is found.
+    vm = make_vm(t, lay, None, [("L", 0x999000, "frame #0 f: junk")])
+    assert vm.G == G and "memory search" in vm.L_source
     with pytest.raises(NotLuaJITError, match="not a lua_State"):
         make_vm(t, lay, h.new_str(b"x"))
 

@@ -128,10 +128,39 @@ def test_binary_without_debug_info(cores, tmp_path):
     assert_one_line(outs, "without debug info", "CCDEBUG=-g", "dbgsym")
 
 
+def build_id(path):
+    """The GNU build-id of an ELF file, as readelf prints it."""
+    out = subprocess.run(["readelf", "-n", path], stdout=subprocess.PIPE, check=True).stdout
+    return re.search(rb"Build ID: ([0-9a-f]+)", out).group(1).decode()
+
+
+DEBIAN_LUAJIT = "/usr/bin/luajit"
+
+
+@pytest.mark.skipif(not os.path.exists(DEBIAN_LUAJIT), reason="Debian's luajit is not installed "
+                    "(testprogs/install-deps.sh installs it)")
+def test_distribution_binary_without_debug_info():
+    """Debian's stripped luajit: the hint names the package that ships the
+    file, as dpkg knows it."""
+    pkg = subprocess.run(["dpkg-query", "-S", DEBIAN_LUAJIT], stdout=subprocess.PIPE,
+                         check=True).stdout.decode().split(":")[0]
+    outs, _ = run(["-ex", "set breakpoint pending on", "-ex", "break lua_pcall", "-ex", "run"],
+                  ["--args", DEBIAN_LUAJIT, "-e", "print(1)"])
+    assert_one_line(outs, "LuaJIT is in %s" % DEBIAN_LUAJIT, "without debug info",
+                    "apt install %s-dbgsym" % pkg)
+
+
 def test_core_of_another_binary(cores):
     outs, _ = run(["-ex", "core-file " + cores[GC64]], [host(X64)])
-    assert_one_line(outs, "core file was not written by this binary", host(X64),
-                    "the core names " + host(GC64))
+    assert_one_line(outs, "the core file does not match the binary " + host(X64),
+                    "gdb loaded it with build-id " + build_id(host(X64)),
+                    "the core holds build-id " + build_id(host(GC64)),
+                    "the core's process: " + host(GC64) + " ",
+                    "'set ljgdb check-build-id off'")
+    # At the user's risk: the commands read the core with the wrong binary.
+    outs, _ = run(["-ex", "set ljgdb check-build-id off", "-ex", "core-file " + cores[GC64]],
+                  [host(X64)], commands=["linfo"])
+    assert "does not match" not in outs[0][1]
 
 
 def test_truncated_core(cores, tmp_path):
@@ -148,7 +177,8 @@ def test_truncated_core(cores, tmp_path):
 
 def test_truncated_kernel_core(tmp_path):
     """A core the kernel wrote (notes first): gdb loads half of it, memory
-    past the cut is missing, and every error line says the core is cut."""
+    past the cut is missing, and every command's last line says the core is
+    cut."""
     with open("/proc/sys/kernel/core_pattern") as f:
         pattern = f.read().strip()
     if pattern.startswith("|") or "/" in pattern:
@@ -168,8 +198,13 @@ def test_truncated_kernel_core(tmp_path):
         f.write(data[:len(data) // 2])
     assert corefile.truncation(half) == (len(data) // 2, len(data))
     outs, text = run(["-ex", "core-file " + half], [host()])
-    assert_one_line(outs, "the core file is truncated (%d of its %d bytes)"
-                    % (len(data) // 2, len(data)))
+    # A command fails in one line, or (the memory search finds the VM in
+    # the half that is there) ends with the same note.
+    for cmd, out in outs:
+        lines = [line for line in out.splitlines() if line.strip()]
+        assert lines[-1].startswith(cmd.split()[0] + ": "), (cmd, out)
+        assert "the core file is truncated (%d of its %d bytes)" % (
+            len(data) // 2, len(data)) in lines[-1], (cmd, out)
 
 
 def test_running_process(tmp_path):

@@ -260,3 +260,15 @@ def test_error_landing_pad_takes_l_base(variant):
     w.h.put("lua_State", w.L, "base", w.baseB)
     s = w.start([w.vmframe("lj_vm_unwind_ff_eh", rdx=3, rbx=0x77)])
     assert (s.base, s.pc, s.warning, s.show) == (None, None, None, "all")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_landing_pad_writing_over_the_pcall_frame(variant):
+    """vm_unwind_ff_eh with the VM state still C: PC holds the pcall's
+    return pc, and false already covers its frame's function slot."""
+    w = World(variant)
+    w.h.put("global_State", w.G, "vmstate", ~1)         # LJ_VMST_C
+    w.h.put("lua_State", w.L, "base", w.baseB)
+    w.h.write_tv(w.baseB - 8 * (1 + w.fr2), w.h.tv_prim("false"))
+    s = w.start([w.vmframe("lj_vm_unwind_ff_eh", rdx=w.baseB, rbx=w.bcA + 8)])
+    assert (s.base, s.pc, s.warning) == (w.baseA, w.bcA + 8, None)
