@@ -64,7 +64,8 @@ class BtFormat(object):
         out = []
         b = self.bt.backtrace(L)
         if header:
-            head = "Lua backtrace of (lua_State *)0x%x (%s, %s)" % (L, b.who, b.status)
+            head = "Lua backtrace of (lua_State *)0x%x (%s, %s%s)" % (
+                L, b.who, b.status, "; " + b.fiber.describe() if b.fiber else "")
             if b.status == "running":
                 head += "; VM state: " + self.state_line()
             out.append(head)

@@ -47,7 +47,7 @@ Example:
                     co = bt.resumed_thread(b.walker, fr)
                     if co:
                         resumer.setdefault(co, L)
-            rows.append((L, b.th, (b.status, fmt.where(b))))
+            rows.append((L, b.th, (b.status, fmt.where(b), b.fiber)))
         out = ["%-20s %-9s %7s %9s %9s  %s" % ("lua_State", "status", "slots", "stack B", "total B",
                                                "where")]
         total = 0
@@ -57,7 +57,7 @@ Example:
             if th is None:
                 out.append("0x%-18x <unreadable: %s>" % (L, info))
                 continue
-            status, where = info
+            status, where, fiber = info
             stack_b = th.stacksize * 8
             cost = lsize + stack_b
             total += cost
@@ -69,6 +69,8 @@ Example:
                 note.append("the VM's internal thread, g->vmthref")
             if L in resumer:
                 note.append("resumed by 0x%x" % resumer[L])
+            if fiber is not None:
+                note.append(fiber.describe())
             out.append("0x%-18x %-9s %7d %9d %9d  %s%s" % (
                 L, status, th.stacksize, stack_b, cost, where,
                 " (%s)" % ", ".join(note) if note else ""))

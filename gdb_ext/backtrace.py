@@ -5,6 +5,7 @@ from .errors import CorruptError, FaultError, NotLuaJITError
 from .frames import CFRAME_RAWMASK, FrameWalker, debug_line, trace_ref
 from .objects import Proto, Thread, Trace, decode_tv
 from .runtime import builtin_names
+from .tarantool import fibers
 from .vmstack import Start, locate
 from .walkers import all_threads, thread_status
 
@@ -16,7 +17,8 @@ class Backtrace(object):
     and frame accessors, for locals), frames (innermost first), error (the
     CorruptError/FaultError that ended the walk, or None), start (the
     vmstack.Start of the running thread, else None), warning (what could
-    not be known, or None), caller (for g->vmthref: the thread it works for)."""
+    not be known, or None), caller (for g->vmthref: the thread it works for),
+    fiber (in Tarantool, the fiber that runs the thread)."""
 
     def __init__(self, L, th, status, who):
         self.L = L
@@ -30,6 +32,7 @@ class Backtrace(object):
         self.warning = None
         self.caller = None
         self.hidden_top = 0     # frames above the first shown that are not shown
+        self.fiber = None       # Tarantool: the tarantool.Fiber that runs this thread
 
     def frame_top(self, i):
         """The slot limit of frame i's values: the next inner frame's link
@@ -46,6 +49,7 @@ class Backtracer(object):
         self.running = vm.running_L
         self.vmstate_name, self.trace_no = vm.vmstate_name()
         self._vmthread = False
+        self._fibers = None
 
     @property
     def mframes(self):
@@ -93,6 +97,17 @@ class Backtracer(object):
             return None
         return best[1] if best else None
 
+    @property
+    def fibers(self):
+        """Tarantool's fibers by the lua_State they run ({} elsewhere, or
+        when the fiber list cannot be read)."""
+        if self._fibers is None:
+            try:
+                self._fibers = fibers(self.vm)
+            except (FaultError, CorruptError):
+                self._fibers = {}
+        return self._fibers
+
     def who(self, L):
         if L == self.vm.main_L:
             return "main thread"
@@ -105,6 +120,7 @@ class Backtracer(object):
         vm = self.vm
         th = Thread(vm, L)
         bt = Backtrace(L, th, thread_status(vm, th, self.running), self.who(L))
+        bt.fiber = self.fibers.get(L)
         start = None
         if L == self.running:
             try:

@@ -180,7 +180,10 @@ class HeapWalker(object):
         self.sz_ud = lay.ud.size
         self.sz_cd = lay.cd.size
         self.sz_tr = (lay.trace.size + 7) & ~7 if lay.trace is not None else 0
-        self.str_rounded = lay.branch == "2.1"     # lj_str_size vs 2.0 sizestring
+        # lj_str_size (padded to 4) came with g->str, the StrInternState
+        # (R "Redesign and harden string interning", 2.1 of 2020); 2.0 and
+        # older 2.1 (Tarantool's fork) size strings as sizestring: len + 1.
+        self.str_rounded = lay.G.has("str.mask")
         self.udtype_buffer = vm.t.constant("UDTYPE_BUFFER")
         sbx = lay.s.get("SBufExt") if "SBufExt" in lay.s else None
         if sbx is None:
@@ -364,8 +367,8 @@ class HeapWalker(object):
         locate = self._locate
         need = self.sz_str + 8
         rd = self.rd_strhdr
-        # lj_str_size (2.1): sizeof(GCstr) + ((len + 4) & ~3); 2.0 sizestring:
-        # sizeof(GCstr) + len + 1.
+        # lj_str_size (2.1 since 2020): sizeof(GCstr) + ((len + 4) & ~3);
+        # sizestring (2.0, older 2.1): sizeof(GCstr) + len + 1.
         base_sz = self.sz_str
         add, andmask = (4, ~3) if self.str_rounded else (1, -1)
         deadmask = self.deadmask

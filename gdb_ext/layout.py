@@ -13,6 +13,7 @@ resolved here and only here:
                    when LJ_DUALNUM is on (lj_lib.c, #if LJ_DUALNUM)
   JIT              GG_State has a member J (jit_State) unless LUAJIT_DISABLE_JIT
   OpenResty fork   lua_State has exdata (luajit2's thread exdata API)
+  Tarantool fork   GCState has allocated and freed (its metrics, lmisclib.h)
 """
 from .errors import NotLuaJITError
 
@@ -106,7 +107,11 @@ class Layout(object):
         self.openresty = self.L.has("exdata")
         self.has_cur_L = self.G.has("cur_L")
         self.branch = "2.1" if self.has_cur_L else "2.0"
-        self.fork = "OpenResty" if self.openresty else "upstream"
+        # Tarantool's fork counts every allocation and free for its
+        # metrics (lmisclib.h): GCState has allocated and freed.
+        self.tarantool = self.G.has("gc.allocated") and self.G.has("gc.freed")
+        self.fork = "OpenResty" if self.openresty else ("Tarantool" if self.tarantool else
+                                                        "upstream")
         # String table shape.
         if self.G.has("str.tab"):
             self.strtab_kind = "str"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install what ljgdb's tests and demo need, idempotently: gdb, a C toolchain,
-# patch, xz, Debian's luajit (a stripped distribution build), and for the Python that runs the tests: pip, pytest, setuptools,
-# wheel (pip download of the lupa sdist runs its metadata step).
+# patch, xz, Debian's luajit (a stripped distribution build) and tarantool
+# (a real host with its own LuaJIT fork), and for the Python that runs the
+# tests: pip, pytest, setuptools, wheel (pip download of the lupa sdist runs
+# its metadata step).
 set -euo pipefail
 
 SUDO=""
@@ -26,7 +28,7 @@ apt_install() {
   $SUDO apt-get install -y -q --no-install-recommends "$@" >/dev/null
 }
 # Real hosts and distribution builds the tests run ljgdb on.
-for pkg in luajit; do
+for pkg in luajit tarantool; do
   dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || apt_pkgs+=("$pkg")
 done
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
