@@ -14,7 +14,9 @@ class HostProcess(object):
     """argv started with core dumps allowed, in workdir; `expected` is the
     file the program writes its records to, ending with a line 'ready'."""
 
-    def __init__(self, argv, workdir, expected, env=None, timeout=60):
+    def __init__(self, argv, workdir, expected, env=None, timeout=60, ready=None):
+        """ready: a function that tells when the program is ready (default:
+        a line 'ready' in the expected file)."""
         self.workdir = workdir
         self.expected_file = expected
         self.proc = subprocess.Popen(["bash", "-c", 'ulimit -c unlimited; exec "$@"', "sh"] + argv,
@@ -27,7 +29,10 @@ class HostProcess(object):
             if self.proc.poll() is not None:
                 raise AssertionError("%s exited (%s) before it was ready:\n%s" % (
                     argv[0], self.proc.returncode, self.log()))
-            if os.path.exists(expected):
+            if ready is not None:
+                if ready():
+                    break
+            elif os.path.exists(expected):
                 with open(expected) as f:
                     if "ready\n" in f.read():
                         break
@@ -35,7 +40,11 @@ class HostProcess(object):
         else:
             self.stop()
             raise AssertionError("%s was not ready in %d s:\n%s" % (argv[0], timeout, self.log()))
-        self.expected = read_expected(expected)
+        self.expected = read_expected(expected) if os.path.exists(expected) else []
+
+    def reread(self):
+        self.expected = read_expected(self.expected_file)
+        return self.expected
 
     @property
     def pid(self):

@@ -1,0 +1,50 @@
+-- Request handlers for nginx + lua-nginx-module (testprogs/nginx/nginx.conf),
+-- each of a known shape, recording its true frames before it blocks.
+--
+-- Each handler appends to $LJGDB_EXPECTED (tab-separated):
+--   req  NAME  THREAD                the request's coroutine (coroutine.running)
+--   frame  NAME  LEVEL  SOURCE  LINE its Lua frames, innermost first, where it
+--                                    blocks (debug.getinfo, on that same line)
+-- and the test writes "ready" once every request is blocked.
+local M = {}
+
+local function rec(...)
+  local f = assert(io.open(os.getenv("LJGDB_EXPECTED"), "a"))
+  f:write(table.concat({...}, "\t"), "\n")
+  f:close()
+end
+
+local function record(name)
+  rec("req", name, tostring(coroutine.running()))
+  for level = 2, 40 do
+    local info = debug.getinfo(level, "Sl")
+    if not info then break end
+    if info.what ~= "C" then
+      rec("frame", name, level - 2, info.source, info.currentline)
+    end
+  end
+end
+
+-- ngx.sleep in nested calls.
+local function sleeper(name, n)
+  if n > 0 then local r = sleeper(name, n - 1); return r end
+  record(name); ngx.sleep(1000); return 0
+end
+function M.sleep() local r = sleeper("sleep", 3); ngx.say(r) end
+
+-- A cosocket read on a connection that never sends anything.
+local function reader(name, port)
+  local sock = ngx.socket.tcp()
+  assert(sock:connect("127.0.0.1", port))
+  sock:settimeout(1000000)
+  record(name); local line = sock:receive(); return line
+end
+function M.read() local r = reader("read", tonumber(ngx.var.arg_port)); ngx.say(r) end
+
+-- A coroutine made with coroutine.wrap (ngx_lua's own), sleeping inside.
+function M.wrap()
+  local f = coroutine.wrap(function(x) local r = sleeper("wrap", x); return r end)
+  local r = f(2); ngx.say(r)
+end
+
+return M

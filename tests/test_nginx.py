@@ -1,0 +1,166 @@
+"""nginx with lua-nginx-module (Debian's nginx and libnginx-mod-http-lua, on
+OpenResty's libluajit2 as a shared library, rebuilt with its debug file by
+testprogs/debs.py): request coroutines blocked in ngx.sleep, in a cosocket
+read and inside a coroutine.wrap, each recording its frames; the worker
+idles in epoll_wait with no Lua state in any frame.  Attached, from its
+gcore and from the kernel's core after SIGABRT.  Traffic on 127.0.0.1 only."""
+import os
+import re
+import shutil
+import socket
+import threading
+import time
+
+import pytest
+
+from harness import LOADER, ROOT, _cut, _wrap, addr_of, chunk_display, run_gdb
+from hostrun import HostProcess, core_outputs
+from moments import kernel_cores_possible
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+LUA_MODULE = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
+APPDIR = os.path.join(ROOT, "testprogs", "nginx")
+pytestmark = pytest.mark.skipif(not (os.path.exists(NGINX) and os.path.exists(LUA_MODULE)),
+                                reason="nginx and libnginx-mod-http-lua are not installed "
+                                "(testprogs/install-deps.sh installs them)")
+REQUESTS = ("sleep", "read", "wrap")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class SilentServer(object):
+    """Accepts connections on 127.0.0.1 and never sends a byte."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+
+    def close(self):
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def start_nginx(d, expected):
+    port = free_port()
+    with open(os.path.join(APPDIR, "nginx.conf.in")) as f:
+        conf = f.read().replace("@PREFIX@", d).replace("@PORT@", str(port)).replace(
+            "@APPDIR@", APPDIR)
+    os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
+    with open(os.path.join(d, "nginx.conf"), "w") as f:
+        f.write(conf)
+
+    def accepting():
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return True
+        except OSError:
+            return False
+    p = HostProcess([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf")], d, expected,
+                    env={"LJGDB_EXPECTED": expected}, ready=accepting)
+    return p, port
+
+
+def request(port, path):
+    """Send a GET and keep the connection open (the handler blocks)."""
+    c = socket.create_connection(("127.0.0.1", port), 5)
+    c.sendall(("GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n" % path).encode())
+    return c
+
+
+def check(outs, expected, how):
+    out = dict(outs)
+    threads = {r[1]: addr_of(r[2]) for r in expected if r[0] == "req"}
+    frames = {}
+    for r in expected:
+        if r[0] == "frame":
+            frames.setdefault(r[1], []).append("%s:%s" % (chunk_display(r[3]), r[4]))
+    assert set(threads) == set(REQUESTS), expected
+    assert "memory search" in out["linfo"], (how, out["linfo"])
+    for name, L in threads.items():
+        lbt = out["lbt L=0x%x" % L].splitlines()
+        assert lbt[0].startswith("Lua backtrace of (lua_State *)0x%x (coroutine, " % L), (how, lbt)
+        lua = [line[5:] for line in lbt[1:] if re.match(r"#\d+ ", line)
+               and not line[5:].startswith(("C:", "[builtin#"))]
+        # The recorded frames are the innermost Lua frames of the thread.
+        assert lua[:len(frames[name])] == frames[name], (how, name, lbt, frames[name])
+        assert re.search(r"^0x%x\s+(suspended|normal)\s" % L, out["lthreads"], re.M), \
+            (how, out["lthreads"])
+    assert "(exact)" in out["lgcstat"], (how, out["lgcstat"])
+    rows = [line for line in out["lstates"].splitlines() if line.startswith("0x")]
+    assert len(rows) == 1 and " idle " in rows[0], (how, out["lstates"])
+
+
+def test_nginx_request_coroutines(tmp_path):
+    d = str(tmp_path)
+    exp = os.path.join(d, "expected.txt")
+    silent = SilentServer()
+    p, port = start_nginx(d, exp)
+    conns = []
+    try:
+        conns.append(request(port, "/sleep"))
+        conns.append(request(port, "/read?port=%d" % silent.port))
+        conns.append(request(port, "/wrap"))
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if os.path.exists(exp) and len([r for r in p.reread() if r[0] == "req"]) == 3:
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)         # every handler is in its blocking call
+        expected = p.reread()
+        threads = [addr_of(r[2]) for r in expected if r[0] == "req"]
+        cmds = ["linfo", "lthreads", "lgcstat", "lstates", "lbt --all"] + \
+            ["lbt L=0x%x" % L for L in threads]
+        core = os.path.join(d, "gcore")
+        check(p.attach(cmds, core), expected, "attached")
+        check(core_outputs(NGINX, core, cmds, d), expected, "gcore")
+        if not kernel_cores_possible():
+            kcore = p.abort()
+            assert kcore, "no kernel core after SIGABRT:\n%s" % p.log()
+            check(core_outputs(NGINX, kcore, cmds, d), expected, "kernel core")
+    finally:
+        for c in conns:
+            c.close()
+        p.stop()
+        silent.close()
+
+
+def test_nginx_library_without_its_debug_file(tmp_path):
+    """The hint names the package that ships libluajit2 (dpkg -S)."""
+    d = str(tmp_path)
+    port = free_port()
+    with open(os.path.join(APPDIR, "nginx.conf.in")) as f:
+        conf = f.read().replace("@PREFIX@", d).replace("@PORT@", str(port)).replace(
+            "@APPDIR@", APPDIR)
+    os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
+    with open(os.path.join(d, "nginx.conf"), "w") as f:
+        f.write(conf)
+    cmds = ["lbt", "linfo"]
+    text = run_gdb(["-iex", "set debug-file-directory /nonexistent", "-iex",
+                    "set debuginfod enabled off", "-ex", "source " + LOADER, "-ex",
+                    "set breakpoint pending on", "-ex", "break lua_pcall", "-ex", "run"]
+                   + _wrap(cmds) + ["-ex", "kill", "--args", NGINX, "-p", d, "-c",
+                                    os.path.join(d, "nginx.conf")], cwd=d)
+    for cmd, out in _cut(text, cmds):
+        assert out is not None, text[-3000:]
+        lines = out.strip().splitlines()
+        assert len(lines) == 1 and "without debug info" in lines[0], out
+        assert "apt install libluajit2-5.1-2-dbgsym" in lines[0], out
