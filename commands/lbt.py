@@ -33,7 +33,10 @@ class BtFormat(object):
             return "%s:%s" % (src, fr.line if fr.line is not None else "?")
         if fr.kind == "c":
             sym = self.vm.t.symbolize(fr.fn.cfunc)
-            return "C:%s" % (sym or "0x%x" % fr.fn.cfunc)
+            if sym:
+                return "C:%s" % sym
+            name = self.bt.cfunc_name(fr.fn)
+            return "C:0x%x%s" % (fr.fn.cfunc, " (%s)" % name if name else "")
         name = self.bt.names.get(fr.fn.ffid)
         return "[builtin#%s]" % (name if name else fr.fn.ffid)
 
@@ -75,7 +78,7 @@ class BtFormat(object):
         snap = b.start.trace if b.start is not None else None
         for i, fr in enumerate(shown):
             text = self.frame_text(fr)
-            if fr.kind == "builtin":
+            if fr.kind in ("builtin", "c"):
                 co = self.bt.resumed_thread(b.walker, fr)
                 if co:
                     text += " -> resumed (lua_State *)0x%x" % co

@@ -43,11 +43,11 @@ Example:
                 rows.append((L, None, e))
                 continue
             for fr in b.frames:
-                if fr.kind == "builtin":
+                if fr.kind in ("builtin", "c"):
                     co = bt.resumed_thread(b.walker, fr)
                     if co:
                         resumer.setdefault(co, L)
-            rows.append((L, b.th, (b.status, fmt.where(b), b.fiber)))
+            rows.append((L, b.th, (b.status, fmt.where(b), b.fiber, b.exdata)))
         out = ["%-20s %-9s %7s %9s %9s  %s" % ("lua_State", "status", "slots", "stack B", "total B",
                                                "where")]
         total = 0
@@ -57,7 +57,7 @@ Example:
             if th is None:
                 out.append("0x%-18x <unreadable: %s>" % (L, info))
                 continue
-            status, where, fiber = info
+            status, where, fiber, exdata = info
             stack_b = th.stacksize * 8
             cost = lsize + stack_b
             total += cost
@@ -71,6 +71,8 @@ Example:
                 note.append("resumed by 0x%x" % resumer[L])
             if fiber is not None:
                 note.append(fiber.describe())
+            if exdata:
+                note.append(bt.exdata_text(exdata))
             out.append("0x%-18x %-9s %7d %9d %9d  %s%s" % (
                 L, status, th.stacksize, stack_b, cost, where,
                 " (%s)" % ", ".join(note) if note else ""))

@@ -4,7 +4,7 @@ VM's finalizer thread.  lbt and lthreads only format what this returns."""
 from .errors import CorruptError, FaultError, NotLuaJITError
 from .frames import CFRAME_RAWMASK, FrameWalker, debug_line, trace_ref
 from .objects import Proto, Thread, Trace, decode_tv
-from .runtime import builtin_names
+from .runtime import builtin_names, cfunc_names
 from .tarantool import fibers
 from .vmstack import Start, locate
 from .walkers import all_threads, thread_status
@@ -18,7 +18,8 @@ class Backtrace(object):
     CorruptError/FaultError that ended the walk, or None), start (the
     vmstack.Start of the running thread, else None), warning (what could
     not be known, or None), caller (for g->vmthref: the thread it works for),
-    fiber (in Tarantool, the fiber that runs the thread)."""
+    fiber (in Tarantool, the fiber that runs the thread), exdata (OpenResty's
+    L->exdata, or None)."""
 
     def __init__(self, L, th, status, who):
         self.L = L
@@ -33,6 +34,7 @@ class Backtrace(object):
         self.caller = None
         self.hidden_top = 0     # frames above the first shown that are not shown
         self.fiber = None       # Tarantool: the tarantool.Fiber that runs this thread
+        self.exdata = None      # OpenResty's luajit2: L->exdata (nginx: the request)
 
     def frame_top(self, i):
         """The slot limit of frame i's values: the next inner frame's link
@@ -50,6 +52,7 @@ class Backtracer(object):
         self.vmstate_name, self.trace_no = vm.vmstate_name()
         self._vmthread = False
         self._fibers = None
+        self._cnames = None
 
     @property
     def mframes(self):
@@ -121,6 +124,11 @@ class Backtracer(object):
         th = Thread(vm, L)
         bt = Backtrace(L, th, thread_status(vm, th, self.running), self.who(L))
         bt.fiber = self.fibers.get(L)
+        if vm.lay.openresty:
+            try:
+                bt.exdata = vm.t.ptr(L + vm.lay.L.exdata, "L->exdata") or None
+            except FaultError:
+                bt.exdata = None
         start = None
         if L == self.running:
             try:
@@ -149,8 +157,51 @@ class Backtracer(object):
             bt.caller = self.vmthread_caller(th)
         return bt
 
+    @property
+    def cnames(self):
+        """C function address -> the name Lua code knows it by (runtime.cfunc_names)."""
+        if self._cnames is None:
+            self._cnames = cfunc_names(self.vm)
+        return self._cnames
+
+    def exdata_text(self, exdata):
+        """L->exdata as text: nginx's lua module keeps the request a
+        coroutine serves there (ngx_http_lua_set_req)."""
+        if any(n.startswith("ngx.") for n in self.cnames.values()):
+            return "request (ngx_http_request_t *)0x%x" % exdata
+        return "exdata 0x%x" % exdata
+
+    def cfunc_name(self, fn):
+        """The registered name of C function fn, or for a C closure over a
+        thread that a host's own coroutine.wrap made (nginx's lua module
+        replaces the coroutine library: its wrap returns a C closure over
+        the coroutine, from the same library), 'coroutine.wrap function';
+        else None."""
+        name = self.cnames.get(fn.cfunc)
+        if name is not None or not fn.nupvalues:
+            return name
+        # (nginx's lua module keeps its own as coroutine.__wrap, behind a
+        # Lua coroutine.wrap that calls it in a request.)
+        wraps = [a for a, n in self.cnames.items() if n in ("coroutine.wrap", "coroutine.__wrap")]
+        if wraps and self._wrap_closure_thread(fn) is not None and \
+                self.vm.t.objfile_of(fn.cfunc) == self.vm.t.objfile_of(wraps[0]) is not None:
+            return "coroutine.wrap function"
+        return None
+
+    def _wrap_closure_thread(self, fn):
+        try:
+            up = self.vm.t.u64(fn.addr + self.vm.lay.fnC.upvalue, "C closure upvalue")
+            v = decode_tv(self.vm, up)
+        except (FaultError, CorruptError):
+            return None
+        return v.addr if v.kind == "thread" else None
+
     def resumed_thread(self, walker, fr):
         """For a coroutine.resume / wrap frame: the thread it resumed."""
+        if fr.kind == "c":
+            if self.cfunc_name(fr.fn) == "coroutine.wrap function":
+                return self._wrap_closure_thread(fr.fn)
+            return None
         name = self.names.get(fr.fn.ffid, "")
         try:
             if name == "coroutine.resume":

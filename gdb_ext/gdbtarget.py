@@ -89,6 +89,18 @@ class GdbTarget(Target):
         except gdb.error:
             return None
 
+    def objfile_of(self, addr):
+        try:
+            name = gdb.solib_name(addr)
+        except (gdb.error, RuntimeError, OverflowError):
+            return None
+        if name:
+            return name
+        try:
+            return gdb.current_progspace().filename if gdb.block_for_pc(addr) else None
+        except (gdb.error, RuntimeError):
+            return None
+
     def symbolize(self, addr):
         try:
             block = gdb.block_for_pc(addr)

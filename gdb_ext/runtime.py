@@ -130,3 +130,69 @@ def builtin_names(vm):
                 break
         names[ffid] = rest
     return names
+
+
+def cfunc_names(vm, max_tables=4096):
+    """{C function address: name} for the C functions (not fast functions)
+    a host or a C module registered where Lua code finds them:
+    package.loaded's libraries ('ngx.sleep', plain names for _G) and their
+    sub-tables ('ngx.socket.tcp'), and the methods of the tables in the
+    registry and of their __index tables (':receive': a metatable's
+    method, its class unknown).  Stripped C modules (nginx's lua module)
+    have no symbol for these functions; this is how Lua code names them."""
+    names = {}
+    seen = set()
+
+    def add(tab_addr, prefix, sub_depth, method):
+        if tab_addr in seen or len(seen) >= max_tables:
+            return
+        seen.add(tab_addr)
+        try:
+            nodes, _ = Tab(vm, tab_addr).hash_nodes(vm, 4096)
+        except (FaultError, CorruptError):
+            return
+        subs = []
+        for k, v in nodes:
+            key = _str_of(vm, k)
+            if key is None:
+                continue
+            if v.kind == "func":
+                try:
+                    fn = Func(vm, v.addr)
+                except (FaultError, CorruptError):
+                    continue
+                if fn.kind == "c" and fn.cfunc not in names:
+                    names[fn.cfunc] = (":" + key) if method else \
+                        (key if not prefix else prefix + "." + key)
+            elif v.kind == "table":
+                if method and key == "__index":
+                    subs.append((v.addr, prefix, 0, True))
+                elif sub_depth > 0 and not method:
+                    subs.append((v.addr, (prefix + "." if prefix else "") + key, sub_depth - 1,
+                                 False))
+        for s in subs:
+            add(*s)
+
+    from .objects import Func
+    try:
+        loaded = loaded_table(vm)
+        if loaded is not None:
+            entries = []
+            for k, v in Tab(vm, loaded).hash_nodes(vm, 4096)[0]:
+                lib = _str_of(vm, k)
+                if lib is not None and v.kind == "table":
+                    entries.append((lib, v.addr))
+            entries.sort(key=lambda e: (e[0] != "_G", e[0]))
+            for lib, addr in entries:
+                add(addr, "" if lib == "_G" else lib, 1, False)
+        reg = registry_table(vm)
+        if reg is not None:
+            t = Tab(vm, reg)
+            values = [v for _, v in t.hash_nodes(vm, 1 << 16)[0]]
+            values += [v for _, v in t.array_values(vm, 1 << 16)]
+            for v in values:
+                if v.kind == "table":
+                    add(v.addr, "", 0, True)
+    except (FaultError, CorruptError):
+        pass
+    return names

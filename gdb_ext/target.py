@@ -4,6 +4,7 @@ A Target gives:
   read(addr, n) -> bytes         raises FaultError(address) when unreadable
   symbol(name) -> int or None    address of a global symbol
   symbolize(addr) -> str or None name of the function containing addr
+  objfile_of(addr) -> str or None the program or shared library holding addr
   type_info(name) -> TypeInfo    a struct/union layout from debug info, or None
   constant(name) -> int or None  value of an enumerator from debug info
   enum_members(name) -> dict     every enumerator of the enum that has the
@@ -132,6 +133,10 @@ class Target(object):
         return None
 
     def symbolize(self, addr):
+        return None
+
+    def objfile_of(self, addr):
+        """The file (program or shared library) whose code holds addr, or None."""
         return None
 
     def type_info(self, name):

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Install what ljgdb's tests and demo need, idempotently: gdb, a C toolchain,
 # patch, xz; the real hosts the tests run (tarantool, with its own LuaJIT
-# fork; nginx with libnginx-mod-http-lua, on OpenResty's libluajit2) and
-# what testprogs/debs.py rebuilds Debian's LuaJIT packages with (dpkg-dev,
-# debhelper); and for the Python that runs the tests: pip, pytest,
+# fork; nginx with libnginx-mod-http-lua, on OpenResty's libluajit2; a
+# debuginfod server and curl) and what testprogs/debs.py rebuilds Debian's
+# LuaJIT packages with (dpkg-dev, debhelper); and for the Python that runs the tests: pip, pytest,
 # setuptools, wheel (pip download of the lupa sdist runs its metadata step).
 set -euo pipefail
 
@@ -30,7 +30,7 @@ apt_install() {
 }
 # Real hosts, and the tools to rebuild Debian's LuaJIT packages.  (Debian's
 # luajit conflicts with libluajit2-5.1-2: debs.py unpacks it instead.)
-for pkg in tarantool nginx libnginx-mod-http-lua dpkg-dev debhelper; do
+for pkg in tarantool nginx libnginx-mod-http-lua debuginfod curl dpkg-dev debhelper; do
   dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || apt_pkgs+=("$pkg")
 done
 if [ ${#apt_pkgs[@]} -gt 0 ]; then

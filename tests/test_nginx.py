@@ -104,6 +104,25 @@ def check(outs, expected, how):
         assert lua[:len(frames[name])] == frames[name], (how, name, lbt, frames[name])
         assert re.search(r"^0x%x\s+(suspended|normal)\s" % L, out["lthreads"], re.M), \
             (how, out["lthreads"])
+    # The C functions the handlers block in, by the names Lua code calls
+    # them (the lua module is stripped: no symbols).
+    top = {name: out["lbt L=0x%x" % L].splitlines()[1] for name, L in threads.items()}
+    assert re.match(r"#0   C:0x[0-9a-f]+ \(ngx\.sleep\)$", top["sleep"]), (how, top)
+    assert re.match(r"#0   C:0x[0-9a-f]+ \(:receive\)$", top["read"]), (how, top)
+    # The request that called the coroutine.wrap function resumed the
+    # coroutine that recorded "wrap".
+    assert re.search(r"^#0   C:0x[0-9a-f]+ \(coroutine\.wrap function\) -> resumed "
+                     r"\(lua_State \*\)0x%x$" % threads["wrap"], out["lbt --all"], re.M), \
+        (how, out["lbt --all"])
+    assert re.search(r"^0x%x\s+suspended .*\(resumed by 0x[0-9a-f]+, " % threads["wrap"],
+                     out["lthreads"], re.M), (how, out["lthreads"])
+    # Each coroutine's request, as thread.exdata gave it.
+    for r in expected:
+        if r[0] == "exdata":
+            assert re.search(r"^0x%x\s.*request \(ngx_http_request_t \*\)0x%x\)$"
+                             % (threads[r[1]], addr_of(r[2])), out["lthreads"], re.M), \
+                (how, r, out["lthreads"])
+    assert [r for r in expected if r[0] == "exdata"], "thread.exdata gave nothing"
     assert "(exact)" in out["lgcstat"], (how, out["lgcstat"])
     rows = [line for line in out["lstates"].splitlines() if line.startswith("0x")]
     assert len(rows) == 1 and " idle " in rows[0], (how, out["lstates"])

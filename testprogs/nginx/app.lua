@@ -5,6 +5,8 @@
 --   req  NAME  THREAD                the request's coroutine (coroutine.running)
 --   frame  NAME  LEVEL  SOURCE  LINE its Lua frames, innermost first, where it
 --                                    blocks (debug.getinfo, on that same line)
+--   exdata  NAME  POINTER            the thread's exdata (luajit2's
+--                                    thread.exdata): the request it serves
 -- and the test writes "ready" once every request is blocked.
 local M = {}
 
@@ -14,8 +16,11 @@ local function rec(...)
   f:close()
 end
 
+local has_exdata, exdata = pcall(require, "thread.exdata")
+
 local function record(name)
   rec("req", name, tostring(coroutine.running()))
+  if has_exdata then rec("exdata", name, tostring(exdata())) end
   for level = 2, 40 do
     local info = debug.getinfo(level, "Sl")
     if not info then break end
