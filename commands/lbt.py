@@ -1,8 +1,8 @@
 """lbt: the Lua backtrace of a thread (or of all of them)."""
 from ..gdb_ext.backtrace import Backtracer
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.frames import frame_locals, frame_upvalues
-from ..gdb_ext.walkers import threads_walk
+from ..gdb_ext.frames import cached_proto, frame_locals, frame_upvalues
+from ..gdb_ext.threadscan import ThreadScanner, group
 from .base import LjCommand, UsageError, get_vm, param, split_args
 from .format import chunk_display, value_text
 
@@ -39,6 +39,66 @@ class BtFormat(object):
             return "C:0x%x%s" % (fr.fn.cfunc, " (%s)" % name if name else "")
         name = self.bt.names.get(fr.fn.ffid)
         return "[builtin#%s]" % (name if name else fr.fn.ffid)
+
+    def key_text(self, key):
+        """Text of a frame key (gdb_ext.threadscan), as frame_text gives it."""
+        cache = self.__dict__.setdefault("_key_text", {})
+        text = cache.get(key)
+        if text is None:
+            if key[0] == "L":
+                pt = cached_proto(self.vm, key[1])
+                src = pt.__dict__.get("_display")
+                if src is None:
+                    src = pt._display = chunk_display(pt.chunk(self.vm))
+                text = "%s:%s" % (src, key[2] if key[2] is not None else "?")
+            elif key[0] == "F":
+                name = self.bt.names.get(key[1])
+                text = "[builtin#%s]" % (name if name else key[1])
+            else:
+                sym = self.vm.t.symbolize(key[1])
+                name = key[2] if len(key) > 2 else self.bt.cnames.get(key[1])
+                text = "C:%s" % sym if sym else \
+                    "C:0x%x%s" % (key[1], " (%s)" % name if name else "")
+            cache[key] = text
+        return text
+
+    def summary_where(self, s):
+        """where (see `where`) of a threadscan.ThreadSummary."""
+        if s.bt is not None:
+            return self.where(s.bt)
+        where = next((self.key_text(k) for k in s.keys if k[0] == "L"), None)
+        if where is None:
+            where = self.key_text(s.keys[0]) if s.keys else "-"
+        return where
+
+    def summary_lines(self, s, header=True):
+        """lbt's lines for a ThreadSummary (the full ones where the
+        Backtracer made it)."""
+        if s.bt is not None:
+            return self.lines(s.L, header=header)
+        out = []
+        if header:
+            fiber = self.bt.fibers.get(s.L)
+            out.append("Lua backtrace of (lua_State *)0x%x (%s, %s%s)" % (
+                s.L, self.bt.who(s.L), s.status, "; " + fiber.describe() if fiber else ""))
+        out.extend("#%-3d %s" % (i, self.key_text(k)) for i, k in enumerate(s.keys))
+        if not s.keys:
+            out.append("(no Lua frames)")
+        return out
+
+    def group_lines(self, g):
+        """lbt --all --group's lines for a threadscan.Group."""
+        ex = ", ".join("0x%x" % L for L in g.examples)
+        more = g.count - len(g.examples)
+        out = ["%d thread%s (%s): (lua_State *)%s%s" % (
+            g.count, "" if g.count == 1 else "s", g.status, ex,
+            " and %d more" % more if more else "")]
+        out.extend("#%-3d %s" % (i, self.key_text(k)) for i, k in enumerate(g.keys))
+        if not g.keys:
+            out.append("(no Lua frames)")
+        if g.warning:
+            out.append("lbt: %s" % g.warning)
+        return out
 
     def where(self, b):
         """The innermost Lua frame of Backtrace b as chunk:line (or its
@@ -149,7 +209,7 @@ Example:
     USAGE = "lbt [full] [--all] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
-        flags, opts, L_expr, rest = split_args(arg, flags=("all", "full"))
+        flags, opts, L_expr, rest = split_args(arg, flags=("all", "full", "group"))
         full = "full" in flags
         for r in rest:
             if r == "full":
@@ -158,16 +218,38 @@ Example:
                 raise UsageError("unexpected argument '%s'" % r)
         vm = get_vm(L_expr)
         bt = BtFormat(vm)
+        if "group" in flags and "all" not in flags:
+            raise UsageError("--group folds the threads of --all: use lbt --all --group")
+        if "group" in flags and full:
+            raise UsageError("--group folds frames, not locals: use it without full")
         if "all" not in flags:
             return bt.lines(vm.L, full)
         out = []
-        threads, walk_err = threads_walk(vm)
-        for L in threads:
-            try:
-                out.extend(bt.lines(L, full))
-            except (FaultError, CorruptError) as e:
-                out.append("Lua backtrace of (lua_State *)0x%x: unreadable: %s" % (L, e))
-            out.append("")
+        scanner = ThreadScanner(bt.bt)
+        threads, walk_err = scanner.threads()
+        if full:
+            for L in threads:
+                try:
+                    out.extend(bt.lines(L, full))
+                except (FaultError, CorruptError) as e:
+                    out.append("Lua backtrace of (lua_State *)0x%x: unreadable: %s" % (L, e))
+                out.append("")
+        else:
+            summaries = []
+            for L, s in zip(threads, scanner.scan(threads)):
+                if isinstance(s, Exception):
+                    out.append("Lua backtrace of (lua_State *)0x%x: unreadable: %s" % (L, s))
+                    out.append("")
+                else:
+                    summaries.append(s)
+            if "group" in flags:
+                for g in group(summaries):
+                    out.extend(bt.group_lines(g))
+                    out.append("")
+            else:
+                for s in summaries:
+                    out.extend(bt.summary_lines(s))
+                    out.append("")
         out.append("%d threads" % len(threads))
         if walk_err is not None:
             out.append("lbt: walk of g->gc.root stopped, threads after it are missing: %s"

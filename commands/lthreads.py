@@ -1,6 +1,6 @@
 """lthreads: every coroutine of the VM."""
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.walkers import threads_walk
+from ..gdb_ext.threadscan import ThreadScanner, group
 from .base import LjCommand, UsageError, get_vm, split_args
 from .lbt import BtFormat
 
@@ -16,76 +16,101 @@ thread costs the collector (sizeof(lua_State) + its stack), who resumed it,
 and where it is: its innermost Lua frame as chunk:line.  A summary line gives
 the count and the average bytes per coroutine.
 
-Usage: lthreads [L=<lua_State *>]
+With --group, threads whose status and frames are the same are folded into
+one line with their count, the largest groups first (as Go's goroutine
+dumps are read): 20,000 requests blocked on the same read are one line.
+
+Usage: lthreads [--group] [L=<lua_State *>]
 Example:
   (gdb) lthreads
   lua_State            status      slots   stack B   total B  where
   0x7ffff7cb3380       running       105       840       936  app.lua:12 (main)"""
 
     NAME = "lthreads"
-    USAGE = "lthreads [L=<lua_State *>]"
+    USAGE = "lthreads [--group] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
-        flags, opts, L_expr, rest = split_args(arg)
+        flags, opts, L_expr, rest = split_args(arg, flags=("group",))
         if rest:
             raise UsageError("unexpected argument '%s'" % rest[0])
         vm = get_vm(L_expr)
         fmt = BtFormat(vm)
         bt = fmt.bt
         lsize = vm.lay.L.size
-        threads, walk_err = threads_walk(vm)
+        scanner = ThreadScanner(bt)
+        threads, walk_err = scanner.threads()
         resumer = {}
         rows = []
-        for L in threads:
-            try:
-                b = bt.backtrace(L)
-            except (FaultError, CorruptError) as e:
-                rows.append((L, None, e))
+        for L, s in zip(threads, scanner.scan(threads)):
+            if isinstance(s, Exception):
+                rows.append((L, s))
                 continue
-            for fr in b.frames:
-                if fr.kind in ("builtin", "c"):
-                    co = bt.resumed_thread(b.walker, fr)
-                    if co:
-                        resumer.setdefault(co, L)
-            rows.append((L, b.th, (b.status, fmt.where(b), b.fiber, b.exdata)))
-        out = ["%-20s %-9s %7s %9s %9s  %s" % ("lua_State", "status", "slots", "stack B", "total B",
-                                               "where")]
-        total = 0
-        count = 0
-        vmthread = bt.vmthread
-        for L, th, info in rows:
-            if th is None:
-                out.append("0x%-18x <unreadable: %s>" % (L, info))
-                continue
-            status, where, fiber, exdata = info
-            stack_b = th.stacksize * 8
-            cost = lsize + stack_b
-            total += cost
-            count += 1
-            note = []
-            if L == vm.main_L:
-                note.append("main")
-            if L == vmthread:
-                note.append("the VM's internal thread, g->vmthref")
-            if L in resumer:
-                note.append("resumed by 0x%x" % resumer[L])
-            if fiber is not None:
-                note.append(fiber.describe())
-            if exdata:
-                note.append(bt.exdata_text(exdata))
-            out.append("0x%-18x %-9s %7d %9d %9d  %s%s" % (
-                L, status, th.stacksize, stack_b, cost, where,
-                " (%s)" % ", ".join(note) if note else ""))
-        coros = [r for r in rows if r[1] is not None and r[0] != vm.main_L]
-        cbytes = sum(lsize + r[1].stacksize * 8 for r in coros)
+            if s.bt is not None:
+                for fr in s.bt.frames:
+                    if fr.kind in ("builtin", "c"):
+                        co = bt.resumed_thread(s.bt.walker, fr)
+                        if co:
+                            resumer.setdefault(co, L)
+            rows.append((L, s))
+        good = [s for _, s in rows if not isinstance(s, Exception)]
+        if "group" in flags:
+            out = self.grouped(fmt, good)
+        else:
+            out = ["%-20s %-9s %7s %9s %9s  %s" % ("lua_State", "status", "slots", "stack B",
+                                                   "total B", "where")]
+            vmthread = bt.vmthread
+            main = vm.main_L
+            fibers = bt.fibers
+            where_of = {}
+            for L, s in rows:
+                if isinstance(s, Exception):
+                    out.append("0x%-18x <unreadable: %s>" % (L, s))
+                    continue
+                stack_b = s.stacksize * 8
+                note = []
+                if L == main:
+                    note.append("main")
+                if L == vmthread:
+                    note.append("the VM's internal thread, g->vmthref")
+                if L in resumer:
+                    note.append("resumed by 0x%x" % resumer[L])
+                fiber = fibers.get(L)
+                if fiber is not None:
+                    note.append(fiber.describe())
+                if s.exdata:
+                    note.append(bt.exdata_text(s.exdata))
+                if s.bt is None:
+                    where = where_of.get(s.keys)
+                    if where is None:
+                        where = where_of[s.keys] = fmt.summary_where(s)
+                else:
+                    where = fmt.summary_where(s)
+                out.append("0x%-18x %-9s %7d %9d %9d  %s%s" % (
+                    L, s.status, s.stacksize, stack_b, lsize + stack_b, where,
+                    " (%s)" % ", ".join(note) if note else ""))
+        total = sum(lsize + s.stacksize * 8 for s in good)
+        main = vm.main_L
+        coros = [s for s in good if s.L != main]
+        cbytes = sum(lsize + s.stacksize * 8 for s in coros)
         avg = (cbytes / len(coros)) if coros else 0
         out.append("%d threads (%d coroutine%s and the main thread), %d bytes; %.0f bytes per "
                    "coroutine on average (sizeof(lua_State) = %d; PUC Lua 5.4: about %d)"
-                   % (count, len(coros), "" if len(coros) == 1 else "s", total, avg, lsize,
+                   % (len(good), len(coros), "" if len(coros) == 1 else "s", total, avg, lsize,
                       PUC_LUA54_BYTES))
         if walk_err is not None:
             addr = getattr(walk_err, "address", None)
             out.append("lthreads: walk of g->gc.root stopped, threads after it are missing: %s%s"
                        % (walk_err, "" if addr is None or "0x%x" % addr in str(walk_err)
                           else " (at 0x%x)" % addr))
+        return out
+
+    def grouped(self, fmt, summaries):
+        """One line per group of threads that read the same: count, status,
+        the frames innermost first (joined by ' < '), and example threads."""
+        out = ["%8s  %-9s  %s" % ("threads", "status", "frames, innermost first (e.g. lua_State)")]
+        for g in group(summaries):
+            frames = " < ".join(fmt.key_text(k) for k in g.keys) or "(no Lua frames)"
+            ex = ", ".join("0x%x" % L for L in g.examples)
+            out.append("%8d  %-9s  %s  (e.g. %s)%s" % (g.count, g.status, frames, ex,
+                                                      "; " + g.warning if g.warning else ""))
         return out
