@@ -195,9 +195,11 @@ thread it runs them for.
 
   full      also list each Lua frame's live locals, varargs and upvalues
   --all     every coroutine's backtrace
+  --group   with --all: threads whose status and frames are the same as one
+            entry with their count, the largest first
   L=<expr>  the lua_State to use (default: the current one, see linfo)
 
-Usage: lbt [full] [--all] [L=<lua_State *>]
+Usage: lbt [full] [--all [--group]] [L=<lua_State *>]
 Example:
   (gdb) lbt full
   Lua backtrace of (lua_State *)0x7ffff7cb3380 (main thread, running); VM state: C (in a C function called from Lua)
@@ -206,7 +208,7 @@ Example:
         req = table: (GCtab *)0x7ffff7cc58f0"""
 
     NAME = "lbt"
-    USAGE = "lbt [full] [--all] [L=<lua_State *>]"
+    USAGE = "lbt [full] [--all [--group]] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
         flags, opts, L_expr, rest = split_args(arg, flags=("all", "full", "group"))

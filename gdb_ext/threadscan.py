@@ -20,6 +20,7 @@ resume frame names the resumed thread), a Lua frame whose pc is kept in a
 C frame (below a C function that called Lua), vararg frames, FFI callback
 continuations, and anything that does not read right.
 """
+import collections
 import struct
 
 from . import consts as C
@@ -35,18 +36,20 @@ _Q = struct.Struct("<Q")
 _QQ = struct.Struct("<QQ")
 _I = struct.Struct("<I")
 MAX_FRAMES = 4096
+MAX_SHAPES = 1 << 16         # (depth, innermost frame) keys
+SHAPES_PER_KEY = 8           # shapes that share one (different callers)
 
 
-class ThreadSummary(object):
+class ThreadSummary(collections.namedtuple("ThreadSummary", "L status stacksize keys bt exdata")):
     """One thread: L, status ('suspended', 'dead', ...), stacksize (slots),
     keys (frame keys, innermost first), bt: the full Backtrace where the
     Backtracer handled it (then keys are made from its frames), else None,
-    and exdata (OpenResty's L->exdata, or None)."""
-    __slots__ = ("L", "status", "stacksize", "keys", "bt", "exdata")
+    and exdata (OpenResty's L->exdata, or None).  A tuple: a million of
+    them are made at once."""
+    __slots__ = ()
 
-    def __init__(self, L, status, stacksize, keys, bt=None, exdata=None):
-        self.L, self.status, self.stacksize, self.keys, self.bt = L, status, stacksize, keys, bt
-        self.exdata = exdata
+
+_new = tuple.__new__
 
 
 class ThreadScanner(object):
@@ -74,6 +77,9 @@ class ThreadScanner(object):
         self.bottom = 8 * (1 + lay.fr2)
         self.resumers = set()
         self.steps = {}         # (func, link, inner pc) -> _step's answer
+        # (base - stack, innermost frame slot bytes) -> [(frame keys, [(from,
+        # to, bytes)] of every stack slot the walk read, stack-relative)]
+        self.shapes = {}
         names = backtracer.names
         for ffid, name in names.items():
             if name in ("coroutine.resume",) or name.endswith("wrap_aux"):
@@ -143,6 +149,8 @@ class ThreadScanner(object):
         main = self.main
         step_of = self._step
         page = [0, b"", 0]
+        shapes = self.shapes
+        first = 16 if fr2 else 8            # the innermost frame's slot(s)
         T_THREAD, YIELD, OK = C.GCT_THREAD, C.LUA_YIELD, C.LUA_OK
         QQ, Q = _QQ.unpack_from, _Q.unpack_from
 
@@ -172,14 +180,41 @@ class ThreadScanner(object):
             end = stack + 8 * stacksize
             if not stack <= base <= end:
                 return None
-            keys = []
-            bot = stack + 8 * fr2
-            f = base - 8
-            inner_pc = None                  # the pc the inner frame's link gives
+            if base - 8 <= stack + 8 * fr2:     # no frame: fresh, dead or idle
+                exdata = None
+                if exdata_off is not None:
+                    exdata = Q(buf, L - base_ + exdata_off)[0] or None
+                return _new(ThreadSummary, (L, st, stacksize, (), None, exdata))
             if base_ <= stack and end <= top_:
                 sb, sbuf = base_, buf
             else:
                 sb, sbuf = mem.window(stack, 8 * stacksize)
+            # A thread shaped like one walked before: the same depth, and
+            # the same bytes in every slot that walk read (functions, links,
+            # continuation pcs) give the same frames.
+            o = stack - sb
+            rel = base - stack
+            skey = (rel, sbuf[o + rel - first:o + rel])
+            known = shapes.get(skey)
+            if known is not None:
+                for skeys, checks in known:
+                    for a, b, want in checks:
+                        if b is None:
+                            if Q(sbuf, o + a)[0] == LJ_CONT_FFI_CALLBACK:
+                                break
+                        elif sbuf[o + a:o + b] != want:
+                            break
+                    else:
+                        exdata = None
+                        if exdata_off is not None:
+                            exdata = Q(buf, L - base_ + exdata_off)[0] or None
+                        return _new(ThreadSummary, (L, st, stacksize, skeys, None, exdata))
+            keys = []
+            checks = []
+            cacheable = True
+            bot = stack + 8 * fr2
+            f = base - 8
+            inner_pc = None                  # the pc the inner frame's link gives
             n = 0
             while f > bot:
                 n += 1
@@ -191,6 +226,9 @@ class ThreadScanner(object):
                 else:
                     w = Q(sbuf, f - sb)[0]
                     func, link = w & 0xFFFFFFFF, w >> 32
+                checks.append((f - stack - 8 * fr2, f - stack + 8, None))
+                if func == L:
+                    cacheable = False
                 sk = (func, link, inner_pc)
                 st_ = steps.get(sk) if func != L else None
                 if st_ is None:
@@ -210,6 +248,14 @@ class ThreadScanner(object):
                     if f - 24 < stack:
                         return None
                     if fr2:
+                        # The pc must be the same; the slot below it only
+                        # must not say FFI callback (it may be a caller's
+                        # local, different in every thread).
+                        checks.append((f - stack - 16, f - stack - 8, None))
+                        checks.append((f - stack - 24, None, None))
+                    else:
+                        checks.append((f - stack - 8, f - stack, None))
+                    if fr2:
                         ffcb, inner_pc = QQ(sbuf, f - 24 - sb)
                     else:
                         w = Q(sbuf, f - 8 - sb)[0]
@@ -217,10 +263,16 @@ class ThreadScanner(object):
                     if ffcb == LJ_CONT_FFI_CALLBACK:
                         return None
                 f -= delta
+            keys = tuple(keys)
+            if cacheable and len(shapes) < MAX_SHAPES:
+                known = shapes.setdefault(skey, [])
+                if len(known) < SHAPES_PER_KEY:
+                    known.append((keys, [(a, b, None if b is None else sbuf[o + a:o + b])
+                                         for a, b, _ in checks]))
             exdata = None
             if exdata_off is not None:
                 exdata = Q(buf, L - base_ + exdata_off)[0] or None
-            return ThreadSummary(L, st, stacksize, tuple(keys), None, exdata)
+            return _new(ThreadSummary, (L, st, stacksize, keys, None, exdata))
 
         out = []
         for L in threads:
