@@ -165,7 +165,11 @@ class GdbTarget(Target):
             try:
                 pc = frame.pc()
                 name = frame.name()
-                has_debug = frame.function() is not None
+                fn = frame.function()
+                # OpenResty's buildvm gives the assembler VM line info
+                # pointing into its .dasc source: that is not C debug info.
+                has_debug = fn is not None and not (fn.symtab is not None and
+                                                    fn.symtab.filename.endswith(".dasc"))
             except (gdb.error, RuntimeError):
                 break
             out.append(MachineFrame(len(out), pc, name, has_debug, _register_reader(frame)))
@@ -175,10 +179,10 @@ class GdbTarget(Target):
                 break
         return out
 
-    def mappings(self):
-        """A live process's mappings from gdb's `info proc mappings` (it has
-        a Perms column since gdb 12); None on a core, where gdb knows only
-        file-backed mappings and no permissions."""
+    def _proc_mappings(self):
+        """[(start, end, perms, file name)] of a live process from gdb's
+        `info proc mappings` (it has a Perms column since gdb 12); None on a
+        core, where gdb knows only file-backed mappings and no permissions."""
         inf = self.inferior
         conn = getattr(inf, "connection", None)
         if not inf.pid or (conn is not None and conn.type == "core"):
@@ -196,11 +200,15 @@ class GdbTarget(Target):
                 continue
             if has_perms and len(f) >= 5 and f[0].startswith("0x"):
                 try:
-                    out.append((int(f[0], 16), int(f[1], 16), f[4]))
+                    out.append((int(f[0], 16), int(f[1], 16), f[4], f[5] if len(f) > 5 else ""))
                 except ValueError:
                     continue
         return out if has_perms else None
 
+    def mappings(self):
+        """A live process's mappings [(start, end, perms)], or None."""
+        rows = self._proc_mappings()
+        return None if rows is None else [(a, b, perms) for a, b, perms, _ in rows]
 
     def regions(self):
         """A live process's mappings with their file names (info proc
@@ -212,23 +220,8 @@ class GdbTarget(Target):
                 return None
             return [(sg.vaddr, sg.vaddr + sg.memsz, sg.writable, "core segment")
                     for sg in corefile.segments(path) if sg.filesz]
-        inf = self.inferior
-        if not inf.pid:
-            return None
-        try:
-            text = gdb.execute("info proc mappings", to_string=True)
-        except gdb.error:
-            return None
-        out = []
-        for line in text.splitlines():
-            f = line.split()
-            if len(f) >= 5 and f[0].startswith("0x") and len(f[4]) == 4:
-                try:
-                    out.append((int(f[0], 16), int(f[1], 16), "w" in f[4],
-                                f[5] if len(f) > 5 else ""))
-                except ValueError:
-                    continue
-        return out or None
+        rows = self._proc_mappings()
+        return None if rows is None else [(a, b, "w" in perms, name) for a, b, perms, name in rows]
 
 
 def _register_reader(frame):

@@ -62,6 +62,21 @@ def _str_of(vm, v, limit=256):
     return None if s.truncated else s.data.decode("utf-8", "replace")
 
 
+def loaded_libs(vm):
+    """[(name, table address)] of the tables in package.loaded, _G first,
+    then by name."""
+    loaded = loaded_table(vm)
+    if loaded is None:
+        return []
+    entries = []
+    for k, v in Tab(vm, loaded).hash_nodes(vm, 4096)[0]:
+        lib = _str_of(vm, k)
+        if lib is not None and v.kind == "table":
+            entries.append((lib, v.addr))
+    entries.sort(key=lambda e: (e[0] != "_G", e[0]))
+    return entries
+
+
 def _funcs_in(vm, tab_addr, limit=4096):
     """[(key, ffid, func addr)] of the fast and C functions in a table."""
     from .objects import Func
@@ -91,19 +106,11 @@ def builtin_names(vm):
     names = {}
     libs = []
     try:
-        loaded = loaded_table(vm)
-        if loaded is not None:
-            entries = []
-            for k, v in Tab(vm, loaded).hash_nodes(vm, 4096)[0]:
-                lib = _str_of(vm, k)
-                if lib is not None and v.kind == "table":
-                    entries.append((lib, v.addr))
-            entries.sort(key=lambda e: (e[0] != "_G", e[0]))
-            for lib, addr in entries:
-                libs.append(lib.replace(".", "_"))
-                for key, ffid, _ in _funcs_in(vm, addr):
-                    if ffid >= 2 and ffid not in names:
-                        names[ffid] = key if lib == "_G" else "%s.%s" % (lib, key)
+        for lib, addr in loaded_libs(vm):
+            libs.append(lib.replace(".", "_"))
+            for key, ffid, _ in _funcs_in(vm, addr):
+                if ffid >= 2 and ffid not in names:
+                    names[ffid] = key if lib == "_G" else "%s.%s" % (lib, key)
         reg = registry_table(vm)
         if reg is not None:
             fh = tab_get_str(vm, reg, b"FILE*")
@@ -175,16 +182,8 @@ def cfunc_names(vm, max_tables=4096):
 
     from .objects import Func
     try:
-        loaded = loaded_table(vm)
-        if loaded is not None:
-            entries = []
-            for k, v in Tab(vm, loaded).hash_nodes(vm, 4096)[0]:
-                lib = _str_of(vm, k)
-                if lib is not None and v.kind == "table":
-                    entries.append((lib, v.addr))
-            entries.sort(key=lambda e: (e[0] != "_G", e[0]))
-            for lib, addr in entries:
-                add(addr, "" if lib == "_G" else lib, 1, False)
+        for lib, addr in loaded_libs(vm):
+            add(addr, "" if lib == "_G" else lib, 1, False)
         reg = registry_table(vm)
         if reg is not None:
             t = Tab(vm, reg)

@@ -134,22 +134,6 @@ def build_id(path):
     return re.search(rb"Build ID: ([0-9a-f]+)", out).group(1).decode()
 
 
-DEBIAN_LUAJIT = "/usr/bin/luajit"
-
-
-@pytest.mark.skipif(not os.path.exists(DEBIAN_LUAJIT), reason="Debian's luajit is not installed "
-                    "(testprogs/install-deps.sh installs it)")
-def test_distribution_binary_without_debug_info():
-    """Debian's stripped luajit: the hint names the package that ships the
-    file, as dpkg knows it."""
-    pkg = subprocess.run(["dpkg-query", "-S", DEBIAN_LUAJIT], stdout=subprocess.PIPE,
-                         check=True).stdout.decode().split(":")[0]
-    outs, _ = run(["-ex", "set breakpoint pending on", "-ex", "break lua_pcall", "-ex", "run"],
-                  ["--args", DEBIAN_LUAJIT, "-e", "print(1)"])
-    assert_one_line(outs, "LuaJIT is in %s" % DEBIAN_LUAJIT, "without debug info",
-                    "apt install %s-dbgsym" % pkg)
-
-
 def test_core_of_another_binary(cores):
     outs, _ = run(["-ex", "core-file " + cores[GC64]], [host(X64)])
     assert_one_line(outs, "the core file does not match the binary " + host(X64),
@@ -256,6 +240,10 @@ BAD_ARGS = [
     ("lval (int *)L", "expected a TValue *, a GC object pointer or an address. Usage: lval"),
     ("lgcstat --top many", "--top needs a number, not 'many'. Usage: lgcstat"),
     ("lthreads extra", "unexpected argument 'extra'. Usage: lthreads"),
+    ("lbt --group", "--group folds the threads of --all: use lbt --all --group. Usage: lbt"),
+    ("lbt full --all --group", "--group folds frames, not locals: use it without full. "
+                               "Usage: lbt"),
+    ("lstates L=x", "lstates takes no arguments: it lists every Lua state. Usage: lstates"),
     ("lmcode nosuch+1", "cannot evaluate address 'nosuch+1'"),
     ("ltrace notanumber", "'notanumber' is not a trace number. Usage: ltrace"),
     ("lval ljgdb_break_count = 5", "assigns, and ljgdb never changes the process. Usage: lval"),

@@ -318,5 +318,5 @@ def test_lbt_after_crash(stops, variant, mode):
 def test_lbt_bad_input(stops, mode):
     stop = stops("r21-gc64", "nest")
     assert stop.out(mode, "lbt bogus").strip() == \
-        "lbt: unexpected argument 'bogus'. Usage: lbt [full] [--all] [L=<lua_State *>]"
+        "lbt: unexpected argument 'bogus'. Usage: lbt [full] [--all [--group]] [L=<lua_State *>]"
     assert stop.out(mode, "lbt L=8").startswith("lbt: 0x8 is not a lua_State")

@@ -52,4 +52,27 @@ function M.wrap()
   local r = f(2); ngx.say(r)
 end
 
+
+-- A worker busy in Lua: the interpreter spins in c(), called from b(), in
+-- the request's coroutine; its frames go to $LJGDB_EXPECTED.spin in the
+-- format of testprogs/lua/moments.lua (frame LEVEL WHAT SOURCE LINE FUNC),
+-- on the same line as the loop.
+local function record_spin()
+  local f = assert(io.open(os.getenv("LJGDB_EXPECTED") .. ".spin", "w"))
+  for level = 2, 40 do
+    local info = debug.getinfo(level, "Slf")
+    if not info then break end
+    f:write(table.concat({"frame", level - 2, info.what, info.source, info.currentline,
+                          tostring(info.func)}, "\t"), "\n")
+  end
+  f:write("ready\n")
+  f:close()
+end
+function M.spin()
+  jit.off()
+  local function c() record_spin(); local i = 0; while true do i = i + 1 end end
+  local function b() local r = c(); return r end
+  b()
+end
+
 return M
