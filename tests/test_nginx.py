@@ -207,10 +207,16 @@ def test_nginx_worker_busy_in_lua(tmp_path):
         records = read_expected(spin)
         rnd = random.Random(7)
         verdicts = []
+        inner = [r for r in records if r[0] == "frame"][0]
+        where = "%s:%s" % (chunk_display(inner[3]), inner[4])
         for i in range(6):
             time.sleep(rnd.uniform(0.01, 0.2))
-            out = dict(p.attach(["lbt"]))["lbt"]
-            verdicts.append((judge(records, out), out))
+            outs = dict(p.attach(["lbt", "lthreads"]))
+            verdicts.append((judge(records, outs["lbt"]), outs["lbt"]))
+            # lthreads shows the running thread where lbt does (or '?').
+            running = [line for line in outs["lthreads"].splitlines() if " running " in line]
+            assert len(running) == 1, outs["lthreads"]
+            assert running[0].split()[5] in (where, "?"), (where, outs["lthreads"])
         if not kernel_cores_possible():
             kcore = p.abort()
             assert kcore, "no kernel core after SIGABRT:\n%s" % p.log()

@@ -42,6 +42,10 @@ def check(outs, expected, how):
         assert re.search(r'^0x%x\s+normal .* \(fiber %s "%s", suspended\)$' % (L, fid, fib[fid]),
                          out["lthreads"], re.M), (how, out["lthreads"])
     assert "g->gc.total: %d bytes (exact)" % total in out["lgcstat"], (how, out["lgcstat"])
+    # One VM, found by the memory search, with the recorded heap size.
+    rows = [line.split() for line in out["lstates"].splitlines() if line.startswith("0x")]
+    assert len(rows) == 1 and int(rows[0][3]) == total and "memory search" in out["lstates"], \
+        (how, out["lstates"])
 
 
 def test_tarantool_fibers(tmp_path):
