@@ -343,33 +343,41 @@ class _Locator(object):
                              "results" % (self.regs["pc"], where))
         return None
 
+    def code_fact(self, kind, name, size, find):
+        """find(start, first `size` bytes of VM symbol `name`'s code) -> an
+        address or None, computed once per VM object; None when the symbol
+        or its code cannot be read."""
+        cache = self.vm.__dict__.setdefault("_code_facts", {})
+        key = (kind, name)
+        if key not in cache:
+            start = self.vm.t.symbol(name)
+            try:
+                code = self.vm.t.read(start, size, "code of " + name) if start else None
+            except FaultError:
+                code = None
+            cache[key] = find(start, code) if code else None
+        return cache[key]
+
     def stored_at_entry(self, vmf):
         """The VM code vmf runs in stores L->base first thing (R vm_x64.dasc
         BC_TNEW, BC_CAT: mov L:RB, SAVE_L; mov L:RB->base, BASE) and vmf.pc
         is past that store, so L->base is the BASE of this run of it (code
         is entered at its symbol; a global label inside has its own)."""
-        if self.arch != "x86_64":
+        cfo = self.walker.cfo
+        off = self.vm.lay.L.base
+        if self.arch != "x86_64" or not cfo or off >= 128:
             return False
-        cache = self.vm.__dict__.setdefault("_stored_at_entry", {})
-        end = cache.get(vmf.name, False)
-        if end is False:
-            end = None
-            start = self.vm.t.symbol(vmf.name)
-            rex = b"\x48" if self.walker.fr2 else b""
-            cfo = self.walker.cfo
-            off = self.vm.lay.L.base
-            try:
-                code = self.vm.t.read(start, 24, "code of " + vmf.name) if start else b""
-            except FaultError:
-                code = b""
+        rex = b"\x48" if self.walker.fr2 else b""
+
+        def find(start, code):
             for r in range(8):
                 # mov r, [rsp+SAVE_L]; mov [r+base], BASE
-                i = code.find(rex + bytes([0x8b, 0x44 | (r << 3), 0x24, cfo["L"]])) if cfo else -1
+                i = code.find(rex + bytes([0x8b, 0x44 | (r << 3), 0x24, cfo["L"]]))
                 j = code.find(rex + bytes([0x89, 0x50 | r, off]), i + 1) if i >= 0 else -1
-                if j >= 0 and off < 128:
-                    end = start + j + len(rex) + 3
-                    break
-            cache[vmf.name] = end
+                if j >= 0:
+                    return start + j + len(rex) + 3
+            return None
+        end = self.code_fact("stores L->base", vmf.name, 24, find)
         return end is not None and vmf.pc >= end
 
     def base_dead(self, vmf):
@@ -563,19 +571,12 @@ class _Locator(object):
         machine code), False before; None elsewhere or when not found."""
         if vmf.name not in ("lj_BC_CALL", "lj_BC_CALLM") or self.arch != "x86_64":
             return None
-        cache = self.vm.__dict__.setdefault("_call_lea", {})
-        lea = cache.get(vmf.name, False)
-        if lea is False:
-            lea = None
-            start = self.vm.t.symbol(vmf.name)
-            pat = CALL_LEA_GC64 if self.walker.fr2 else CALL_LEA_X64
-            if start:
-                try:
-                    i = self.vm.t.read(start, 96, "code of " + vmf.name).find(pat)
-                    lea = start + i if i >= 0 else None
-                except FaultError:
-                    lea = None
-            cache[vmf.name] = lea
+        pat = CALL_LEA_GC64 if self.walker.fr2 else CALL_LEA_X64
+
+        def find(start, code):
+            i = code.find(pat)
+            return start + i if i >= 0 else None
+        lea = self.code_fact("lea BASE", vmf.name, 96, find)
         if lea is None:
             return None
         return vmf.pc > lea
