@@ -9,4 +9,5 @@ def register():
                lmcode.LMcode, ltrace.LTrace, lstates.LStates)
     for cls in classes:
         cls()
+    base.HelpCommand(classes)
     return [c.NAME for c in classes]

@@ -24,7 +24,20 @@ class _Prefix(gdb.Command):
     """Settings of ljgdb, the LuaJIT extension (see 'show ljgdb')."""
 
     def __init__(self, verb):
+        self.verb = verb
         super().__init__("%s ljgdb" % verb, gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
+
+    def invoke(self, arg, from_tty):
+        if self.verb == "show" and not arg.strip():
+            # Every setting with its value (gdb's own prefixes list theirs).
+            for name, p in sorted(PARAMS.items()):
+                value = p.value
+                if isinstance(value, bool):
+                    value = "on" if value else "off"
+                gdb.write("%s:  %s (%s)\n" % (name, value, p.show_doc.rstrip(".")))
+            return
+        raise gdb.GdbError("%s ljgdb: name a setting (%s); 'show ljgdb' lists them with their "
+                           "values" % (self.verb, ", ".join(sorted(PARAMS))))
 
 
 class _Param(gdb.Parameter):
@@ -317,8 +330,14 @@ def split_args(arg, flags=(), options=()):
     while i < len(tokens):
         tok = tokens[i]
         if tok[:2] in ("L=", "G=") and len(tok) > 2:
+            # An expression split at its spaces ('L=(lua_State *)0x...')
+            # goes on until its brackets close.
+            expr = tok[2:]
+            while i + 1 < len(tokens) and _continues(expr, tokens[i + 1], flags):
+                i += 1
+                expr += " " + tokens[i]
             state = state or StateArg()
-            setattr(state, tok[0], tok[2:])
+            setattr(state, tok[0], expr)
         elif tok.startswith("--") and "=" in tok and tok.split("=", 1)[0][2:] in options:
             name, val = tok[2:].split("=", 1)
             got_opts[name] = val
@@ -335,6 +354,18 @@ def split_args(arg, flags=(), options=()):
             rest.append(tok)
         i += 1
     return got_flags, got_opts, state, rest
+
+
+def _continues(expr, nxt, flags):
+    """Whether the next argument word belongs to expression expr, which the
+    command line split at a space: a bracket is still open, or expr ends
+    with a cast or an operator, or nxt starts with an operator; never a
+    word that is an option, a flag or another L=/G=."""
+    if nxt.startswith("-") and not _is_number(nxt) or nxt[:2] in ("L=", "G=") or nxt in flags:
+        return False
+    if expr.count("(") + expr.count("[") > expr.count(")") + expr.count("]"):
+        return True
+    return expr.endswith(")") or expr[-1:] in "+-*/&|<>,." or nxt[:1] in "+-*/&|<>,.)]"
 
 
 def _is_number(tok):
@@ -377,6 +408,7 @@ class LjCommand(gdb.Command):
 
     NAME = None
     USAGE = None
+    SUMMARY = None      # one line for 'help ljgdb'
 
     def __init__(self):
         super().__init__(self.NAME, gdb.COMMAND_DATA, gdb.COMPLETE_EXPRESSION)
@@ -410,3 +442,20 @@ class LjCommand(gdb.Command):
 
     def run(self, arg, from_tty):
         raise NotImplementedError
+
+
+class HelpCommand(gdb.Command):
+    """ljgdb: Lua-level views of a LuaJIT process or core (help ljgdb lists them)."""
+
+    def __init__(self, classes):
+        lines = ["ljgdb: Lua-level views of a LuaJIT process or core.", "", "Commands:"]
+        for c in classes:
+            lines.append("  %-9s %s" % (c.NAME, c.SUMMARY))
+        lines += ["", "Every command takes L=<lua_State *> or G=<global_State *> to choose a "
+                  "state; 'help <command>' tells more.", "Settings: 'show ljgdb' lists them, "
+                  "'set ljgdb <name> <value>' changes one."]
+        self.__doc__ = "\n".join(lines)
+        super().__init__("ljgdb", gdb.COMMAND_DATA, gdb.COMPLETE_NONE)
+
+    def invoke(self, arg, from_tty):
+        gdb.write(self.__doc__ + "\n")

@@ -90,8 +90,9 @@ class BtFormat(object):
         """lbt --all --group's lines for a threadscan.Group."""
         ex = ", ".join("0x%x" % L for L in g.examples)
         more = g.count - len(g.examples)
-        out = ["%d thread%s (%s): (lua_State *)%s%s" % (
-            g.count, "" if g.count == 1 else "s", g.status, ex,
+        out = ["%d thread%s (%s%s): (lua_State *)%s%s" % (
+            g.count, "" if g.count == 1 else "s",
+            "VM thread g->vmthref, " if g.internal else "", g.status, ex,
             " and %d more" % more if more else "")]
         out.extend("#%-3d %s" % (i, self.key_text(k)) for i, k in enumerate(g.keys))
         if not g.keys:
@@ -208,6 +209,7 @@ Example:
         req = table: (GCtab *)0x7ffff7cc58f0"""
 
     NAME = "lbt"
+    SUMMARY = "the Lua backtrace of a thread, or of every thread (--all, --group)"
     USAGE = "lbt [full] [--all [--group]] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
@@ -245,14 +247,14 @@ Example:
                 else:
                     summaries.append(s)
             if "group" in flags:
-                for g in group(summaries):
+                for g in group(summaries, bt.bt.vmthread):
                     out.extend(bt.group_lines(g))
                     out.append("")
             else:
                 for s in summaries:
                     out.extend(bt.summary_lines(s))
                     out.append("")
-        out.append("%d threads" % len(threads))
+        out.append("%d thread%s" % (len(threads), "" if len(threads) == 1 else "s"))
         if walk_err is not None:
             out.append("lbt: walk of g->gc.root stopped, threads after it are missing: %s"
                        % walk_err)

@@ -40,6 +40,7 @@ Example:
   sum: 67193 bytes; g->gc.total: 67193 bytes (exact)"""
 
     NAME = "lgcstat"
+    SUMMARY = "every GC object and every byte the collector counts"
     USAGE = "lgcstat [--top N] [--by-chunk] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):

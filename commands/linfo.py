@@ -21,6 +21,7 @@ Example:
   ..."""
 
     NAME = "linfo"
+    SUMMARY = "the LuaJIT build, the VM state and how the running frame is found"
     USAGE = "linfo [L=<lua_State *>]"
 
     def run(self, arg, from_tty):

@@ -75,6 +75,7 @@ Example:
   0x7fffe7fefe4a is in trace 3 at +0x2a of its machine code 0x7fffe7fefe20-0x7fffe7fefe87 (103 bytes)"""
 
     NAME = "lmcode"
+    SUMMARY = "the JIT's machine-code areas, or which trace owns an address"
     USAGE = "lmcode [<address>] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
@@ -108,7 +109,8 @@ Example:
         elif area is not None:
             out.append("0x%x is in no trace: it is in %s" % (addr, what))
         else:
-            out.append("0x%x is not in any mcode area of this VM (%d areas)" % (addr, len(areas)))
+            out.append("0x%x is not in any mcode area of this VM (%d area%s)"
+                       % (addr, len(areas), "" if len(areas) == 1 else "s"))
             return out
         if area is not None:
             idx = areas.index(area) + 1
@@ -142,8 +144,8 @@ Example:
         out.extend(self.placement_lines(pl))
         total = sum(a.size for a in areas)
         size_kb, max_kb = js.params.get("sizemcode"), js.params.get("maxmcode")
-        lim = "J->szallmcarea %d bytes in %d areas (sum of their sizes %d)" % (
-            js.szallmcarea, len(areas), total)
+        lim = "J->szallmcarea %d bytes in %d area%s (sum of their sizes %d)" % (
+            js.szallmcarea, len(areas), "" if len(areas) == 1 else "s", total)
         if size_kb is not None and max_kb is not None:
             lim += "; sizemcode %d KB, maxmcode %d KB (J->param)" % (size_kb, max_kb)
         out.append("limits:  " + lim)

@@ -22,6 +22,7 @@ Example:
   0x7ffff7fb6390      0x7ffff7fb6380      idle                   28793  C         memory search ([heap])"""
 
     NAME = "lstates"
+    SUMMARY = "every LuaJIT VM in the process and how it was found"
     USAGE = "lstates"
 
     def run(self, arg, from_tty):

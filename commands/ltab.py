@@ -27,6 +27,7 @@ Example:
   }"""
 
     NAME = "ltab"
+    SUMMARY = "dump a Lua table, array part then hash part"
     USAGE = "ltab <GCtab * or TValue *> [--depth N] [--limit N] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):

@@ -27,6 +27,7 @@ Example:
   0x7ffff7cb3380       running       105       840       936  app.lua:12 (main)"""
 
     NAME = "lthreads"
+    SUMMARY = "every Lua thread: status, stack, where it stands, who resumed it"
     USAGE = "lthreads [--group] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
@@ -89,14 +90,18 @@ Example:
                     L, s.status, s.stacksize, stack_b, lsize + stack_b, where,
                     " (%s)" % ", ".join(note) if note else ""))
         total = sum(lsize + s.stacksize * 8 for s in good)
-        main = vm.main_L
-        coros = [s for s in good if s.L != main]
+        main, vmthread = vm.main_L, bt.vmthread
+        coros = [s for s in good if s.L != main and s.L != vmthread]
         cbytes = sum(lsize + s.stacksize * 8 for s in coros)
-        avg = (cbytes / len(coros)) if coros else 0
-        out.append("%d threads (%d coroutine%s and the main thread), %d bytes; %.0f bytes per "
-                   "coroutine on average (sizeof(lua_State) = %d; PUC Lua 5.4: about %d)"
-                   % (len(good), len(coros), "" if len(coros) == 1 else "s", total, avg, lsize,
-                      PUC_LUA54_BYTES))
+        parts = ["%d coroutine%s" % (len(coros), "" if len(coros) == 1 else "s"), "the main thread"]
+        if any(s.L == vmthread for s in good):
+            parts.append("the VM's internal thread")
+        line = "%d thread%s (%s and %s), %d bytes" % (
+            len(good), "" if len(good) == 1 else "s", ", ".join(parts[:-1]), parts[-1], total)
+        if coros:
+            line += ("; %.0f bytes per coroutine on average (sizeof(lua_State) = %d; PUC Lua "
+                     "5.4: about %d)" % (cbytes / len(coros), lsize, PUC_LUA54_BYTES))
+        out.append(line)
         if walk_err is not None:
             addr = getattr(walk_err, "address", None)
             out.append("lthreads: walk of g->gc.root stopped, threads after it are missing: %s%s"
@@ -108,9 +113,10 @@ Example:
         """One line per group of threads that read the same: count, status,
         the frames innermost first (joined by ' < '), and example threads."""
         out = ["%8s  %-9s  %s" % ("threads", "status", "frames, innermost first (e.g. lua_State)")]
-        for g in group(summaries):
+        for g in group(summaries, fmt.bt.vmthread):
             frames = " < ".join(fmt.key_text(k) for k in g.keys) or "(no Lua frames)"
             ex = ", ".join("0x%x" % L for L in g.examples)
-            out.append("%8d  %-9s  %s  (e.g. %s)%s" % (g.count, g.status, frames, ex,
-                                                      "; " + g.warning if g.warning else ""))
+            out.append("%8d  %-9s  %s  (%s%s)%s" % (
+                g.count, g.status, frames, "the VM's internal thread, g->vmthref: " if g.internal
+                else "e.g. ", ex, "; " + g.warning if g.warning else ""))
         return out

@@ -29,6 +29,7 @@ Example:
   trace 2 (GCtrace *)0x7ffff7cc41b8: side trace of root 1, parent 1/5"""
 
     NAME = "ltrace"
+    SUMMARY = "the JIT's live traces, or one trace in detail"
     USAGE = "ltrace [N] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):

@@ -391,27 +391,29 @@ class ThreadScanner(object):
 
 
 class Group(object):
-    """Threads with the same status, frames and warning: count, and the
-    first few lua_States as examples."""
-    __slots__ = ("status", "keys", "warning", "count", "examples")
+    """Threads with the same status, frames and warning: count, the first
+    few lua_States as examples, and internal: True for g->vmthref, which is
+    no coroutine and is never grouped with one."""
+    __slots__ = ("status", "keys", "warning", "internal", "count", "examples")
 
-    def __init__(self, status, keys, warning):
-        self.status, self.keys, self.warning = status, keys, warning
+    def __init__(self, status, keys, warning, internal):
+        self.status, self.keys, self.warning, self.internal = status, keys, warning, internal
         self.count = 0
         self.examples = []
 
 
-def group(summaries, examples=3):
+def group(summaries, vmthread=None, examples=3):
     """Groups of ThreadSummary objects that read the same (as Go's goroutine
     dumps are read), the largest first, then by first appearance."""
     groups = {}
     order = []
     for s in summaries:
         warning = s.bt.warning if s.bt is not None else None
-        k = (s.status, s.keys, warning)
+        internal = s.L == vmthread
+        k = (s.status, s.keys, warning, internal)
         g = groups.get(k)
         if g is None:
-            g = groups[k] = Group(s.status, s.keys, warning)
+            g = groups[k] = Group(s.status, s.keys, warning, internal)
             order.append(g)
         g.count += 1
         if len(g.examples) < examples:

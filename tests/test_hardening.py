@@ -468,3 +468,16 @@ def test_frame_link_that_goes_up_ends_the_walk(variant):
     assert len(frames) == 1 and frames[0].kind == "c"
     assert isinstance(err, CorruptError) and "does not go down" in str(err)
     assert err.address == link
+
+
+def test_help_and_settings_listed():
+    """help ljgdb lists every command in one line each; show ljgdb lists
+    every setting with its value."""
+    outs, _ = run(["-ex", "set ljgdb max-string 7"], commands=["help ljgdb", "show ljgdb"])
+    helptext, show = outs[0][1], outs[1][1]
+    for name in ("linfo", "lval", "ltab", "lbt", "lthreads", "lgcstat", "lmcode", "ltrace",
+                 "lstates"):
+        assert re.search(r"^  %s\s+\S" % name, helptext, re.M), helptext
+    for name in ("max-string", "max-entries", "heap-cache", "check-build-id", "debug"):
+        assert re.search(r"^%s:  " % name, show, re.M), show
+    assert re.search(r"^max-string:  7 ", show, re.M), show

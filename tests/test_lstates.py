@@ -44,9 +44,10 @@ def test_idle_vm_from_a_thread_outside_lua(variant, tmp_path):
 
 @pytest.mark.parametrize("variant", ("r21-gc64", "r21-x64", "r20-x64", "or-gc64"))
 def test_several_vms_in_one_process(variant, tmp_path):
-    g_of = "G=(char*)ljgdb_states[%d]+(long)&((GG_State*)0)->g"
-    cmds = ["lstates", "linfo", "lgcstat " + g_of % 2, "lbt " + g_of % 1, "lbt L=ljgdb_states[2]",
-            "lbt G=ljgdb_states[1]"]
+    # Expressions with spaces, as one writes them in gdb.
+    g_of = "G=((char *) ljgdb_states[%d] + (long) &((GG_State *) 0)->g)"
+    cmds = ["lstates", "linfo", "lgcstat " + g_of % 2, "lbt " + g_of % 1,
+            "lbt L=(lua_State *) ljgdb_states[2]", "lbt G=ljgdb_states[1]"]
     s = Stop(variant, "idle.lua", cmds, str(tmp_path), env={"LJGDB_IDLE": "1", "LJGDB_STATES": "3"})
     states = [(int(L, 16), int(total)) for L, total in records(s, "state")]
     assert len(states) == 3
@@ -62,7 +63,7 @@ def test_several_vms_in_one_process(variant, tmp_path):
         assert "g->gc.total: %d bytes (exact)" % total2 in s.out(mode, "lgcstat " + g_of % 2)
         assert s.out(mode, "lbt " + g_of % 1).startswith(
             "Lua backtrace of (lua_State *)0x%x (main thread, idle)" % states[1][0])
-        assert s.out(mode, "lbt L=ljgdb_states[2]").startswith(
+        assert s.out(mode, "lbt L=(lua_State *) ljgdb_states[2]").startswith(
             "Lua backtrace of (lua_State *)0x%x (main thread, idle)" % L2)
         # A lua_State where a global_State belongs: one line that says so.
         bad = s.out(mode, "lbt G=ljgdb_states[1]")
