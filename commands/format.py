@@ -30,7 +30,9 @@ def quote(data, truncated=False, length=None):
 def number(x):
     """As Lua's tostring() prints a number (LUAI_NUMFFORMAT %.14g)."""
     if math.isnan(x):
-        return "nan" if math.copysign(1, x) > 0 else "-nan"
+        # LuaJIT prints every NaN as nan, whatever its sign bit (checked on
+        # 2.0, 2.1, Debian's and OpenResty's: tostring(0/0), tostring(-(0/0))).
+        return "nan"
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
     return "%.14g" % x

@@ -43,6 +43,7 @@ Example:
         maxs = param("max-string")
         slot = None
         expr = " ".join(rest)
+        selected = False
         if len(rest) >= 2 and _is_int(rest[-1]):
             head = " ".join(rest[:-1])
             try:
@@ -50,12 +51,20 @@ Example:
                 if pointer_target_name(hv) == "lua_State":
                     expr, slot = head, int(rest[-1], 0)
             except UsageError:
-                pass
-        v = eval_value(expr)
-        addr = int(v) & 0xFFFFFFFFFFFFFFFF if _is_scalar(v) else None
-        tname = pointer_target_name(v)
+                if head == "L":
+                    # No C variable L in this frame: `lval L N` means the
+                    # selected thread (the one lbt shows), as linfo names it.
+                    expr, slot, selected = head, int(rest[-1], 0), True
+        if selected:
+            vm = get_vm(L_expr)
+            addr, tname = vm.L, "lua_State"
+        else:
+            v = eval_value(expr)
+            addr = int(v) & 0xFFFFFFFFFFFFFFFF if _is_scalar(v) else None
+            tname = pointer_target_name(v)
         if slot is not None:
-            vm = get_vm(L_expr if L_expr is not None else expr)
+            if not selected:
+                vm = get_vm(L_expr if L_expr is not None else expr)
             th = Thread(vm, addr)
             if not th.stack <= th.base <= th.top <= th.stack + 8 * th.stacksize:
                 raise CorruptError("lua_State 0x%x is inconsistent: base 0x%x and top 0x%x are "
@@ -71,7 +80,9 @@ Example:
                 n = (th.top - th.base) // 8
                 raise UsageError("slot %d is outside the %d slots of this frame (base 0x%x, top 0x%x)"
                                  % (slot, n, th.base, th.top))
-            return self._tv(vm, tv_addr, "slot %d " % slot, "raw" in flags, maxs)
+            label = "slot %d of the selected thread (lua_State *)0x%x " % (slot, addr) if selected \
+                else "slot %d " % slot
+            return self._tv(vm, tv_addr, label, "raw" in flags, maxs)
         vm = get_vm(L_expr)
         if addr is None:
             # A TValue (not a pointer): use its address when it has one.

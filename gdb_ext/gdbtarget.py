@@ -308,6 +308,8 @@ def frame_candidates(lay, max_frames=64):
                     G = v - lay.GG.dispatch + lay.GG.g
                 else:
                     G = v
+                if G < 0x10000:
+                    continue            # not a pointer (at starti the register is 0)
                 out.append(("G", G, "frame #%d %s: register %s" % (num, fname or "??", reg)))
         try:
             frame = frame.older()

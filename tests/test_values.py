@@ -20,7 +20,7 @@ COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
              "ltab L->base", "ltab", "linfo extra", "ltab L->base+8 --depth x",
              "linfo L=ljgdb_thread", "linfo L=8", "linfo L=0",
              # frame 2 is the VM's lj_BC_FUNCC: no C variables, only registers
-             "frame 2", "linfo", "frame 0"])
+             "frame 2", "linfo", "lval L 2", "frame 0"])
 MODES = ("live", "core")
 
 
@@ -271,3 +271,14 @@ def test_state_from_vm_register(stop, mode):
     src = "g->cur_L" if stop.variant != "r20-x64" else "main thread"
     assert info["selected L"] == "%s  [%s (from frame #2 lj_BC_FUNCC: register r14)]" % (
         first["main lua_State"], src), out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lval_slot_of_the_selected_thread(stop, mode):
+    """In a frame with no C variable L, `lval L N` reads slot N of the
+    selected thread (the one linfo names), and says so."""
+    idx, typ, shown = [r for r in records(stop, "slot") if r[0] == "2"][0]
+    out = stop.out(mode, "lval L 2", nth=1).splitlines()[0]
+    pat = r"slot 2 of the selected thread \(lua_State \*\)0x[0-9a-f]+ \(TValue \*\)0x[0-9a-f]+: %s$" \
+        % expected_text(stop, typ, shown)
+    assert re.match(pat, out), (out, pat)

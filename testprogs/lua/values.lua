@@ -23,8 +23,10 @@ local function lua_func(a, b)
 end
 
 local nested = {x = 1, y = {z = "deep"}}
+local nan = 0/0
 local t = {10, 20.5, "three", true, name = "alpha", nested = nested,
-           [false] = "no", ["with space"] = 7, [2.5] = "float key"}
+           [false] = "no", ["with space"] = 7, [2.5] = "float key",
+           nan = nan, negnan = -nan, inf = math.huge, ninf = -math.huge}
 setmetatable(nested, {__index = t})
 local co = coroutine.create(function(x) coroutine.yield(x) end)
 coroutine.resume(co, 1)
