@@ -3,6 +3,7 @@ import math
 
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.objects import Cdata, Func, Proto, Str, Tab, Udata
+from ..gdb_ext.runtime import builtin_names
 from ..gdb_ext import consts as C
 
 _ESC = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n", ord("\r"): "\\r",
@@ -79,7 +80,11 @@ def func_text(vm, addr):
     if fn.kind == "c":
         sym = vm.t.symbolize(fn.cfunc)
         return "function: (GCfuncC *)0x%x C:%s" % (addr, sym or "0x%x" % fn.cfunc)
-    return "function: (GCfuncC *)0x%x [builtin#%d]" % (addr, fn.ffid)
+    names = vm.__dict__.get("_ffnames")
+    if names is None:
+        names = vm._ffnames = builtin_names(vm)
+    # The name lbt gives it (package.loaded, then the build's FF_* names).
+    return "function: (GCfuncC *)0x%x [builtin#%s]" % (addr, names.get(fn.ffid, fn.ffid))
 
 
 def value_text(vm, v, max_string=200):

@@ -56,7 +56,10 @@ def expected_text(stop, typ, shown):
         return re.escape("thread: (lua_State *)0x%x" % addr_of(shown))
     if typ == "function":
         if shown.startswith("function: builtin#"):
-            return r"function: \(GCfuncC \*\)0x[0-9a-f]+ \[builtin#%s\]" % shown.split("#")[1]
+            ffid = int(shown.split("#")[1])
+            names = {int(r[0]): r[1] for r in records(stop, "ffname")}
+            return r"function: \(GCfuncC \*\)0x[0-9a-f]+ \[builtin#%s\]" % re.escape(
+                names.get(ffid, str(ffid)))
         addr = addr_of(shown)
         src, line = one(stop, "func")
         if addr == int(_slot_shown(stop, 10), 16):

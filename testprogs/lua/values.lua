@@ -10,6 +10,13 @@ local function rec(...)
   out:write(table.concat(parts, "\t"), "\n")
 end
 
+-- Fast-function names as LuaJIT itself names them (jit/vmdef.lua, found
+-- through LUA_PATH set by the test).
+local okv, vmdef = pcall(require, "jit.vmdef")
+if okv and vmdef.ffnames then
+  for id, name in pairs(vmdef.ffnames) do rec("ffname", id, name) end
+end
+
 local function shown(v)
   -- strings as hex of their bytes (tests rebuild the literal), others tostring
   if type(v) == "string" then
