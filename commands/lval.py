@@ -1,7 +1,7 @@
 """lval: decode a TValue, a GC object or a stack slot."""
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.objects import (KIND_GCT, Func, Proto, Str, Tab, Thread, Value, decode_tv,
-                               gc_kind_at, read_object, split_tv)
+                               gc_kind_at, looks_like_gc_object, read_object, split_tv)
 from ..gdb_ext import consts as C
 from .base import LjCommand, UsageError, eval_value, get_vm, param, pointer_target_name, \
     split_args
@@ -93,6 +93,14 @@ Example:
         if tname in _GC_POINTERS:
             kind = _GC_POINTERS[tname] or gc_kind_at(vm, addr)
             return self._gc(vm, kind, addr, "raw" in flags, maxs)
+        if tname in (None, "void"):
+            # A bare address: a GC object's if its header reads like one.
+            kind = looks_like_gc_object(vm, addr)
+            if kind is not None:
+                out = self._gc(vm, kind, addr, "raw" in flags, maxs)
+                out.append("(0x%x read as a GC object: its header says %s; (TValue *)0x%x reads "
+                           "the 8 bytes there as a TValue)" % (addr, kind, addr))
+                return out
         if tname in (None, "TValue", "void", "char") or tname.startswith("unsigned"):
             return self._tv(vm, addr, "", "raw" in flags, maxs)
         raise UsageError("'%s' is a pointer to %s; expected a TValue *, a GC object pointer or an "

@@ -404,3 +404,20 @@ def gc_kind_at(vm, addr):
     if kind is None:
         raise CorruptError("no GC object at 0x%x: gct byte is %d, not 4..12" % (addr, gct), addr)
     return kind
+
+
+def looks_like_gc_object(vm, addr):
+    """The kind of GC object at addr when its header reads like one: a GC
+    type byte, a next-object link that is NULL or leads to another GC type
+    byte, and a body its decoder accepts; else None.  For a bare address
+    that may be a TValue's as well as an object's."""
+    lay = vm.lay
+    try:
+        kind = gc_kind_at(vm, addr)
+        nxt = vm.t.uint(addr, lay.ref_size, "GC header")
+        if nxt and GCT_KIND.get(vm.t.u8(nxt + lay.str.gct, "next GC object")) is None:
+            return None
+        read_object(vm, kind, addr)
+    except (FaultError, CorruptError):
+        return None
+    return kind

@@ -212,3 +212,15 @@ def test_format_helpers():
     assert chunk_display("return 1\nprint(2)") == '[string "return 1..."]'
     assert quote(b'a"\\\n\x01\xff') == '"a\\"\\\\\\n\\1\\255"'
     assert quote(b"abc", True, 10) == '"abc"... (10 bytes)'
+
+
+def test_bare_address_of_a_gc_object(heap):
+    """looks_like_gc_object: a table's address is one; the address of a
+    number in its array part is not."""
+    from ljgdb.gdb_ext.objects import looks_like_gc_object
+    h = with_state(heap)
+    t = h.new_tab(array=[h.tv_num(1.5), h.tv_num(2.5), h.tv_num(3.5)])
+    vm = vm_of(h)
+    assert looks_like_gc_object(vm, t) == "table"
+    arr = Tab(vm, t).array
+    assert looks_like_gc_object(vm, arr + 8) is None

@@ -20,7 +20,10 @@ COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
              "ltab L->base", "ltab", "linfo extra", "ltab L->base+8 --depth x",
              "linfo L=ljgdb_thread", "linfo L=8", "linfo L=0",
              # frame 2 is the VM's lj_BC_FUNCC: no C variables, only registers
-             "frame 2", "linfo", "lval L 2", "frame 0"])
+             "frame 2", "linfo", "lval L 2", "frame 0",
+             # slot 9's table as a bare number (the GC reference bits)
+             "set $tab = sizeof(GCRef) == 8 ? ((L->base+8)->u64 & 0x7fffffffffff) : "
+             "((L->base+8)->u64 & 0xffffffff)", "lval $tab"])
 MODES = ("live", "core")
 
 
@@ -285,3 +288,14 @@ def test_lval_slot_of_the_selected_thread(stop, mode):
     pat = r"slot 2 of the selected thread \(lua_State \*\)0x[0-9a-f]+ \(TValue \*\)0x[0-9a-f]+: %s$" \
         % expected_text(stop, typ, shown)
     assert re.match(pat, out), (out, pat)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lval_of_a_bare_object_address(stop, mode):
+    """A plain number that is a table's address reads as that table, with a
+    line saying how to read the bytes as a TValue instead."""
+    t_addr = addr_of(_full_slot(stop, 9))
+    out = stop.out(mode, "lval $tab").splitlines()
+    assert out[0].startswith("table: (GCtab *)0x%x" % t_addr), out
+    assert out[-1] == ("(0x%x read as a GC object: its header says table; (TValue *)0x%x reads "
+                       "the 8 bytes there as a TValue)" % (t_addr, t_addr)), out
