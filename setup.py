@@ -1,9 +1,9 @@
 """Install ljgdb as the package `ljgdb` (ljgdb.gdb_ext, ljgdb.commands).
 
-The checkout itself is all gdb needs (`source /path/to/ljgdb.py`); installing
-is for using the engine from Python and for loading from site-packages with
-`python import ljgdb.commands; ljgdb.commands.register()` in gdb, when gdb's
-own Python sees that site-packages.  No bare top-level `commands` module is
+The checkout itself is all gdb needs (`source /path/to/ljgdb.py`).  Installed
+(also in a virtualenv, which gdb's own Python does not see), `ljgdb-gdbinit`
+prints the line for ~/.gdbinit, `source .../site-packages/ljgdb/gdbinit.py`
+(`ljgdb-gdbinit --append` adds it).  No bare top-level `commands` module is
 installed: both parts live under `ljgdb`.
 """
 from setuptools import setup
@@ -19,6 +19,7 @@ setup(
     python_requires=">=3.6",
     packages=["ljgdb", "ljgdb.gdb_ext", "ljgdb.commands"],
     package_dir={"ljgdb": "pkg", "ljgdb.gdb_ext": "gdb_ext", "ljgdb.commands": "commands"},
+    entry_points={"console_scripts": ["ljgdb-gdbinit = ljgdb.install:main"]},
     classifiers=["Topic :: Software Development :: Debuggers",
                  "Programming Language :: Python :: 3"],
 )

@@ -18,3 +18,33 @@ def test_wheel_contents(tmp_path):
     assert "ljgdb/commands/lval.py" in names
     assert "ljgdb/gdb_ext/layout.py" in names
     assert "ljgdb/__init__.py" in names
+
+
+def test_install_in_a_virtualenv(tmp_path):
+    """pip install . in a venv, then the line ljgdb-gdbinit prints loads the
+    commands in gdb, whose own Python does not see the venv."""
+    venv = str(tmp_path / "venv")
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    py = os.path.join(venv, "bin", "python")
+    # The wheel is built outside (a fresh venv has no `wheel` to build with).
+    wheels = str(tmp_path / "wheels")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", wheels, ROOT], check=True, cwd=str(tmp_path))
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps",
+                    os.path.join(wheels, os.listdir(wheels)[0])], check=True, cwd=str(tmp_path))
+    line = subprocess.run([os.path.join(venv, "bin", "ljgdb-gdbinit")], check=True,
+                          stdout=subprocess.PIPE).stdout.decode().strip()
+    assert line.startswith("source " + venv) and line.endswith("ljgdb/gdbinit.py"), line
+    out = subprocess.run(["gdb", "-nx", "-nh", "--batch", "-ex", line, "-ex", "help ljgdb"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         cwd=str(tmp_path)).stdout.decode()
+    assert "lbt " in out and "lstates " in out and "Error" not in out, out
+    # --append adds it to ~/.gdbinit once.
+    home = str(tmp_path / "home")
+    os.makedirs(home)
+    env = dict(os.environ, HOME=home)
+    for _ in range(2):
+        subprocess.run([os.path.join(venv, "bin", "ljgdb-gdbinit"), "--append"], check=True,
+                       env=env, stdout=subprocess.PIPE)
+    with open(os.path.join(home, ".gdbinit")) as f:
+        assert f.read().splitlines() == [line]
