@@ -13,6 +13,10 @@ host=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+echo "== the example, testprogs/lua/demo.lua: a small \"API server\" keeps its configuration"
+echo "   and 100 user sessions in tables; while it handles a request (user42 adds a book to"
+echo "   the cart) it calls into C, as a server blocks in a socket read or a database driver."
+echo "   gdb stops it there (ljgdb_break), saves a core, and ljgdb reads the Lua world from it."
 echo "== $VARIANT: running testprogs/lua/demo.lua; gcore at the breakpoint in ljgdb_break"
 gdb -nx --batch -ex 'set confirm off' -ex 'break ljgdb_break' -ex run \
     -ex "gcore $work/demo.core" -ex kill --args "$host" testprogs/lua/demo.lua >/dev/null 2>&1
