@@ -10,4 +10,5 @@ def register():
     for cls in classes:
         cls()
     base.HelpCommand(classes)
+    lbt.LuaWhere()
     return [c.NAME for c in classes]

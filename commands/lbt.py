@@ -1,6 +1,8 @@
 """lbt: the Lua backtrace of a thread (or of all of them)."""
+import gdb
+
 from ..gdb_ext.backtrace import Backtracer
-from ..gdb_ext.errors import CorruptError, FaultError
+from ..gdb_ext.errors import CorruptError, FaultError, LjError
 from ..gdb_ext.frames import cached_proto, frame_locals, frame_upvalues
 from ..gdb_ext.threadscan import ThreadScanner, group
 from .base import LjCommand, UsageError, get_vm, param, split_args
@@ -84,6 +86,47 @@ class BtFormat(object):
         out.extend("#%-3d %s" % (i, self.key_text(k)) for i, k in enumerate(s.keys))
         if not s.keys:
             out.append("(no Lua frames)")
+        return out
+
+    # --- folded stacks (FlameGraph, inferno, speedscope read them) --------
+    @staticmethod
+    def _fold(texts):
+        """One folded stack, outermost frame first; ';' separates frames."""
+        return ";".join(t.replace(";", ",") for t in reversed(texts))
+
+    def folded_one(self, L):
+        b = self.bt.backtrace(L)
+        out = []
+        if b.frames:
+            out.append("%s 1" % self._fold([self.frame_text(f) for f in b.frames]))
+        else:
+            out.append("# (lua_State *)0x%x has no Lua frames" % L)
+        for w in (b.warning, b.error):
+            if w:
+                out.append("# lbt: %s" % w)
+        return out
+
+    def folded_all(self, summaries, nthreads, walk_err):
+        counts = {}
+        empty = 0
+        warned = []
+        for s in summaries:
+            if not s.keys:
+                empty += 1
+                continue
+            stack = self._fold([self.key_text(k) for k in s.keys])
+            counts[stack] = counts.get(stack, 0) + 1
+            if s.bt is not None and s.bt.warning:
+                warned.append("# lbt: (lua_State *)0x%x: %s" % (s.L, s.bt.warning))
+        out = ["%s %d" % (stack, n) for stack, n in
+               sorted(counts.items(), key=lambda e: (-e[1], e[0]))]
+        if empty:
+            out.append("# %d thread%s with no Lua frames" % (empty, "" if empty == 1 else "s"))
+        out.extend(warned)
+        if walk_err is not None or len(summaries) < nthreads:
+            out.append("# lbt: %d of %d threads could not be read%s" % (
+                nthreads - len(summaries), nthreads,
+                "; walk of g->gc.root stopped: %s" % walk_err if walk_err else ""))
         return out
 
     def group_lines(self, g):
@@ -198,9 +241,13 @@ thread it runs them for.
   --all     every coroutine's backtrace
   --group   with --all: threads whose status and frames are the same as one
             entry with their count, the largest first
+  --folded  the stack as one line of folded frames, outermost first, then a
+            count ("a.lua:9;a.lua:3;C:read 1"): what FlameGraph, inferno and
+            speedscope read; with --all, every thread's, equal stacks counted
+            together.  Lines that start with # say what is missing.
   L=<expr>  the lua_State to use (default: the current one, see linfo)
 
-Usage: lbt [full] [--all [--group]] [L=<lua_State *>]
+Usage: lbt [full] [--all [--group]] [--folded] [L=<lua_State *>]
 Example:
   (gdb) lbt full
   Lua backtrace of (lua_State *)0x7ffff7cb3380 (main thread, running); VM state: C (in a C function called from Lua)
@@ -210,10 +257,10 @@ Example:
 
     NAME = "lbt"
     SUMMARY = "the Lua backtrace of a thread, or of every thread (--all, --group)"
-    USAGE = "lbt [full] [--all [--group]] [L=<lua_State *>]"
+    USAGE = "lbt [full] [--all [--group]] [--folded] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
-        flags, opts, L_expr, rest = split_args(arg, flags=("all", "full", "group"))
+        flags, opts, L_expr, rest = split_args(arg, flags=("all", "full", "group", "folded"))
         full = "full" in flags
         for r in rest:
             if r == "full":
@@ -226,11 +273,19 @@ Example:
             raise UsageError("--group folds the threads of --all: use lbt --all --group")
         if "group" in flags and full:
             raise UsageError("--group folds frames, not locals: use it without full")
+        if "folded" in flags and (full or "group" in flags):
+            raise UsageError("--folded prints frames only, one line a stack: not with full or "
+                             "--group")
+        if "folded" in flags and "all" not in flags:
+            return bt.folded_one(vm.L)
         if "all" not in flags:
             return bt.lines(vm.L, full)
         out = []
         scanner = ThreadScanner(bt.bt)
         threads, walk_err = scanner.threads()
+        if "folded" in flags:
+            summaries = [s for s in scanner.scan(threads) if not isinstance(s, Exception)]
+            return bt.folded_all(summaries, len(threads), walk_err)
         if full:
             for L in threads:
                 try:
@@ -259,3 +314,23 @@ Example:
             out.append("lbt: walk of g->gc.root stopped, threads after it are missing: %s"
                        % walk_err)
         return out
+
+
+class LuaWhere(gdb.Function):
+    """$lua_where(): where the selected Lua thread stands, as chunk:line of
+its innermost Lua frame (what lthreads shows as 'where'): "-" when it has no
+Lua frame, "?" when that cannot be known at this moment.  For breakpoint
+conditions and scripts:
+  break lj_tab_new if $_streq($lua_where(), "app.lua:42")"""
+
+    def __init__(self):
+        super().__init__("lua_where")
+
+    def invoke(self):
+        try:
+            vm = get_vm()
+            fmt = BtFormat(vm)
+            where = fmt.where(fmt.bt.backtrace(vm.L))
+        except (LjError, UsageError, FaultError, CorruptError) as e:
+            raise gdb.GdbError("$lua_where: %s" % e)
+        return where.split(" ", 1)[0] if where.startswith("?") else where

@@ -12,7 +12,8 @@ import pytest
 from harness import ALL_VARIANTS, Stop, chunk_display, value_regex, addr_of
 
 MODES = ("live", "core")
-COMMANDS = ["lbt", "lbt full", "lbt --all", "lthreads", "lbt bogus", "lbt L=8"]
+COMMANDS = ["lbt", "lbt full", "lbt --all", "lthreads", "lbt bogus", "lbt L=8", "lbt --folded",
+            "print $lua_where()"]
 SCENARIOS = {"nest": "break", "deep": "break", "coro": "break", "fficb": "break",
              "jit": "break", "crash": "SIGSEGV", "gc": "break", "popen": "break",
              "popen_open": "break"}
@@ -149,6 +150,16 @@ def test_lbt_matches_luajit(stops, variant, scenario, mode):
         assert len(recs) > 5000
     _, full = parse_bt(stop.out(mode, "lbt full"))
     check_frames(stop, full, recs, full)
+    # The same stack folded on one line, outermost first, and the innermost
+    # Lua frame as $lua_where() gives it.
+    folded = stop.out(mode, "lbt --folded").strip().splitlines()
+    stack, count = folded[0].rsplit(" ", 1)
+    assert count == "1" and len(folded) == 1, folded
+    texts = stack.split(";")[::-1]
+    check_frames(stop, [(i, t, []) for i, t in enumerate(texts)], recs)
+    assert texts[0] == top
+    where = next(t for t in texts if not t.startswith(("C:", "[builtin#")))
+    assert stop.out(mode, "print $lua_where()").strip() == '$1 = "%s"' % where
 
 
 def gc_threads(stop):
@@ -321,6 +332,7 @@ def test_lbt_after_crash(stops, variant, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_lbt_bad_input(stops, mode):
     stop = stops("r21-gc64", "nest")
-    assert stop.out(mode, "lbt bogus").strip() == \
-        "lbt: unexpected argument 'bogus'. Usage: lbt [full] [--all [--group]] [L=<lua_State *>]"
+    assert stop.out(mode, "lbt bogus").strip() == (
+        "lbt: unexpected argument 'bogus'. Usage: lbt [full] [--all [--group]] [--folded] "
+        "[L=<lua_State *>]")
     assert stop.out(mode, "lbt L=8").startswith("lbt: 0x8 is not a lua_State")

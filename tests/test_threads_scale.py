@@ -63,7 +63,7 @@ def test_many_coroutines(variant, tmp_path):
     with open(script, "w") as f:
         f.write(COMPARE)
     cmds = ["lthreads --group", "lbt --all --group", "lbt --all", "lthreads",
-            "python exec(open(%r).read())" % script]
+            "python exec(open(%r).read())" % script, "lbt --all --folded"]
     s = Stop(variant, "many.lua", cmds, str(tmp_path), args=[str(N)])
     want = shapes(s.expected)
     assert sum(v["count"] for v in want.values()) == N
@@ -84,6 +84,12 @@ def test_many_coroutines(variant, tmp_path):
                 head = [ln for ln in text.splitlines()
                         if ln.startswith("%d threads (%s): " % (w["count"], w["status"]))]
                 assert head, (mode, name, text)
+        # Folded: each shape's stack, outermost first, with its count.
+        folded = s.out(mode, "lbt --all --folded").splitlines()
+        for name, w in want.items():
+            if w["frames"]:
+                line = ";".join(w["frames"][::-1] + ["[builtin#coroutine.yield]"])
+                assert "%s %d" % (line, w["count"]) in folded, (mode, name, folded)
         all_blocks = blocks(s.out(mode, "lbt --all"))
         assert len(all_blocks) >= N, (mode, len(all_blocks))
         rows = [ln.split() for ln in s.out(mode, "lthreads").splitlines() if ln.startswith("0x")]
