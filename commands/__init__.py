@@ -11,4 +11,5 @@ def register():
         cls()
     base.HelpCommand(classes)
     lbt.LuaWhere()
+    lval.LuaValue()
     return [c.NAME for c in classes]

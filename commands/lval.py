@@ -1,5 +1,7 @@
 """lval: decode a TValue, a GC object or a stack slot."""
-from ..gdb_ext.errors import CorruptError, FaultError
+import gdb
+
+from ..gdb_ext.errors import CorruptError, FaultError, LjError
 from ..gdb_ext.objects import (KIND_GCT, Func, Proto, Str, Tab, Thread, Value, decode_tv,
                                gc_kind_at, looks_like_gc_object, read_object, split_tv)
 from ..gdb_ext import consts as C
@@ -201,3 +203,26 @@ def _is_int(tok):
 def _is_scalar(v):
     from gdb import TYPE_CODE_PTR, TYPE_CODE_INT, TYPE_CODE_ENUM
     return v.type.strip_typedefs().code in (TYPE_CODE_PTR, TYPE_CODE_INT, TYPE_CODE_ENUM)
+
+
+class LuaValue(gdb.Function):
+    """$lua_value(tv): the Lua value of a TValue (a TValue, a TValue * or an
+address), as lval prints it ('"hello"', '42', 'table: (GCtab *)0x...'), for
+conditions and scripts:
+  break lj_tab_newkey if $_streq($lua_value(key), "\\"sessions\\"")"""
+
+    def __init__(self):
+        super().__init__("lua_value")
+
+    def invoke(self, tv):
+        try:
+            t = tv.type.strip_typedefs()
+            if t.code in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION) and tv.address is not None:
+                addr = int(tv.address)
+            else:
+                addr = int(tv) & 0xFFFFFFFFFFFFFFFF
+            vm = get_vm()
+            return value_text(vm, decode_tv(vm, vm.t.u64(addr, "TValue")),
+                              param("max-string"))
+        except (LjError, UsageError, FaultError, CorruptError, gdb.error, ValueError) as e:
+            raise gdb.GdbError("$lua_value: %s" % e)

@@ -23,7 +23,9 @@ COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
              "frame 2", "linfo", "lval L 2", "frame 0",
              # slot 9's table as a bare number (the GC reference bits)
              "set $tab = sizeof(GCRef) == 8 ? ((L->base+8)->u64 & 0x7fffffffffff) : "
-             "((L->base+8)->u64 & 0xffffffff)", "lval $tab"])
+             "((L->base+8)->u64 & 0xffffffff)", "lval $tab",
+             "print $lua_value(L->base[0])", "print $lua_value(L->base+1)",
+             "print $lua_value(L->base+8)"])
 MODES = ("live", "core")
 
 
@@ -299,3 +301,16 @@ def test_lval_of_a_bare_object_address(stop, mode):
     assert out[0].startswith("table: (GCtab *)0x%x" % t_addr), out
     assert out[-1] == ("(0x%x read as a GC object: its header says table; (TValue *)0x%x reads "
                        "the 8 bytes there as a TValue)" % (t_addr, t_addr)), out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_lua_value_function(stop, mode):
+    """$lua_value() gives the text lval gives, for a TValue and a TValue *."""
+    for cmd, idx in (("print $lua_value(L->base[0])", "1"), ("print $lua_value(L->base+1)", "2"),
+                     ("print $lua_value(L->base+8)", "9")):
+        _, typ, shown = [r for r in records(stop, "slot") if r[0] == idx][0]
+        out = stop.out(mode, cmd).strip()
+        m = re.match(r'\$\d+ = "(.*)"$', out)
+        assert m, out
+        text = m.group(1).replace('\\"', '"').replace("\\\\", "\\")
+        assert re.match(expected_text(stop, typ, shown) + "$", text), (cmd, text)
