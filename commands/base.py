@@ -409,9 +409,27 @@ class LjCommand(gdb.Command):
     NAME = None
     USAGE = None
     SUMMARY = None      # one line for 'help ljgdb'
+    WORDS = ()          # its flags and options, completed on TAB
 
     def __init__(self):
-        super().__init__(self.NAME, gdb.COMMAND_DATA, gdb.COMPLETE_EXPRESSION)
+        # No completer constant: complete() below offers the command's own
+        # words and falls back to gdb's expression completion.
+        super().__init__(self.NAME, gdb.COMMAND_DATA)
+
+    def complete(self, text, word):
+        """The command's words (flags, options, L=, G=) that start with the
+        argument being typed; else what gdb completes in an expression.
+        gdb replaces only `word` (it breaks words at '-' and '='), so each
+        answer is cut to the part after what precedes `word`."""
+        word = word or ""
+        token = text.split(" ")[-1]
+        lead = len(token) - len(word)
+        if lead < 0:
+            return gdb.COMPLETE_EXPRESSION
+        found = [w[lead:] for w in self.WORDS + ("L=", "G=") if w.startswith(token)]
+        if found or token.startswith("-"):
+            return found
+        return gdb.COMPLETE_EXPRESSION
 
     def invoke(self, arg, from_tty):
         try:

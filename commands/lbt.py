@@ -257,6 +257,7 @@ Example:
 
     NAME = "lbt"
     SUMMARY = "the Lua backtrace of a thread, or of every thread (--all, --group)"
+    WORDS = ('full', '--all', '--group', '--folded')
     USAGE = "lbt [full] [--all [--group]] [--folded] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):

@@ -41,6 +41,7 @@ Example:
 
     NAME = "lgcstat"
     SUMMARY = "every GC object and every byte the collector counts"
+    WORDS = ('--top', '--by-chunk')
     USAGE = "lgcstat [--top N] [--by-chunk] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):

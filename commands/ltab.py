@@ -28,6 +28,7 @@ Example:
 
     NAME = "ltab"
     SUMMARY = "dump a Lua table, array part then hash part"
+    WORDS = ('--depth', '--limit')
     USAGE = "ltab <GCtab * or TValue *> [--depth N] [--limit N] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):

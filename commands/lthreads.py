@@ -28,6 +28,7 @@ Example:
 
     NAME = "lthreads"
     SUMMARY = "every Lua thread: status, stack, where it stands, who resumed it"
+    WORDS = ('--group',)
     USAGE = "lthreads [--group] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):

@@ -36,6 +36,7 @@ Example:
 
     NAME = "lval"
     SUMMARY = "decode a Lua value: a TValue, a GC object or a stack slot"
+    WORDS = ('--raw',)
     USAGE = "lval [--raw] <TValue * | GC object pointer | lua_State * N> [L=<lua_State *>]"
 
     def run(self, arg, from_tty):

@@ -481,3 +481,17 @@ def test_help_and_settings_listed():
     for name in ("max-string", "max-entries", "heap-cache", "check-build-id", "debug"):
         assert re.search(r"^%s:  " % name, show, re.M), show
     assert re.search(r"^max-string:  7 ", show, re.M), show
+
+
+def test_completion_of_arguments():
+    """TAB completes each command's own words, and gdb's expressions after."""
+    cmds = ["complete lbt --", "complete lbt f", "complete lgcstat --t", "complete lthreads --g",
+            "complete lbt --all --f", "complete lval ljgdb_brea"]
+    outs, _ = run(commands=cmds, program=[host()])
+    got = dict(outs)
+    assert got["complete lbt --"].split("\n")[:3] == ["lbt --all", "lbt --folded", "lbt --group"]
+    assert got["complete lbt f"].strip() == "lbt full"
+    assert got["complete lgcstat --t"].strip() == "lgcstat --top"
+    assert got["complete lthreads --g"].strip() == "lthreads --group"
+    assert got["complete lbt --all --f"].strip() == "lbt --all --folded"
+    assert "lval ljgdb_break" in got["complete lval ljgdb_brea"].splitlines()
