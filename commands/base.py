@@ -330,8 +330,9 @@ def split_args(arg, flags=(), options=()):
     while i < len(tokens):
         tok = tokens[i]
         if tok[:2] in ("L=", "G=") and len(tok) > 2:
-            # An expression split at its spaces ('L=(lua_State *)0x...')
-            # goes on until its brackets close.
+            # An expression split at its spaces ('L=(lua_State *) 0x...')
+            # goes on while its brackets are open or it ends in a cast or
+            # an operator (see _continues).
             expr = tok[2:]
             while i + 1 < len(tokens) and _continues(expr, tokens[i + 1], flags):
                 i += 1
