@@ -222,6 +222,19 @@ class _Locator(object):
         # complete, its first instruction not yet decoded).
         return pt.bc <= pc <= pt.bc + 4 * pt.sizebc
 
+    def cframe_is_ours(self, m):
+        """The VM frame m's C frame (the stack pointer there: the VM runs
+        on its C frame) holds, as SAVE_L, a thread of this VM."""
+        cfo = self.walker.cfo
+        sp = m.reg(self.regs["sp"]) if cfo else None
+        if sp is None:
+            return False
+        try:
+            L = self.vm.t.uint(sp + cfo["L"], self.vm.lay.ref_size, "the VM's C frame: L")
+            return bool(L) and (L == self.th.addr or Thread(self.vm, L).glref == self.vm.G)
+        except (FaultError, CorruptError):
+            return False
+
     def dispatch_ok(self, m):
         """The VM frame's DISPATCH (x64) or GL (arm64) register belongs to
         this VM (None when it cannot be read)."""
@@ -276,9 +289,13 @@ class _Locator(object):
                 # The entry has not set DISPATCH up yet, or the exit has
                 # restored the C caller's register.
                 return Start(None, None, "L->base (%s is between the VM and C)" % vmf.name)
-            return self.stored("the VM code on this OS thread runs another VM (its %s does not "
-                               "belong to this global_State)"
-                               % self.regs.get("dispatch", self.regs.get("gl")))
+            if not (vmf.level > 0 and self.cframe_is_ours(vmf)):
+                return self.stored("the VM code on this OS thread runs another VM (its %s does "
+                                   "not belong to this global_State)"
+                                   % self.regs.get("dispatch", self.regs.get("gl")))
+            # An outer VM frame whose register the unwinder did not recover
+            # through the C code called below it; its C frame says it runs
+            # this VM, and every reading below is checked on its own.
         pc = vmf.reg(self.regs["pc"])
         if vmf.level == 0 or self.regs["base_saved"]:
             base = vmf.reg(self.regs["base"])

@@ -272,3 +272,23 @@ def test_landing_pad_writing_over_the_pcall_frame(variant):
     w.h.write_tv(w.baseB - 8 * (1 + w.fr2), w.h.tv_prim("false"))
     s = w.start([w.vmframe("lj_vm_unwind_ff_eh", rdx=w.baseB, rbx=w.bcA + 8)])
     assert (s.base, s.pc, s.warning) == (w.baseA, w.bcA + 8, None)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_outer_vm_frame_without_its_dispatch_register(variant):
+    """An outer VM frame whose r14 the unwinder did not recover through the
+    C code below it: its C frame's SAVE_L is this VM's thread, so the
+    frame is this VM's; the C frame of another VM is not."""
+    w = World(variant)
+    h = w.h
+    w.h.put("lua_State", w.L, "base", w.baseB)
+    cframe = h.alloc(64)
+    h.write(cframe + (16 if w.fr2 else 24), w.L.to_bytes(h.ref, "little"))
+    helper = MachineFrame(0, 0x400100, "lj_tab_newkey", True, {})
+    s = w.start([helper, w.vmframe("lj_BC_TSETS", level=1, rbx=w.bcB + 12, r14=0x1234,
+                                   rsp=cframe)])
+    assert (s.base, s.pc, s.warning, s.show) == (None, w.bcB + 12, None, "all")
+    other = h.alloc(64)             # SAVE_L of no thread of this VM
+    s = w.start([helper, w.vmframe("lj_BC_TSETS", level=1, rbx=w.bcB + 12, r14=0x1234,
+                                   rsp=other)])
+    assert s.show == "none" and "another VM" in s.warning
