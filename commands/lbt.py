@@ -28,22 +28,10 @@ class BtFormat(object):
         self.bt = Backtracer(vm)
 
     def frame_text(self, fr):
-        if fr.kind == "lua":
-            src = fr.proto.__dict__.get("_display")
-            if src is None:
-                src = fr.proto._display = chunk_display(fr.proto.chunk(self.vm))
-            return "%s:%s" % (src, fr.line if fr.line is not None else "?")
-        if fr.kind == "c":
-            sym = self.vm.t.symbolize(fr.fn.cfunc)
-            if sym:
-                return "C:%s" % sym
-            name = self.bt.cfunc_name(fr.fn)
-            return "C:0x%x%s" % (fr.fn.cfunc, " (%s)" % name if name else "")
-        name = self.bt.names.get(fr.fn.ffid)
-        return "[builtin#%s]" % (name if name else fr.fn.ffid)
+        return self.key_text(self.bt.frame_key(fr))
 
     def key_text(self, key):
-        """Text of a frame key (gdb_ext.threadscan), as frame_text gives it."""
+        """Text of a frame key (Backtracer.frame_key, gdb_ext.threadscan)."""
         cache = self.__dict__.setdefault("_key_text", {})
         text = cache.get(key)
         if text is None:
@@ -64,6 +52,12 @@ class BtFormat(object):
             cache[key] = text
         return text
 
+    @staticmethod
+    def header(L, who, status, fiber):
+        """The first line of a thread's backtrace (without the VM state)."""
+        return "Lua backtrace of (lua_State *)0x%x (%s, %s%s)" % (
+            L, who, status, "; " + fiber.describe() if fiber else "")
+
     def summary_where(self, s):
         """where (see `where`) of a threadscan.ThreadSummary."""
         if s.bt is not None:
@@ -80,9 +74,7 @@ class BtFormat(object):
             return self.lines(s.L, header=header)
         out = []
         if header:
-            fiber = self.bt.fibers.get(s.L)
-            out.append("Lua backtrace of (lua_State *)0x%x (%s, %s%s)" % (
-                s.L, self.bt.who(s.L), s.status, "; " + fiber.describe() if fiber else ""))
+            out.append(self.header(s.L, self.bt.who(s.L), s.status, self.bt.fibers.get(s.L)))
         out.extend("#%-3d %s" % (i, self.key_text(k)) for i, k in enumerate(s.keys))
         if not s.keys:
             out.append("(no Lua frames)")
@@ -171,8 +163,7 @@ class BtFormat(object):
         out = []
         b = self.bt.backtrace(L)
         if header:
-            head = "Lua backtrace of (lua_State *)0x%x (%s, %s%s)" % (
-                L, b.who, b.status, "; " + b.fiber.describe() if b.fiber else "")
+            head = self.header(L, b.who, b.status, b.fiber)
             if b.status == "running":
                 head += "; VM state: " + self.state_line()
             out.append(head)

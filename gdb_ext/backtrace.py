@@ -53,6 +53,7 @@ class Backtracer(object):
         self._vmthread = False
         self._fibers = None
         self._cnames = None
+        self._wrap_file = False     # the file of a C coroutine.wrap (cfunc_name)
 
     @property
     def mframes(self):
@@ -180,11 +181,14 @@ class Backtracer(object):
         name = self.cnames.get(fn.cfunc)
         if name is not None or not fn.nupvalues:
             return name
-        # (nginx's lua module keeps its own as coroutine.__wrap, behind a
-        # Lua coroutine.wrap that calls it in a request.)
-        wraps = [a for a, n in self.cnames.items() if n in ("coroutine.wrap", "coroutine.__wrap")]
-        if wraps and self._wrap_closure_thread(fn) is not None and \
-                self.vm.t.objfile_of(fn.cfunc) == self.vm.t.objfile_of(wraps[0]) is not None:
+        if self._wrap_file is False:
+            # (nginx's lua module keeps its own as coroutine.__wrap, behind
+            # a Lua coroutine.wrap that calls it in a request.)
+            wraps = [a for a, n in self.cnames.items()
+                     if n in ("coroutine.wrap", "coroutine.__wrap")]
+            self._wrap_file = self.vm.t.objfile_of(wraps[0]) if wraps else None
+        if self._wrap_file is not None and self._wrap_closure_thread(fn) is not None and \
+                self.vm.t.objfile_of(fn.cfunc) == self._wrap_file:
             return "coroutine.wrap function"
         return None
 
@@ -195,6 +199,17 @@ class Backtracer(object):
         except (FaultError, CorruptError):
             return None
         return v.addr if v.kind == "thread" else None
+
+    def frame_key(self, fr):
+        """Frame fr as a small key that frames of many threads share (the
+        form gdb_ext.threadscan gives them): ('L', proto, line), ('F',
+        ffid), or ('C', cfunc) with the name cfunc_name gives, if any."""
+        if fr.kind == "lua":
+            return ("L", fr.proto.addr, fr.line)
+        if fr.kind == "builtin":
+            return ("F", fr.fn.ffid)
+        name = self.cfunc_name(fr.fn)
+        return ("C", fr.fn.cfunc, name) if name else ("C", fr.fn.cfunc)
 
     def resumed_thread(self, walker, fr):
         """For a coroutine.resume / wrap frame: the thread it resumed."""

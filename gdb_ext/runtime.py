@@ -1,7 +1,7 @@
 """Things the process itself knows at run time: the registry, loaded
 libraries, jit.version.  Read-only walks over tables."""
 from .errors import CorruptError, FaultError
-from .objects import Str, Tab, decode_tv
+from .objects import Func, Str, Tab, decode_tv
 
 # Bound for scanning one table's hash part when looking a key up.
 _LOOKUP_LIMIT = 1 << 20
@@ -79,7 +79,6 @@ def loaded_libs(vm):
 
 def _funcs_in(vm, tab_addr, limit=4096):
     """[(key, ffid, func addr)] of the fast and C functions in a table."""
-    from .objects import Func
     out = []
     t = Tab(vm, tab_addr)
     nodes, _ = t.hash_nodes(vm, limit)
@@ -180,7 +179,6 @@ def cfunc_names(vm, max_tables=4096):
         for s in subs:
             add(*s)
 
-    from .objects import Func
     try:
         for lib, addr in loaded_libs(vm):
             add(addr, "" if lib == "_G" else lib, 1, False)

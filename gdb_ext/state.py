@@ -115,7 +115,7 @@ class VM(object):
             cur = self.cur_L
         except FaultError:
             cur = None
-        if cur and self.idle:
+        if self.idle:
             return None
         if cur:
             lag = self.__dict__.get("_lagging")
@@ -129,8 +129,6 @@ class VM(object):
                     lag = 0
                 self._lagging = lag
             return lag or cur
-        if self.idle:
-            return None
         return self._running_20() or self.frame_L or self.main_L
 
     @property
@@ -230,10 +228,10 @@ def check_global(target, lay, G, via=None):
 class _Bare(object):
     """Just enough of a VM for decoding a thread header."""
 
-    def __init__(self, t, lay):
+    def __init__(self, t, lay, G=None):
         self.t = t
         self.lay = lay
-        self.G = None
+        self.G = G
 
 
 def make_vm(target, lay, explicit_L=None, candidates=(), explicit_G=None, search=True):

@@ -29,6 +29,7 @@ from .frames import (FRAME_CONT, FRAME_TYPE, FRAME_TYPEP, FRAME_VARG, LJ_CONT_FF
                      cached_proto, debug_line)
 from .gcstat import _reader
 from .pages import PageCache
+from .walkers import threads_walk
 
 _FALLBACK = object()
 _CONT = object()            # the frame below resumes at a continuation's pc
@@ -59,7 +60,6 @@ class ThreadScanner(object):
         lay = vm.lay
         self.mem = PageCache(vm.t, cache_bytes)
         self.fr2 = lay.fr2
-        self.gc64 = lay.gc64
         self.lsize = lay.L.size
         self.rd_L = _reader(lay.L, ("gct", "status", "base", "top", "stack", "stacksize"))
         self.exdata_off = lay.L.exdata if lay.openresty else None
@@ -68,7 +68,7 @@ class ThreadScanner(object):
                            fc.field("pc").offset + fc.field("pc").size)
         self.rd_fn = _reader(fc, ("gct", "ffid", "nupvalues", "pc", "f"))
         self.pt_size = lay.pt.size
-        self.funcs = {}         # GCfunc address -> key maker or _FALLBACK
+        self.funcs = {}         # GCfunc address -> function key, or _FALLBACK
         self.lines = {}         # bytecode pc -> (proto, line) or None
         self.call_a = {}        # return pc -> A operand of the call before it
         self.main = vm.main_L
@@ -154,6 +154,11 @@ class ThreadScanner(object):
         T_THREAD, YIELD, OK = C.GCT_THREAD, C.LUA_YIELD, C.LUA_OK
         QQ, Q = _QQ.unpack_from, _Q.unpack_from
 
+        def exdata_of(buf, off):
+            if exdata_off is None:
+                return None
+            return Q(buf, off + exdata_off)[0] or None
+
         def fast(L):
             if L in skip:
                 return None
@@ -181,10 +186,8 @@ class ThreadScanner(object):
             if not stack <= base <= end:
                 return None
             if base - 8 <= stack + 8 * fr2:     # no frame: fresh, dead or idle
-                exdata = None
-                if exdata_off is not None:
-                    exdata = Q(buf, L - base_ + exdata_off)[0] or None
-                return _new(ThreadSummary, (L, st, stacksize, (), None, exdata))
+                return _new(ThreadSummary,
+                            (L, st, stacksize, (), None, exdata_of(buf, L - base_)))
             if base_ <= stack and end <= top_:
                 sb, sbuf = base_, buf
             else:
@@ -205,10 +208,8 @@ class ThreadScanner(object):
                         elif sbuf[o + a:o + b] != want:
                             break
                     else:
-                        exdata = None
-                        if exdata_off is not None:
-                            exdata = Q(buf, L - base_ + exdata_off)[0] or None
-                        return _new(ThreadSummary, (L, st, stacksize, skeys, None, exdata))
+                        return _new(ThreadSummary, (L, st, stacksize, skeys, None,
+                                                    exdata_of(buf, L - base_)))
             keys = []
             checks = []
             cacheable = True
@@ -253,11 +254,9 @@ class ThreadScanner(object):
                         # local, different in every thread).
                         checks.append((f - stack - 16, f - stack - 8, None))
                         checks.append((f - stack - 24, None, None))
-                    else:
-                        checks.append((f - stack - 8, f - stack, None))
-                    if fr2:
                         ffcb, inner_pc = QQ(sbuf, f - 24 - sb)
                     else:
+                        checks.append((f - stack - 8, f - stack, None))
                         w = Q(sbuf, f - 8 - sb)[0]
                         inner_pc, ffcb = w >> 32, w & 0xFFFFFFFF
                     if ffcb == LJ_CONT_FFI_CALLBACK:
@@ -269,10 +268,7 @@ class ThreadScanner(object):
                 if len(known) < SHAPES_PER_KEY:
                     known.append((keys, [(a, b, None if b is None else sbuf[o + a:o + b])
                                          for a, b, _ in checks]))
-            exdata = None
-            if exdata_off is not None:
-                exdata = Q(buf, L - base_ + exdata_off)[0] or None
-            return _new(ThreadSummary, (L, st, stacksize, keys, None, exdata))
+            return _new(ThreadSummary, (L, st, stacksize, keys, None, exdata_of(buf, L - base_)))
 
         out = []
         for L in threads:
@@ -289,49 +285,9 @@ class ThreadScanner(object):
         return out
 
     def threads(self):
-        """(threads, error): as walkers.threads_walk (every lua_State on
-        g->gc.root, then the main thread; with the same bound and cycle
-        checks), read through the page cache."""
-        vm = self.vm
-        lay = vm.lay
-        out = []
-        err = None
-        bound = vm.gc_total // 8 + 16
-        gct_off = lay.str.gct
-        next_ref = (_Q if lay.ref_size == 8 else _I).unpack_from
-        thread = C.GCT_THREAD
-        need = gct_off + 1
-        mem = self.mem
-        try:
-            o = vm.gref(vm.G + lay.G.gc_root, "g->gc.root")
-            n = 0
-            mark, next_mark = 0, 1
-            pb, pbuf, pe = 0, b"", 0
-            while o:
-                n += 1
-                if n > bound:
-                    raise CorruptError("g->gc.root list is longer than gc.total allows (%d "
-                                       "objects): a cycle?" % bound, o)
-                if o == mark:
-                    raise CorruptError("g->gc.root list comes back to the object at 0x%x after "
-                                       "%d objects: a cycle" % (o, n), o)
-                if n == next_mark:
-                    mark, next_mark = o, 2 * n
-                if not (pb <= o and o + need <= pe):
-                    pb, pbuf = mem.window(o, need)
-                    pe = pb + len(pbuf)
-                i = o - pb
-                if pbuf[i + gct_off] == thread:
-                    out.append(o)
-                o = next_ref(pbuf, i)[0]
-        except (CorruptError, FaultError) as e:
-            err = e
-        try:
-            if vm.main_L not in out:
-                out.append(vm.main_L)
-        except FaultError as e:
-            err = err or e
-        return out, err
+        """(threads, error): walkers.threads_walk, read through the page
+        cache the scan then reads the threads from."""
+        return threads_walk(self.vm, self.mem)
 
     def _step(self, func, link, inner_pc, L):
         """(frame key or None, bytes down to the next frame link, the pc the
@@ -340,23 +296,19 @@ class ThreadScanner(object):
         gave inner_pc; None when the Backtracer must take the thread."""
         key = None
         if func != L:
-            d = self.funcs.get(func) or self._func(func)
+            d = self._func(func)
             if d is _FALLBACK:
                 return None
             if d[0] == "L":
                 if inner_pc is None or inner_pc is _CONT:
                     return None              # its pc is in a C frame
-                key = self.lines.get(inner_pc, _FALLBACK)
-                if key is _FALLBACK:
-                    key = self._line(d[1], inner_pc)
+                key = self._line(d[1], inner_pc)
                 if key is None:
                     return None
             else:
                 key = d
         if link & FRAME_TYPE == 0:           # Lua link: the return pc
-            a = self.call_a.get(link)
-            if a is None:
-                a = self._call_a(link)
+            a = self._call_a(link)
             if a < 0:
                 return None
             return key, 8 * (1 + self.fr2 + a), link
@@ -370,24 +322,8 @@ class ThreadScanner(object):
 
     def _slow(self, L):
         b = self.bt.backtrace(L)
-        keys = []
-        for fr in b.frames:
-            if fr.kind == "lua":
-                keys.append(("L", fr.proto.addr, fr.line))
-            elif fr.kind == "builtin":
-                keys.append(("F", fr.fn.ffid))
-            else:
-                name = self.bt.cfunc_name(fr.fn)
-                keys.append(("C", fr.fn.cfunc, name) if name else ("C", fr.fn.cfunc))
-        return ThreadSummary(L, b.status, b.th.stacksize, tuple(keys), b, b.exdata)
-
-    def summary(self, L):
-        """The ThreadSummary of thread L (raises FaultError/CorruptError
-        when the Backtracer cannot read it either)."""
-        s = self.scan([L])[0]
-        if isinstance(s, Exception):
-            raise s
-        return s
+        return ThreadSummary(L, b.status, b.th.stacksize,
+                             tuple(self.bt.frame_key(fr) for fr in b.frames), b, b.exdata)
 
 
 class Group(object):

@@ -16,6 +16,7 @@ a chance match cannot be taken for one.
 from . import consts as C
 from .errors import CorruptError, FaultError, NotLuaJITError
 from .objects import Thread
+from .state import _Bare, check_global, check_thread
 
 CHUNK = 1 << 20
 _WINDOW = 1 << 16           # addresses whose value shares its high bytes
@@ -97,11 +98,6 @@ def check_state(t, lay, G, L):
     return None
 
 
-class _Bare(object):
-    def __init__(self, t, lay, G):
-        self.t, self.lay, self.G = t, lay, G
-
-
 def search_states(t, lay, regions=None, progress=None):
     """Every VM in the target's memory, as FoundState, in address order.
     regions: [(start, end, writable, name)] (default t.regions()); only the
@@ -167,7 +163,6 @@ def list_states(t, lay, candidates, search=True):
     see state.make_vm) name, and, with search, every one in memory; in the
     order found.  problem says why the memory could not be searched, or is
     None."""
-    from .state import check_global, check_thread
     out = {}
     for kind, addr, where in candidates:
         try:

@@ -142,11 +142,7 @@ def interpreter_thread(vm, cur):
     mf = vm.machine_frames
     if not mf or not mf[0].name or not mf[0].name.startswith(RESUMERS) or mf[0].has_debug:
         return None
-    cfo = CFRAME_OFS.get((getattr(vm.t, "arch", "x86_64"), vm.lay.gc64))
-    sp = mf[0].reg(regs["sp"])
-    if cfo is None or sp is None:
-        return None
-    L = vm.t.uint(sp + cfo["L"], vm.lay.ref_size, "the VM's C frame: L")
+    sp, L = cframe_thread(vm, mf[0])
     if not L or L == cur:
         return None
     try:
@@ -158,6 +154,19 @@ def interpreter_thread(vm, cur):
     if th.glref != vm.G or th.status != 0 or th.cframe & CFRAME_RAWMASK != sp:
         return None
     return L
+
+
+def cframe_thread(vm, m):
+    """(stack pointer, SAVE_L) of VM frame m's C frame (the VM runs on its
+    C frame, so the stack pointer there is the frame), or (None, None)
+    when the registers or the layout are not known."""
+    arch = getattr(vm.t, "arch", "x86_64")
+    regs = ARCH_REGS.get(arch)
+    cfo = CFRAME_OFS.get((arch, vm.lay.gc64))
+    sp = m.reg(regs["sp"]) if regs and cfo else None
+    if sp is None:
+        return None, None
+    return sp, vm.t.uint(sp + cfo["L"], vm.lay.ref_size, "the VM's C frame: L")
 
 
 def locate(vm, th, mframes):
@@ -225,12 +234,8 @@ class _Locator(object):
     def cframe_is_ours(self, m):
         """The VM frame m's C frame (the stack pointer there: the VM runs
         on its C frame) holds, as SAVE_L, a thread of this VM."""
-        cfo = self.walker.cfo
-        sp = m.reg(self.regs["sp"]) if cfo else None
-        if sp is None:
-            return False
         try:
-            L = self.vm.t.uint(sp + cfo["L"], self.vm.lay.ref_size, "the VM's C frame: L")
+            L = cframe_thread(self.vm, m)[1]
             return bool(L) and (L == self.th.addr or Thread(self.vm, L).glref == self.vm.G)
         except (FaultError, CorruptError):
             return False
@@ -331,19 +336,21 @@ class _Locator(object):
                      "called from %s without storing L->base, and BASE (%s) is lost in the call"
                      % (callee, vmf.name, self.regs["base"]), show="none")
 
-    def after_c_call(self, vmf, pc):
+    def after_c_call(self, vmf, pc, fresh=False):
         """BASE's register is not BASE: right after a C call returned,
         before BASE is fetched again from L->base, which the VM stored
         before the call (or the VM uses BASE's register for an argument
-        after storing L->base).  The Start from L->base, or None."""
+        after storing L->base).  fresh: the machine code shows L->base is
+        this frame's BASE (base_dead).  The Start from L->base, or None."""
         where = vmf.name
         b = self.th.base
         bf = self.lua_fn_at(b)
-        if self.pc_in(bf, pc) and (self.stored_at_entry(vmf) or not self.same_function_below(b)):
+        if self.pc_in(bf, pc) and (fresh or self.stored_at_entry(vmf) or
+                                   not self.same_function_below(b)):
             return Start(None, pc, "L->base and PC (%s) in %s: BASE (%s) is not loaded yet "
                          "after a C call" % (self.regs["pc"], where, self.regs["base"]))
         if bf is not None and not bf.is_lua and self.link_sound(b) and (
-                (self.link_is(b, pc) and where.startswith(FASTFUNCS))
+                fresh or (self.link_is(b, pc) and where.startswith(FASTFUNCS))
                 or where.startswith(("lj_fff_", "lj_BC_FUNCC"))):
             # A fast function after its C call (R vm_x64.dasc ff_tostring:
             # lj_strfmt_number, then mov BASE, L:RB->base; 20 vm_x86.dasc
@@ -351,7 +358,7 @@ class _Locator(object):
             # returned: both stored L->base just before the call.
             return Start(None, None, "L->base in %s: BASE (%s) is not loaded yet after a C "
                          "call" % (where, self.regs["base"]))
-        if where.startswith(FASTFUNCS):
+        if not fresh and where.startswith(FASTFUNCS):
             # Its C fallback wrote the results over the frame at L->base
             # (R vm_x64.dasc fff_fallback: PC holds the link).
             c = self.caller_of_return_pc(b, pc)
@@ -439,16 +446,7 @@ class _Locator(object):
             return self.saved_base(vmf, pc, "a C function")
         if dead == "reload" and vmf.reg(self.regs["rb"]) != self.th.addr:
             return None                 # L:RB is another thread: not this one's BASE
-        if dead in ("stored", "reload"):
-            b = self.th.base
-            bf = self.lua_fn_at(b)
-            how = "L->base and PC (%s) in %s: BASE (%s) is not loaded yet after a C call" % (
-                self.regs["pc"], vmf.name, self.regs["base"])
-            if self.pc_in(bf, pc):
-                return Start(None, pc, how)
-            if bf is not None and not bf.is_lua and self.link_sound(b):
-                return Start(None, None, how)
-        return None
+        return self.after_c_call(vmf, pc, fresh=True)
 
     def from_registers(self, vmf, base, pc):
         """The interpreter at an instruction of its own code: BASE and PC

@@ -6,18 +6,22 @@ from .errors import CorruptError, FaultError
 _MIN_OBJECT = 8
 
 
-def root_objects(vm):
+def root_objects(vm, mem=None):
     """(address, gct) of every object on g->gc.root, in list order.  The
     walk is bounded by gc.total / 8 objects; a longer list is a cycle.  A
     cycle is also found directly (Brent's method: the list must not come
     back to the object seen at step 2^k), so a corrupt gc.total does not
-    make the walk endless."""
+    make the walk endless.  mem: a pages.PageCache to read the headers
+    through (large walks), else the target."""
     lay = vm.lay
     bound = vm.gc_total // _MIN_OBJECT + 16
     o = vm.gref(vm.G + lay.G.gc_root, "g->gc.root")
     gct_off = lay.str.gct
+    rs = lay.ref_size
+    need = max(gct_off + 1, rs)
     n = 0
     mark, next_mark = 0, 1
+    pb, pbuf, pe = 0, b"", 0
     while o:
         n += 1
         if n > bound:
@@ -28,18 +32,24 @@ def root_objects(vm):
                                "objects: a cycle" % (o, n), o)
         if n == next_mark:
             mark, next_mark = o, 2 * n
-        hdr = vm.t.read(o, gct_off + 1, "GC object header at 0x%x" % o)
-        yield o, hdr[gct_off]
-        o = int.from_bytes(hdr[:lay.ref_size], "little")
+        if mem is None:
+            pb, pbuf = o, vm.t.read(o, need, "GC object header at 0x%x" % o)
+        elif not (pb <= o and o + need <= pe):
+            pb, pbuf = mem.window(o, need)
+            pe = pb + len(pbuf)
+        i = o - pb
+        yield o, pbuf[i + gct_off]
+        o = int.from_bytes(pbuf[i:i + rs], "little")
 
 
-def threads_walk(vm):
+def threads_walk(vm, mem=None):
     """(threads, error): as all_threads, but a broken root list gives the
-    threads found before the break and the error that ended the walk."""
+    threads found before the break and the error that ended the walk
+    (mem: see root_objects)."""
     out = []
     err = None
     try:
-        for a, gct in root_objects(vm):
+        for a, gct in root_objects(vm, mem):
             if gct == C.GCT_THREAD:
                 out.append(a)
     except (CorruptError, FaultError) as e:
