@@ -12,4 +12,7 @@ def register():
     base.HelpCommand(classes)
     lbt.LuaWhere()
     lval.LuaValue()
+    from . import gdbframes, printers
+    gdbframes.LuaFrameFilter()
+    printers.register()
     return [c.NAME for c in classes]

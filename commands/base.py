@@ -6,11 +6,11 @@ import traceback
 import gdb
 
 from ..gdb_ext.distro import owning_package
-from ..gdb_ext.errors import LjError, NotLuaJITError
+from ..gdb_ext.errors import CorruptError, FaultError, LjError, NotLuaJITError
 from ..gdb_ext.gdbtarget import (LUAJIT_SYMBOLS, GdbTarget, core_mismatch, core_truncation,
                                  frame_candidates, luajit_symbol, selected_thread_running)
 from ..gdb_ext.layout import Layout
-from ..gdb_ext.state import check_thread, make_vm
+from ..gdb_ext.state import _Bare, check_thread, make_vm
 
 
 class UsageError(Exception):
@@ -221,6 +221,21 @@ def get_vm(state=None):
                 except (LjError, Exception):
                     continue
     return vm
+
+
+def display_vm():
+    """A VM for gdb's own printing (pretty-printers, frame filters): what
+    the stack frames name, without a memory search (it must stay cheap);
+    a VM without a state (state._Bare: values still decode) when no frame
+    names one; None without LuaJIT or memory."""
+    try:
+        target, lay = check_environment()
+    except (LjError, gdb.error):
+        return None
+    try:
+        return make_vm(target, lay, candidates=frame_candidates(lay), search=False)
+    except (LjError, FaultError, CorruptError, gdb.error):
+        return _Bare(target, lay)
 
 
 def eval_value(expr, what="expression"):

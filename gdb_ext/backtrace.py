@@ -2,11 +2,11 @@
 running one truly stands (gdb_ext.vmstack), who resumed whom, and the
 VM's finalizer thread.  lbt and lthreads only format what this returns."""
 from .errors import CorruptError, FaultError, NotLuaJITError
-from .frames import CFRAME_RAWMASK, FrameWalker, debug_line, trace_ref
+from .frames import CFRAME_RAWMASK, FrameWalker, debug_line, trace_of_pc, trace_ref
 from .objects import Proto, Thread, Trace, decode_tv
 from .runtime import builtin_names, cfunc_names
 from .tarantool import fibers
-from .vmstack import Start, locate
+from .vmstack import Start, cframe_thread, is_vm_code, locate
 from .walkers import all_threads, thread_status
 
 
@@ -54,6 +54,7 @@ class Backtracer(object):
         self._fibers = None
         self._cnames = None
         self._wrap_file = False     # the file of a C coroutine.wrap (cfunc_name)
+        self._entries = {}          # L -> its frames by C frame (vm_entry)
 
     @property
     def mframes(self):
@@ -260,3 +261,123 @@ class Backtracer(object):
         norestore = start.trace.slots.get(s)
         return norestore is False
 
+
+
+class VMEntry(object):
+    """The Lua frames one entry into the VM runs (lua_pcall, lua_call,
+    coroutine.resume ... each enters the VM with a C frame of its own).
+    L: the thread; frames: its Lua and builtin frames that this entry
+    runs, innermost first (C functions are left out: they are machine
+    frames of their own); warning: what could not be known about them, or
+    None; backtrace: L's whole Backtrace (for the frames' locals)."""
+
+    def __init__(self, L, frames, warning=None, backtrace=None):
+        self.L = L
+        self.frames = frames
+        self.warning = warning
+        self.backtrace = backtrace
+
+
+def _cframe_chain(vm, walker, th):
+    """Thread th's C frames, innermost first: L->cframe, then each one's
+    saved previous (R lj_frame.h cframe_prev); the C stack grows down, so
+    each is above the one before."""
+    out = []
+    cf = th.cframe & CFRAME_RAWMASK
+    while cf and len(out) < 100000:
+        if out and cf <= out[-1]:
+            break
+        out.append(cf)
+        cf = walker._cf_read(cf, "prev") & CFRAME_RAWMASK
+    return out
+
+
+def _split_by_entry(vm, b):
+    """{C frame address: [frames]} for Backtrace b: the frames of each VM
+    entry, as LuaJIT's own unwinder pairs frames with C frames (R
+    lj_err.c err_unwind): a frame called from C (FRAME_C, FRAME_CP) is the
+    last of its entry, and a C frame with a negative nres (lj_vm_cpcall:
+    the stack top when it was entered) holds no frame above that top."""
+    walker = b.walker
+    chain = _cframe_chain(vm, walker, b.th)
+    out = {cf: [] for cf in chain}
+    ci = 0
+    stack = walker.stack.start
+    for fr in b.frames:
+        while ci < len(chain):
+            nres = walker._cf_read(chain[ci], "nres")
+            if nres < 0 and fr.slot < stack + (-nres):
+                ci += 1
+                continue
+            break
+        if ci >= len(chain):
+            break
+        out[chain[ci]].append(fr)
+        if fr.entry:
+            ci += 1
+    return chain, out
+
+
+def vm_entry(bt, m):
+    """The VMEntry of machine frame m (a target.MachineFrame) when it is a
+    frame of this VM's code whose C frame (the stack pointer there) is a C
+    frame of one of this VM's threads; else None.  bt: a Backtracer."""
+    vm = bt.vm
+    if not is_vm_code(m):
+        return _trace_entry(bt, m)
+    try:
+        sp, L = cframe_thread(vm, m)
+        if not L or Thread(vm, L).glref != vm.G:
+            return None
+    except (FaultError, CorruptError):
+        return None
+    return _entry_of(bt, L, sp)
+
+
+def _trace_entry(bt, m):
+    """Machine code of a trace at m: the running thread's innermost VM
+    entry runs it.  No unwind info describes a trace's machine code, so an
+    unwinder's frames beyond it are not to be trusted: the warning says so."""
+    if m.name or (bt.trace_no is None and not bt.vm.jit_base):
+        return None
+    try:
+        found = trace_of_pc(bt.vm, [m.pc])
+        L = bt.running
+        th = Thread(bt.vm, L) if L else None
+    except (FaultError, CorruptError):
+        return None
+    if found is None or th is None:
+        return None
+    sp = th.cframe & CFRAME_RAWMASK
+    entry = _entry_of(bt, L, sp)
+    if entry is None:
+        return None
+    note = ("in the machine code of trace %d, which has no unwind info: the machine frames "
+            "after this one are not to be trusted (lbt shows the whole Lua stack)" % found[0])
+    entry.warning = "%s; %s" % (note, entry.warning) if entry.warning else note
+    return entry
+
+
+def _entry_of(bt, L, sp):
+    """The VMEntry of thread L's C frame sp, or None."""
+    vm = bt.vm
+    got = bt._entries.get(L)
+    if got is None:
+        try:
+            b = bt.backtrace(L)
+            chain, parts = _split_by_entry(vm, b)
+            got = (b, chain, parts, None)
+        except (FaultError, CorruptError) as e:
+            got = (None, (), {}, str(e))
+        bt._entries[L] = got
+    b, chain, parts, err = got
+    if sp not in parts:
+        return None
+    frames = [f for f in parts[sp] if f.kind != "c"]
+    warning = None
+    if chain and sp == chain[0]:
+        warning = err or (b.warning if b is not None else None)
+    if b is not None and b.error is not None and sp == max(
+            (cf for cf in chain if parts[cf]), default=None):
+        warning = "walk stopped: %s" % b.error
+    return VMEntry(L, frames, warning, b)

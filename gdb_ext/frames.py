@@ -67,6 +67,7 @@ class Frame(object):
         self.line = None            # current line (Lua frames) or None
         self.nextframe = None       # slot of the frame above (inner), or None
         self.proto = None
+        self.entry = False          # the outermost frame of an entry into the VM (from C)
 
     @property
     def base(self):
@@ -210,12 +211,20 @@ class FrameWalker(object):
                                        % (f, self.stack.start, self.stack.end), f)
                 func = self.frame_gc(f)
                 ftsz = self.ftsz(f)
-                if func != L and not skip:
+                shown = func != L and not skip
+                if shown:
                     fr = Frame(level, f, func, ftsz, ftsz & FRAME_TYPEP)
                     fr.nextframe = nextframe
                     self._describe(fr)
                     frames.append(fr)
                     level += 1
+                if frames and (shown or skip) and (
+                        (ftsz & FRAME_TYPE) == FRAME_C or
+                        ((ftsz & FRAME_TYPEP) == FRAME_CONT and self.frame_iscont_fficb(f))):
+                    # Called from C, or by an FFI callback's continuation (R
+                    # lj_err.c err_unwind: unwind_c).  A vararg function's own
+                    # link is in the pseudo-frame below it.
+                    frames[-1].entry = True
                 skip = False
                 nextframe = f
                 if self.is_lua(f):
@@ -485,18 +494,22 @@ def frame_locals(walker, fr, frames_top, with_addr=False):
     return out
 
 
-def frame_upvalues(vm, fr):
-    """[(name, Value)] of a Lua frame's function upvalues."""
+def frame_upvalues(vm, fr, with_addr=False):
+    """[(name, Value)] of a Lua frame's function upvalues (with with_addr,
+    [(name, Value, address of the value)], the address None when the
+    upvalue cannot be read)."""
     out = []
     names = upvalue_names(vm, fr.proto)
     from .objects import Upval
     for i, ref in enumerate(fr.fn.upvalue_refs(vm)):
         name = names[i] if i < len(names) else "?%d" % i
+        addr = None
         try:
-            uv = Upval(vm, ref)
-            out.append((name, decode_tv(vm, vm.t.u64(uv.v, "upvalue value"))))
+            addr = Upval(vm, ref).v
+            v = decode_tv(vm, vm.t.u64(addr, "upvalue value"))
         except (CorruptError, FaultError) as e:
-            out.append((name, e))
+            v = e
+        out.append((name, v, addr) if with_addr else (name, v))
     return out
 
 

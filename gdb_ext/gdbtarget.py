@@ -162,17 +162,10 @@ class GdbTarget(Target):
         except gdb.error:
             return out
         while frame is not None and len(out) < max_frames:
-            try:
-                pc = frame.pc()
-                name = frame.name()
-                fn = frame.function()
-                # OpenResty's buildvm gives the assembler VM line info
-                # pointing into its .dasc source: that is not C debug info.
-                has_debug = fn is not None and not (fn.symtab is not None and
-                                                    fn.symtab.filename.endswith(".dasc"))
-            except (gdb.error, RuntimeError):
+            m = machine_frame(frame, len(out))
+            if m is None:
                 break
-            out.append(MachineFrame(len(out), pc, name, has_debug, _register_reader(frame)))
+            out.append(m)
             try:
                 frame = frame.older()
             except gdb.error:
@@ -222,6 +215,22 @@ class GdbTarget(Target):
                     for sg in corefile.segments(path) if sg.filesz]
         rows = self._proc_mappings()
         return None if rows is None else [(a, b, "w" in perms, name) for a, b, perms, name in rows]
+
+
+def machine_frame(frame, level):
+    """The MachineFrame of gdb.Frame frame (at level), or None when gdb
+    cannot read it."""
+    try:
+        pc = frame.pc()
+        name = frame.name()
+        fn = frame.function()
+        # OpenResty's buildvm gives the assembler VM line info
+        # pointing into its .dasc source: that is not C debug info.
+        has_debug = fn is not None and not (fn.symtab is not None and
+                                            fn.symtab.filename.endswith(".dasc"))
+    except (gdb.error, RuntimeError):
+        return None
+    return MachineFrame(level, pc, name, has_debug, _register_reader(frame))
 
 
 def _register_reader(frame):

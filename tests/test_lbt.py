@@ -12,8 +12,16 @@ import pytest
 from harness import ALL_VARIANTS, Stop, chunk_display, value_regex, addr_of
 
 MODES = ("live", "core")
+# A GCRef/MRef field as a pointer: 8 bytes in GC64 builds, 4 in the others.
+_REF = "(sizeof(L->{0}) == 8 ? *(unsigned long *)&L->{0} : *(unsigned int *)&L->{0})"
+# gdb's own commands with ljgdb's frame filter and pretty-printers (the
+# printer is disabled last: the commands after it see gdb's plain view).
+GDB_COMMANDS = ["bt", "bt full", "bt -no-filters", "print/x (unsigned long)L", "print L",
+                "print *L", "print L->base[0]", "print L->env", "print (GCstr *)" + _REF.format("env"),
+                "print (global_State *)" + _REF.format("glref"),
+                "disable pretty-printer .* ljgdb;TValue", "print L->base[0]"]
 COMMANDS = ["lbt", "lbt full", "lbt --all", "lthreads", "lbt bogus", "lbt L=8", "lbt --folded",
-            "print $lua_where()"]
+            "print $lua_where()"] + GDB_COMMANDS
 SCENARIOS = {"nest": "break", "deep": "break", "coro": "break", "fficb": "break",
              "jit": "break", "crash": "SIGSEGV", "gc": "break", "popen": "break",
              "popen_open": "break"}
@@ -336,3 +344,124 @@ def test_lbt_bad_input(stops, mode):
         "lbt: unexpected argument 'bogus'. Usage: lbt [full] [--all [--group]] [--folded] "
         "[L=<lua_State *>]")
     assert stop.out(mode, "lbt L=8").startswith("lbt: 0x8 is not a lua_State")
+
+
+# --- gdb's own bt, with ljgdb's frame filter ---------------------------------
+
+def parse_gdb_bt(text):
+    """[(kind, text, [local lines])] of gdb's bt: ('C', function) for a
+    machine frame, ('lua', frame text as lbt writes it) for a Lua or builtin
+    frame the filter put under a VM frame."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) \(", line)
+        if m:
+            out.append(("C", m.group(1), []))
+            continue
+        m = re.match(r"^    (\[builtin#[^\]]+\]) \(\)$", line)
+        if m:
+            out.append(("lua", m.group(1), []))
+            continue
+        m = re.match(r"^    \[Lua\] \(\) at (.+)$", line)
+        if m:
+            out.append(("lua", m.group(1), []))
+            continue
+        if line.startswith("    [Lua: "):
+            out.append(("warning", line.strip(), []))
+        elif line.startswith("        ") and out:
+            out[-1][2].append(line.strip())
+        elif line.startswith("Backtrace stopped"):
+            continue
+        elif line.strip():
+            raise AssertionError("unexpected bt line %r in:\n%s" % (line, text))
+    return out
+
+
+# The host's C functions that Lua calls as Lua functions (host.c registers
+# them with lua_register); its FFI functions are C called from C.
+LUA_C_FUNCTIONS = ("ljgdb_stop", "ljgdb_ccall")
+
+
+def bt_as_lbt(entries):
+    """gdb's bt as lbt's frames: its Lua frames, and the machine frames of
+    the host's C functions that Lua calls (C:ljgdb_...)."""
+    out = []
+    for kind, text, local_lines in entries:
+        if kind == "lua":
+            out.append((len(out), text, local_lines))
+        elif kind == "C" and text in LUA_C_FUNCTIONS:
+            out.append((len(out), "C:" + text, []))
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
+@pytest.mark.parametrize("scenario", ["nest", "deep", "fficb", "popen"])
+def test_gdb_bt_shows_lua_frames(stops, variant, scenario, mode):
+    """bt puts each Lua frame under the VM frame that runs it, in LuaJIT's
+    order (debug.getinfo), between the C functions Lua calls and that call
+    Lua; bt full adds the locals LuaJIT reports; bt -no-filters is gdb's."""
+    stop = stops(variant, scenario)
+    tag, top = TOP.get(scenario, ("main", "C:ljgdb_stop"))
+    recs = recorded(stop, tag)
+    entries = parse_gdb_bt(stop.out(mode, "bt"))
+    assert not [e for e in entries if e[0] == "warning"], entries
+    frames = bt_as_lbt(entries)
+    extra = check_frames(stop, frames, recs)
+    assert [t for _, t, _ in extra] == [top]
+    # Every Lua frame comes right after a VM frame (lj_...) or another Lua frame.
+    for prev, cur in zip(entries, entries[1:]):
+        if cur[0] == "lua":
+            assert prev[0] == "lua" or prev[1].startswith("lj_"), (prev, cur)
+    # main() is the outermost frame, after all the Lua frames.
+    assert entries[-1] == ("C", "main", [])
+    full = bt_as_lbt(parse_gdb_bt(stop.out(mode, "bt full")))
+    check_frames(stop, full, recs, full)
+    plain = stop.out(mode, "bt -no-filters")
+    assert "[Lua]" not in plain and "[builtin#" not in plain
+    assert len(re.findall(r"^#\d+", plain, re.M)) == \
+        len([e for e in entries if e[0] == "C"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
+def test_gdb_bt_coroutines(stops, variant, mode):
+    """In the running coroutine C (resumed through coroutine.wrap by B,
+    resumed by A with coroutine.resume), bt shows C's frames, then B's, then
+    A's, each under the VM frame of its own resume."""
+    stop = stops(variant, "coro")
+    entries = parse_gdb_bt(stop.out(mode, "bt"))
+    frames = bt_as_lbt(entries)
+    want = []
+    for tag in ("main", "B", "A"):
+        want += recorded(stop, tag)
+    assert frames[0][1] == "C:ljgdb_stop"
+    inner = frames[1:1 + len(want)]
+    assert len(inner) == len(want), (frames, want)
+    for (_, text, _), rec in zip(inner, want):
+        assert re.match(expected_frame(stop, rec) + "$", text), (text, rec)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
+def test_pretty_printers(stops, variant, mode):
+    """print shows LuaJIT's values decoded: L (the main thread at the nest
+    stop), *L with its fields, a stack slot, a GCRef, a GCstr pointer that
+    is not a string, the global_State; with the TValue printer disabled,
+    gdb's raw union."""
+    stop = stops(variant, "nest")
+    out = {c: re.sub(r"^\$\d+ = ", "", stop.out(mode, c).strip()) for c in GDB_COMMANDS}
+    L = int(out["print/x (unsigned long)L"], 16)
+    genv = addr_of([r for r in stop.expected if r[0] == "genv"][0][1])
+    assert out["print L"] == "thread: (lua_State *)0x%x" % L
+    assert out["print *L"].startswith("thread: (lua_State *)0x%x = {" % L)
+    assert "env = table: (GCtab *)0x%x," % genv in out["print *L"]
+    assert out["print L->env"] == "table: (GCtab *)0x%x" % genv
+    assert out["print (GCstr *)" + _REF.format("env")] == \
+        "0x%x <not a str: its header says table>" % genv
+    g = out["print (global_State *)" + _REF.format("glref")]
+    assert re.match(r"\(global_State \*\)0x[0-9a-f]+: Lua heap \d+ bytes "
+                    r"\(g->gc.total\), GC GCS\w+, main thread \(lua_State \*\)0x%x$" % L, g), g
+    # ljgdb_stop() has no arguments: L->base[0] is whatever the slot holds.
+    assert "u64 = " not in out["print L->base[0]"]
+    assert re.match(r"\$\d+ = \{u64 = ", stop.out(mode, "print L->base[0]", nth=1).strip())

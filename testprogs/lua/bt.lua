@@ -84,6 +84,9 @@ local function record_stack(tag, co)
   rec(tag, "depth", n)
 end
 
+-- The globals table, for the pretty-printer tests (print L->env).
+rec("genv", tostring(_G))
+
 local S = {}
 
 -- pcall, xpcall with a handler, metamethods (__index, __add, __call), a
