@@ -2,11 +2,11 @@
 
 
 def register():
-    from . import base, linfo, lval, ltab, lbt, lthreads, lgcstat, lmcode, ltrace, lstates
+    from . import base, linfo, lval, ltab, lbt, lthreads, lgcstat, lmcode, ltrace, lstates, lprofile
     base.register_params()
     base.connect_events()
     classes = (linfo.LInfo, lval.LVal, ltab.LTab, lbt.LBt, lthreads.LThreads, lgcstat.LGcStat,
-               lmcode.LMcode, ltrace.LTrace, lstates.LStates)
+               lmcode.LMcode, ltrace.LTrace, lstates.LStates, lprofile.LProfile)
     for cls in classes:
         cls()
     base.HelpCommand(classes)

@@ -6,7 +6,7 @@ from .frames import CFRAME_RAWMASK, FrameWalker, debug_line, trace_of_pc, trace_
 from .objects import Proto, Thread, Trace, decode_tv
 from .runtime import builtin_names, cfunc_names
 from .tarantool import fibers
-from .vmstack import Start, cframe_thread, is_vm_code, locate
+from .vmstack import VM_CODE_PREFIXES, Start, cframe_thread, is_vm_code, locate
 from .walkers import all_threads, thread_status
 
 
@@ -272,6 +272,7 @@ class VMEntry(object):
     None; backtrace: L's whole Backtrace (for the frames' locals)."""
 
     def __init__(self, L, frames, warning=None, backtrace=None):
+        self.leaf = False           # found from a leaf helper of the VM (vm_entry)
         self.L = L
         self.frames = frames
         self.warning = warning
@@ -325,13 +326,48 @@ def vm_entry(bt, m):
     vm = bt.vm
     if not is_vm_code(m):
         return _trace_entry(bt, m)
+    sp = None
     try:
         sp, L = cframe_thread(vm, m)
-        if not L or Thread(vm, L).glref != vm.G:
+        if L and Thread(vm, L).glref == vm.G:
+            entry = _entry_of(bt, L, sp)
+            if entry is not None:
+                return entry
+    except (FaultError, CorruptError):
+        pass
+    if m.level != 0 or sp is None:
+        return None
+    # A leaf helper of the VM (lj_vm_mod, lj_vm_floor ...: called by the
+    # interpreter, no frame of its own): the stack pointer is one return
+    # address below the C frame.  The unwind info LuaJIT emits describes
+    # the VM's C frame only, so an unwinder takes wrong frames after it;
+    # `leaf` tells the caller.
+    try:
+        ret = vm.t.u64(sp, "return address")
+        L = cframe_thread(vm, _Shifted(m, 8))[1]
+        if not L or Thread(vm, L).glref != vm.G or \
+                not (vm.t.symbolize(ret) or "").startswith(VM_CODE_PREFIXES):
             return None
     except (FaultError, CorruptError):
         return None
-    return _entry_of(bt, L, sp)
+    entry = _entry_of(bt, L, sp + 8)
+    if entry is not None:
+        entry.leaf = True
+    return entry
+
+
+class _Shifted(object):
+    """Machine frame m with its stack pointer moved by delta."""
+
+    def __init__(self, m, delta):
+        self.m = m
+        self.delta = delta
+
+    def reg(self, name):
+        v = self.m.reg(name)
+        if v is not None and name in ("rsp", "sp"):
+            v += self.delta
+        return v
 
 
 def _trace_entry(bt, m):

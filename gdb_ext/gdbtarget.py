@@ -41,6 +41,9 @@ def _flatten(t, base, prefix, out, depth):
             _flatten(st, off, path + ".", out, depth + 1)
 
 
+_symbols = {}      # (program, number of objfiles) -> {name: address or None}
+
+
 class GdbTarget(Target):
     """The selected inferior of gdb (live or core)."""
 
@@ -72,6 +75,21 @@ class GdbTarget(Target):
             raise FaultError("address 0x%x is out of range" % addr, addr)
 
     def symbol(self, name):
+        """The address of a symbol, or None; looked up once while the same
+        files are loaded (a failed lookup costs gdb milliseconds)."""
+        try:
+            stamp = (gdb.current_progspace().filename, len(gdb.objfiles()))
+        except (gdb.error, RuntimeError):
+            stamp = None
+        cache = _symbols.get(stamp)
+        if cache is None:
+            _symbols.clear()
+            cache = _symbols[stamp] = {}
+        if name not in cache:
+            cache[name] = self._lookup(name)
+        return cache[name]
+
+    def _lookup(self, name):
         try:
             sym = gdb.lookup_global_symbol(name) or gdb.lookup_static_symbol(name)
         except gdb.error:
@@ -478,3 +496,31 @@ def core_mismatch():
     if exe:
         msg += " (the core's process: %s)" % exe
     return msg
+
+
+_syscalls = {}
+
+
+def syscall_names():
+    """System call number -> name for the selected inferior's architecture,
+    from gdb's own tables (its data directory's syscalls/*.xml, which
+    `catch syscall` reads); {} when gdb has none."""
+    try:
+        arch = gdb.selected_inferior().architecture().name()
+    except (gdb.error, AttributeError):
+        arch = "i386:x86-64"
+    fname = "amd64-linux.xml" if "x86-64" in arch else \
+        "aarch64-linux.xml" if "aarch64" in arch else None
+    if fname is None:
+        return {}
+    if fname not in _syscalls:
+        names = {}
+        path = os.path.join(os.path.dirname(gdb.PYTHONDIR), "syscalls", fname)
+        try:
+            with open(path) as f:
+                for m in re.finditer(r'<syscall name="([^"]+)" number="(\d+)"', f.read()):
+                    names[int(m.group(2))] = m.group(1)
+        except OSError:
+            pass
+        _syscalls[fname] = names
+    return _syscalls[fname]

@@ -4,7 +4,8 @@
 # fork; nginx with libnginx-mod-http-lua, on OpenResty's libluajit2; a
 # debuginfod server and curl) and what testprogs/debs.py rebuilds Debian's
 # LuaJIT packages with (dpkg-dev, debhelper); and for the Python that runs the tests: pip, pytest,
-# setuptools, wheel (pip download of the lupa sdist runs its metadata step).
+# setuptools, wheel (pip download of the lupa sdist runs its metadata step);
+# inferno, which draws flame graphs of lprofile's folded stacks.
 set -euo pipefail
 
 SUDO=""
@@ -55,4 +56,20 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "[deps] apt-get install ${debs[*]}" >&2
     apt_install "${debs[@]}"
   fi
+fi
+
+# inferno (a Rust crate) draws lprofile's folded stacks as a flame graph
+# SVG; built once into the cache, outside the checkout.
+CACHE_DIR="${LJGDB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ljgdb}"
+INFERNO_VERSION=0.12.8
+if [ ! -x "$CACHE_DIR/cargo/bin/inferno-flamegraph" ]; then
+  CARGO="$(command -v cargo || true)"
+  [ -n "$CARGO" ] || { [ -x "$HOME/.cargo/bin/cargo" ] && CARGO="$HOME/.cargo/bin/cargo"; } || true
+  if [ -z "$CARGO" ]; then
+    echo "[deps] apt-get install cargo" >&2
+    apt_install cargo
+    CARGO=cargo
+  fi
+  echo "[deps] cargo install inferno $INFERNO_VERSION" >&2
+  "$CARGO" install -q --locked inferno --version "$INFERNO_VERSION" --root "$CACHE_DIR/cargo"
 fi

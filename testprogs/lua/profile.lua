@@ -1,0 +1,88 @@
+-- Workloads for lprofile, each running until killed, each measuring itself
+-- so a test can compare the profile's shares with the program's own.
+-- Usage: host profile.lua EXPECTED_FILE MODE
+--   busy-interp, busy-jit: functions f1, f2, f5 burn CPU in the ratio
+--     1:2:5 (each a loop of its own); the file holds the CPU seconds
+--     (os.clock) spent in each so far, rewritten every 100 rounds.
+--   pipe: work() burns CPU, then a read of an io.popen pipe blocks; the
+--     file holds the seconds spent in each and around them (see there).
+local ffi = require("ffi")
+ffi.cdef[[
+struct ljgdb_ts { long sec; long nsec; };
+int clock_gettime(int clk, struct ljgdb_ts *ts);
+]]
+local path, mode = arg[1], arg[2]
+local ts = ffi.new("struct ljgdb_ts")
+local function now()
+  ffi.C.clock_gettime(1, ts)     -- CLOCK_MONOTONIC
+  return tonumber(ts.sec) + tonumber(ts.nsec) * 1e-9
+end
+
+-- The lines the profile's stacks name (filled in below, from LuaJIT).
+local lines = {}
+
+local function save(fields)
+  local f = assert(io.open(path .. ".tmp", "w"))
+  for k, v in pairs(fields) do f:write("time\t", k, "\t", string.format("%.6f", v), "\n") end
+  for k, v in pairs(lines) do f:write("line\t", k, "\t", v, "\n") end
+  f:close()
+  os.rename(path .. ".tmp", path)
+end
+
+local N = 20000
+local function spin(n)
+  local x = 0
+  for i = 1, n do x = (x + i * 7) % 1000003 end
+  return x
+end
+-- (Not tail calls: each keeps its own frame.)
+function f1() local x = spin(N); return x end
+function f2() local x = spin(2 * N); return x end
+function f5() local x = spin(5 * N); return x end
+-- spin's loop, and the line of each f's call of spin (each f is one line).
+lines.spin = debug.getinfo(spin, "S").linedefined + 2
+for _, name in ipairs({"f1", "f2", "f5"}) do
+  lines[name] = debug.getinfo(_G[name], "S").linedefined
+end
+
+if mode == "busy-interp" or mode == "busy-jit" then
+  if mode == "busy-interp" then jit.off() end
+  local t = {f1 = 0, f2 = 0, f5 = 0}
+  ljgdb_stop()
+  local rounds = 0
+  while true do
+    local c0 = os.clock(); f1()
+    local c1 = os.clock(); f2()
+    local c2 = os.clock(); f5()
+    local c3 = os.clock()
+    t.f1, t.f2, t.f5 = t.f1 + c1 - c0, t.f2 + c2 - c1, t.f5 + c3 - c2
+    rounds = rounds + 1
+    if rounds % 100 == 0 then save(t) end
+  end
+elseif mode == "pipe" then
+  -- Time the process runs: work() in CPU seconds (while a sample stops the
+  -- process, wall time goes on but CPU time does not), the rest in wall
+  -- seconds (a stop in the blocking read does not lengthen it: the child
+  -- sleeps on; popen and close are short).
+  local function work() local x = spin(40 * N); return x end
+  lines.work = debug.getinfo(work, "S").linedefined
+  local t = {work = 0, read = 0, other = 0}
+  ljgdb_stop()
+  local rounds = 0
+  while true do
+    local c0 = os.clock(); work()
+    local c1 = os.clock()
+    local o0 = now()
+    local f = io.popen("sleep 0.02; echo x")
+    local r0 = now()
+    local line = f:read("*l")
+    local r1 = now()
+    f:close()
+    local o1 = now()
+    t.work, t.read = t.work + c1 - c0, t.read + r1 - r0
+    t.other = t.other + (o1 - o0) - (r1 - r0)
+    rounds = rounds + 1
+    if rounds % 10 == 0 then save(t) end
+  end
+end
+error("unknown mode " .. tostring(mode))

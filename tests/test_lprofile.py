@@ -1,0 +1,134 @@
+"""lprofile against the program's own measure of where its time goes.
+
+testprogs/lua/profile.lua runs f1, f2 and f5, whose work is in the ratio
+1:2:5, and records the CPU seconds each took (os.clock); or it alternates
+CPU work with a blocking read of an io.popen pipe and records the time of
+each.  The profile's shares must come within 3 points of those.  The
+folded stacks name the lines LuaJIT gives (debug.getinfo), and inferno
+draws them.
+"""
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from harness import CACHE, Stop, chunk_display
+
+PROG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                    "testprogs", "lua", "profile.lua")
+CHUNK = chunk_display("@" + PROG)
+BAD = ["lprofile --hz 0", "lprofile --seconds x", "lprofile --bogus", "lprofile extra"]
+INFERNO = os.path.join(CACHE, "cargo", "bin", "inferno-flamegraph")
+
+
+def records(stop):
+    times = {r[1]: float(r[2]) for r in stop.expected if r[0] == "time"}
+    lines = {r[1]: int(r[2]) for r in stop.expected if r[0] == "line"}
+    return times, lines
+
+
+def top_table(text):
+    """{function: (self %, total %)} and the number of thread stacks."""
+    head = re.search(r"^lprofile: (\d+) samples in [\d.]+ s .*, (\d+) thread stacks with Lua;",
+                     text, re.M)
+    assert head, text
+    rows = {}
+    for m in re.finditer(r"^ *([\d.]+)% +([\d.]+)%  (.+)$", text, re.M):
+        rows[m.group(3)] = (float(m.group(1)), float(m.group(2)))
+    return rows, int(head.group(2))
+
+
+def folded(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            stack, n = line.rstrip("\n").rsplit(" ", 1)
+            out[stack] = int(n)
+    return out
+
+
+_stops = {}
+
+
+def busy(variant, mode, tmp):
+    key = (variant, mode)
+    if key not in _stops:
+        fold = os.path.join(tmp, "busy.folded")
+        cmd = "lprofile --seconds 10 --hz 200 --folded %s" % fold
+        stop = Stop(variant, "profile.lua", [cmd] + BAD, tmp, args=["busy-" + mode])
+        _stops[key] = (stop, cmd, fold)
+    return _stops[key]
+
+
+@pytest.mark.parametrize("mode", ["interp", "jit"])
+@pytest.mark.parametrize("variant", ["r21-gc64", "deb-x64"])
+def test_busy_shares(variant, mode, tmp_path):
+    """f1, f2, f5 in the ratio the program measured (1:2:5 of its CPU time),
+    within 3 points, interpreted and JIT-compiled; the folded stacks are the
+    Lua frames LuaJIT names, and add up to the samples."""
+    stop, cmd, fold = busy(variant, mode, str(tmp_path))
+    text = stop.out("live", cmd)
+    rows, nstacks = top_table(text)
+    times, lines = records(stop)
+    total = sum(times.values())
+    for name in ("f1", "f2", "f5"):
+        label = "function %s:%d" % (CHUNK, lines[name])
+        assert label in rows, (label, text)
+        want = 100.0 * times[name] / total
+        assert abs(rows[label][1] - want) <= 3.0, (name, rows[label], want, text)
+    stacks = folded(fold)
+    assert sum(stacks.values()) == nstacks
+    assert nstacks >= 1000, text
+    # The stack of f5's work, innermost frames last: f5's call of spin,
+    # spin's loop.
+    tail = "%s:%d;%s:%d" % (CHUNK, lines["f5"], CHUNK, lines["spin"])
+    assert any(s.endswith(tail) for s in stacks), list(stacks)[:5]
+    if shutil.which(INFERNO) or os.path.exists(INFERNO):
+        svg = subprocess.run([INFERNO, fold], stdout=subprocess.PIPE, check=True).stdout.decode()
+        assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+        assert "%s:%d" % (os.path.basename(CHUNK), lines["f5"]) in svg
+    else:
+        pytest.fail("inferno is not installed at %s: testprogs/install-deps.sh installs it"
+                    % INFERNO)
+
+
+def test_bad_input(tmp_path):
+    """Bad options get one line; on a core, lprofile says why it cannot."""
+    stop, cmd, _ = busy("r21-gc64", "jit", str(tmp_path))
+    for mode in ("live", "core"):
+        for c in BAD:
+            out = stop.out(mode, c).strip()
+            assert out.startswith("lprofile: ") and "Usage: lprofile" in out, out
+            assert len(out.splitlines()) == 1 and "Traceback" not in out
+    assert "--hz must be between" in stop.out("live", "lprofile --hz 0")
+    core = stop.out("core", cmd).strip()
+    assert core.startswith("lprofile: a core file is one moment"), core
+
+
+@pytest.mark.parametrize("variant", ["r21-gc64", "or-x64"])
+def test_off_cpu_pipe(variant, tmp_path):
+    """--off-cpu: the blocking read of a popen pipe counts, under the Lua
+    line that called f:read, within 3 points of the time the program spent
+    there; the CPU work within 3 points too.  Without --off-cpu no stack
+    ends in a system call."""
+    fold_off = os.path.join(str(tmp_path), "off.folded")
+    fold_on = os.path.join(str(tmp_path), "on.folded")
+    off = "lprofile --seconds 10 --hz 100 --off-cpu --folded %s" % fold_off
+    on = "lprofile --seconds 2 --hz 100 --folded %s" % fold_on
+    stop = Stop(variant, "profile.lua", [off, on], str(tmp_path), args=["pipe"])
+    text = stop.out("live", off)
+    rows, nstacks = top_table(text)
+    times, lines = records(stop)
+    total = sum(times.values())
+    assert abs(rows["read"][0] - 100.0 * times["read"] / total) <= 3.0, (rows["read"], times, text)
+    work = "function %s:%d" % (CHUNK, lines["work"])
+    assert abs(rows[work][1] - 100.0 * times["work"] / total) <= 3.0, (rows[work], times, text)
+    stacks = folded(fold_off)
+    reads = [s for s in stacks if s.endswith(";read")]
+    assert reads and all(";[builtin#io.method.read];" in s for s in reads), reads
+    assert all(re.search(r";%s:\d+;\[builtin#io.method.read\];" % re.escape(CHUNK), s)
+               for s in reads), reads
+    for s in folded(fold_on):
+        assert not s.endswith((";read", ";wait4", ";pipe2")), s
