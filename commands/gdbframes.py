@@ -171,6 +171,7 @@ class VMFrame(FrameDecorator):
 
 def _interleave(frames):
     ctx = _Context()
+    seen = set()
     for level, dec in enumerate(frames):
         lua = None
         try:
@@ -179,21 +180,23 @@ def _interleave(frames):
             # The VM's code (lj_vm_*, lj_BC_*, lj_ff_*), or code without a
             # symbol (a trace's).
             if m is not None and not m.has_debug and (not m.name or m.name.startswith("lj_")):
-                lua = _lua_frames(ctx, gf, m)
+                lua = _lua_frames(ctx, gf, m, seen)
         except (gdb.error, RuntimeError, FaultError, CorruptError, LjError):
             lua = None
         yield VMFrame(dec, lua) if lua else dec
 
 
-def _lua_frames(ctx, gf, m):
+def _lua_frames(ctx, gf, m, seen):
     """The decorators of the Lua frames machine frame m (gdb frame gf)
-    runs, or None."""
+    runs, or None (also for a second frame of an entry already shown: the
+    unwinder's misreading after a leaf helper of the VM)."""
     bt = ctx.backtracer()
     if bt is None:
         return None
     entry = vm_entry(bt, m)
-    if entry is None:
+    if entry is None or (entry.L, entry.cframe) in seen:
         return None
+    seen.add((entry.L, entry.cframe))
     out = [LuaFrame(ctx, gf, entry, i, ctx.text(fr)) for i, fr in enumerate(entry.frames)]
     if entry.warning:
         out.append(LuaFrame(ctx, gf, entry, None, "[Lua: %s]" % entry.warning))

@@ -215,6 +215,9 @@ Example:
         _handle(["stop", "print", "nopass"])   # (noprint would imply nostop)
         timer = _Timer(inf.pid)
         period = 1.0 / hz
+        # What the VM's machine code says (gdb_ext.vmstack) holds for the
+        # whole run: kept from sample to sample.
+        code = {"_code_facts": {}, "_base_dead": {}}
         start = time.monotonic()
         deadline = start
         try:
@@ -237,7 +240,7 @@ Example:
                         break
                     timer.fired()
                     t0 = time.monotonic()
-                    self.one_sample(prof, t, lay, G, inf, arch, off_cpu)
+                    self.one_sample(prof, t, lay, G, inf, arch, off_cpu, code)
                     costs.append(time.monotonic() - t0)
         finally:
             if timer is not None:
@@ -249,9 +252,10 @@ Example:
         wall = time.monotonic() - start
         return prof, (costs, wall), note
 
-    def one_sample(self, prof, t, lay, G, inf, arch, off_cpu):
+    def one_sample(self, prof, t, lay, G, inf, arch, off_cpu, code):
         prof.samples += 1
         t.clear_cache()
+
         for th in inf.threads():
             if not th.is_valid():
                 continue
@@ -261,6 +265,7 @@ Example:
                 continue
             vm = VM(t, lay, G)
             vm._mframes = mframes
+            vm.__dict__.update(code)
             keys = thread_stack(vm, mframes)
             if keys is None:
                 continue

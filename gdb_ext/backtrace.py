@@ -271,8 +271,9 @@ class VMEntry(object):
     frames of their own); warning: what could not be known about them, or
     None; backtrace: L's whole Backtrace (for the frames' locals)."""
 
-    def __init__(self, L, frames, warning=None, backtrace=None):
+    def __init__(self, L, frames, warning=None, backtrace=None, cframe=None):
         self.leaf = False           # found from a leaf helper of the VM (vm_entry)
+        self.cframe = cframe        # the C frame of this entry
         self.L = L
         self.frames = frames
         self.warning = warning
@@ -416,4 +417,4 @@ def _entry_of(bt, L, sp):
     if b is not None and b.error is not None and sp == max(
             (cf for cf in chain if parts[cf]), default=None):
         warning = "walk stopped: %s" % b.error
-    return VMEntry(L, frames, warning, b)
+    return VMEntry(L, frames, warning, b, sp)

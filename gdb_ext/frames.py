@@ -244,11 +244,16 @@ class FrameWalker(object):
     def _describe(self, fr):
         if not fr.func:
             raise CorruptError("frame at 0x%x has no function" % fr.slot, fr.slot)
-        kind = GCT_KIND.get(self.vm.t.u8(fr.func + self.lay.str.gct, "frame function"))
-        if kind != "func":
-            raise CorruptError("frame at 0x%x: slot holds a %s, not a function"
-                               % (fr.slot, kind or "non-object"), fr.func)
-        fn = Func(self.vm, fr.func)
+        # One decoding per function and VM object (a deep recursion repeats
+        # a few functions many times; the VM object lives for one command).
+        funcs = self.vm.__dict__.setdefault("_frame_funcs", {})
+        fn = funcs.get(fr.func)
+        if fn is None:
+            kind = GCT_KIND.get(self.vm.t.u8(fr.func + self.lay.str.gct, "frame function"))
+            if kind != "func":
+                raise CorruptError("frame at 0x%x: slot holds a %s, not a function"
+                                   % (fr.slot, kind or "non-object"), fr.func)
+            fn = funcs[fr.func] = Func(self.vm, fr.func)
         fr.fn = fn
         fr.kind = fn.kind
         if fn.is_lua:

@@ -25,6 +25,7 @@ def thread_stack(vm, mframes):
     keys = []
     lua = False
     after_leaf = False
+    seen = set()
     for m in mframes:
         if after_leaf and not m.name:
             continue        # the unwinder's misreading after a leaf helper of the VM
@@ -35,9 +36,12 @@ def thread_stack(vm, mframes):
                 entry = vm_entry(bt, m)
             except (FaultError, CorruptError):
                 entry = None
+        if entry is not None and (entry.L, entry.cframe) in seen:
+            continue        # an unwinder's second frame for one entry into the VM
         if entry is None:
             keys.append(("M", m.name, m.pc))
             continue
+        seen.add((entry.L, entry.cframe))
         lua = True
         after_leaf = entry.leaf
         keys.extend(bt.frame_key(f) for f in entry.frames)

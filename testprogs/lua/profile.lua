@@ -84,5 +84,27 @@ elseif mode == "pipe" then
     rounds = rounds + 1
     if rounds % 10 == 0 then save(t) end
   end
+elseif mode == "deep" then
+  -- For bench/bench_profile.py: spin at the bottom of DEPTH Lua frames
+  -- (arg[3], default 200), writing the wall time and the rounds done so
+  -- far every quarter second.
+  local depth = tonumber(arg[3]) or 200
+  local out = assert(io.open(path, "w"))
+  local function down(n)
+    if n > 0 then local r = down(n - 1); return r end
+    if ljgdb_stop then ljgdb_stop() end
+    local rounds, last = 0, now()
+    while true do
+      spin(N)
+      rounds = rounds + 1
+      local t = now()
+      if t - last >= 0.25 then
+        out:write(string.format("%.6f\t%d\n", t, rounds)); out:flush()
+        last = t
+      end
+    end
+  end
+  down(depth)
 end
+
 error("unknown mode " .. tostring(mode))
