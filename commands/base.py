@@ -1,6 +1,8 @@
 """What every ljgdb command shares: settings, argument parsing, finding the
 VM, and the single error handler that turns any failure into one line."""
 import contextlib
+import json
+import re
 import traceback
 
 import gdb
@@ -442,13 +444,17 @@ class LjCommand(gdb.Command):
         lead = len(token) - len(word)
         if lead < 0:
             return gdb.COMPLETE_EXPRESSION
-        found = [w[lead:] for w in self.WORDS + ("L=", "G=") if w.startswith(token)]
+        found = [w[lead:] for w in self.WORDS + ("--json", "L=", "G=") if w.startswith(token)]
         if found or token.startswith("-"):
             return found
         return gdb.COMPLETE_EXPRESSION
 
     def invoke(self, arg, from_tty):
+        arg, as_json = _json_flag(arg)
         try:
+            if as_json:
+                self._write_json(arg, from_tty)
+                return
             out = self.run(arg, from_tty)
             note = _truncation_note()
             if out and note:
@@ -457,25 +463,60 @@ class LjCommand(gdb.Command):
             if out:
                 # Text from memory can hold a NUL, which gdb.write refuses.
                 gdb.write("\n".join(out).replace("\0", "\\0") + "\n")
-        except UsageError as e:
+        except (Exception, KeyboardInterrupt) as e:  # the one place that catches everything
+            try:
+                self._one_line(e)
+            except gdb.GdbError as err:
+                if as_json:
+                    gdb.write(json.dumps({"command": self.NAME, "error": str(err)},
+                                         ensure_ascii=False) + "\n")
+                raise
+
+    def _one_line(self, e):
+        """Raise exception e as the command's one line of error."""
+        if isinstance(e, UsageError):
             raise gdb.GdbError("%s: %s. Usage: %s%s" % (self.NAME, e, self.USAGE,
                                                           _truncation_note()))
-        except LjError as e:
+        if isinstance(e, LjError):
             raise gdb.GdbError("%s: %s%s" % (self.NAME, e, _truncation_note()))
-        except KeyboardInterrupt:
+        if isinstance(e, KeyboardInterrupt):
             raise gdb.GdbError("%s: interrupted (Ctrl-C); nothing was changed" % self.NAME)
-        except gdb.GdbError:
-            raise
-        except gdb.error as e:
+        if isinstance(e, gdb.GdbError):
+            raise e
+        if isinstance(e, gdb.error):
             raise gdb.GdbError("%s: %s" % (self.NAME, str(e).rstrip(".")))
-        except Exception as e:  # the one place that catches everything
-            if PARAMS.get("debug") is not None and param("debug"):
-                traceback.print_exc()
-            raise gdb.GdbError("%s: internal error (%s: %s); 'set ljgdb debug on' shows a "
-                               "traceback" % (self.NAME, type(e).__name__, e))
+        if PARAMS.get("debug") is not None and param("debug"):
+            traceback.print_exception(type(e), e, e.__traceback__)
+        raise gdb.GdbError("%s: internal error (%s: %s); 'set ljgdb debug on' shows a "
+                           "traceback" % (self.NAME, type(e).__name__, e))
+
+    def _write_json(self, arg, from_tty):
+        """--json: one JSON document, {"command": NAME, ...} (docs/json.md);
+        on failure {"command": NAME, "error": the one line}, and the command
+        fails as it does without --json."""
+        doc = {"command": self.NAME}
+        doc.update(self.run_json(arg, from_tty))
+        note = _truncation_note()
+        if note:
+            doc.setdefault("notes", []).append(note[len("; note: "):])
+        gdb.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
 
     def run(self, arg, from_tty):
         raise NotImplementedError
+
+    def run_json(self, arg, from_tty):
+        """The command's data as one JSON-ready dict (docs/json.md)."""
+        raise NotImplementedError
+
+
+_JSON_RE = re.compile(r"(^|\s)--json(?=\s|$)")
+
+
+def _json_flag(arg):
+    """(the argument without --json, whether it had --json)."""
+    if not _JSON_RE.search(arg or ""):
+        return arg, False
+    return _JSON_RE.sub(" ", arg).strip(), True
 
 
 class HelpCommand(gdb.Command):
@@ -486,8 +527,11 @@ class HelpCommand(gdb.Command):
         for c in classes:
             lines.append("  %-9s %s" % (c.NAME, c.SUMMARY))
         lines += ["", "Every command takes L=<lua_State *> or G=<global_State *> to choose a "
-                  "state; 'help <command>' tells more.", "Settings: 'show ljgdb' lists them, "
-                  "'set ljgdb <name> <value>' changes one."]
+                  "state, and --json to print one JSON document (docs/json.md); 'help "
+                  "<command>' tells more.", "In gdb's own commands: bt shows the Lua frames "
+                  "(frame filter ljgdb-lua), print decodes LuaJIT's types (pretty-printer "
+                  "ljgdb).", "Settings: 'show ljgdb' lists them, 'set ljgdb <name> <value>' "
+                  "changes one."]
         self.__doc__ = "\n".join(lines)
         super().__init__("ljgdb", gdb.COMMAND_DATA, gdb.COMPLETE_NONE)
 

@@ -10,6 +10,12 @@ _ESC = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n", ord("\r"): "\\r",
         ord("\t"): "\\t", 0: "\\0", 7: "\\a", 8: "\\b", 11: "\\v", 12: "\\f"}
 
 
+def hexa(addr):
+    """An address as JSON documents give it: a hex string (a JSON number
+    loses precision above 2^53)."""
+    return None if addr is None else "0x%x" % addr
+
+
 def quote(data, truncated=False, length=None):
     """A Lua string literal for bytes; non-printable bytes as \\ddd."""
     out = ['"']
@@ -160,14 +166,15 @@ def table_header(vm, t):
     return "table: (GCtab *)0x%x asize=%d hmask=0x%x metatable=%s" % (t.addr, t.asize, t.hmask, mt)
 
 
-def table_lines(vm, addr, depth, limit, max_string, indent="", visited=None):
-    """Lines of a Lua-constructor-like dump of the table at addr; nested
-    tables are expanded while depth > 1.  Returns a list of strings."""
+def table_data(vm, addr, depth, limit, max_string, visited=None):
+    """A table's entries as data (ltab --json): {"entries": [{"key": text,
+    "value": text} or, expanded while depth > 1, {"key", "table": address,
+    "entries", "more"} or {"key", "cycle": address} or {"key", "table",
+    "unreadable"}], "more": entries not shown}."""
     visited = set() if visited is None else visited
     visited.add(addr)
     t = Tab(vm, addr)
-    lines = []
-    pad = indent + "  "
+    entries = []
     shown = 0
     total = 0
     for i, v in t.array_values(vm, t.asize):
@@ -175,29 +182,48 @@ def table_lines(vm, addr, depth, limit, max_string, indent="", visited=None):
             continue
         total += 1
         if shown < limit:
-            lines.extend(_entry(vm, "[%d]" % i, v, depth, limit, max_string, pad, visited))
+            entries.append(_entry(vm, "[%d]" % i, v, depth, limit, max_string, visited))
             shown += 1
     nodes, seen = t.hash_nodes(vm, max(0, limit - shown))
     total += seen
     for k, v in nodes:
-        lines.extend(_entry(vm, key_text(vm, k, max_string), v, depth, limit, max_string, pad,
-                            visited))
+        entries.append(_entry(vm, key_text(vm, k, max_string), v, depth, limit, max_string,
+                              visited))
         shown += 1
-    if total > shown:
-        lines.append("%s... (%d more entries; see --limit)" % (pad, total - shown))
     visited.discard(addr)   # only ancestors count: a shared table is no cycle
-    return ["{"] + lines + [indent + "}"]
+    return {"entries": entries, "more": total - shown}
 
 
-def _entry(vm, key, v, depth, limit, max_string, pad, visited):
+def _entry(vm, key, v, depth, limit, max_string, visited):
     if v.kind == "table" and depth > 1:
         if v.addr in visited:
-            return ["%s%s = <cycle: table: (GCtab *)0x%x>," % (pad, key, v.addr)]
+            return {"key": key, "cycle": hexa(v.addr)}
         try:
-            sub = table_lines(vm, v.addr, depth - 1, limit, max_string, pad, visited)
+            sub = table_data(vm, v.addr, depth - 1, limit, max_string, visited)
         except (FaultError, CorruptError) as e:
-            return ["%s%s = table: (GCtab *)0x%x <unreadable: %s>," % (pad, key, v.addr, e)]
-        sub[0] = "%s%s = %s  -- (GCtab *)0x%x" % (pad, key, sub[0], v.addr)
-        sub[-1] += ","
+            return {"key": key, "table": hexa(v.addr), "unreadable": str(e)}
+        sub.update(key=key, table=hexa(v.addr))
         return sub
-    return ["%s%s = %s," % (pad, key, value_text(vm, v, max_string))]
+    return {"key": key, "value": value_text(vm, v, max_string)}
+
+
+def table_lines(doc, indent=""):
+    """The Lua-constructor-like text of a table_data document."""
+    pad = indent + "  "
+    lines = ["{"]
+    for e in doc["entries"]:
+        if "cycle" in e:
+            lines.append("%s%s = <cycle: table: (GCtab *)%s>," % (pad, e["key"], e["cycle"]))
+        elif "unreadable" in e:
+            lines.append("%s%s = table: (GCtab *)%s <unreadable: %s>,"
+                         % (pad, e["key"], e["table"], e["unreadable"]))
+        elif "entries" in e:
+            sub = table_lines(e, pad)
+            sub[0] = "%s%s = %s  -- (GCtab *)%s" % (pad, e["key"], sub[0], e["table"])
+            sub[-1] += ","
+            lines.extend(sub)
+        else:
+            lines.append("%s%s = %s," % (pad, e["key"], e["value"]))
+    if doc["more"] > 0:
+        lines.append("%s... (%d more entries; see --limit)" % (pad, doc["more"]))
+    return lines + [indent + "}"]

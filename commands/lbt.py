@@ -6,7 +6,7 @@ from ..gdb_ext.errors import CorruptError, FaultError, LjError
 from ..gdb_ext.frames import cached_proto, frame_locals, frame_upvalues
 from ..gdb_ext.threadscan import ThreadScanner, group
 from .base import LjCommand, UsageError, get_vm, param, split_args
-from .format import chunk_display, value_text
+from .format import chunk_display, hexa, value_text
 
 VMSTATE_TEXT = {
     "INTERP": "INTERP (running the bytecode interpreter)",
@@ -54,9 +54,10 @@ class BtFormat(object):
 
     @staticmethod
     def header(L, who, status, fiber):
-        """The first line of a thread's backtrace (without the VM state)."""
-        return "Lua backtrace of (lua_State *)0x%x (%s, %s%s)" % (
-            L, who, status, "; " + fiber.describe() if fiber else "")
+        """The first line of a thread's backtrace (without the VM state);
+        fiber: the text of the fiber that runs it (Tarantool), or None."""
+        return "Lua backtrace of (lua_State *)%s (%s, %s%s)" % (
+            hexa(L) if isinstance(L, int) else L, who, status, "; " + fiber if fiber else "")
 
     def summary_where(self, s):
         """where (see `where`) of a threadscan.ThreadSummary."""
@@ -67,36 +68,27 @@ class BtFormat(object):
             where = self.key_text(s.keys[0]) if s.keys else "-"
         return where
 
-    def summary_lines(self, s, header=True):
-        """lbt's lines for a ThreadSummary (the full ones where the
-        Backtracer made it)."""
-        if s.bt is not None:
-            return self.lines(s.L, header=header)
-        out = []
-        if header:
-            out.append(self.header(s.L, self.bt.who(s.L), s.status, self.bt.fibers.get(s.L)))
-        out.extend("#%-3d %s" % (i, self.key_text(k)) for i, k in enumerate(s.keys))
-        if not s.keys:
-            out.append("(no Lua frames)")
-        return out
-
     # --- folded stacks (FlameGraph, inferno, speedscope read them) --------
     @staticmethod
-    def _fold(texts):
-        """One folded stack, outermost frame first; ';' separates frames."""
-        return ";".join(t.replace(";", ",") for t in reversed(texts))
+    def folded_lines(doc):
+        """The text of a folded document: 'a;b;c N' lines, outermost frame
+        first (';' inside a frame's text becomes ','), then '# ' notes."""
+        out = ["%s %d" % (";".join(t.replace(";", ",") for t in st["frames"]), st["count"])
+               for st in doc["stacks"]]
+        return out + ["# " + n for n in doc["notes"]]
 
     def folded_one(self, L):
         b = self.bt.backtrace(L)
-        out = []
+        doc = {"stacks": [], "notes": []}
         if b.frames:
-            out.append("%s 1" % self._fold([self.frame_text(f) for f in b.frames]))
+            doc["stacks"].append({"frames": [self.frame_text(f) for f in reversed(b.frames)],
+                                  "count": 1})
         else:
-            out.append("# (lua_State *)0x%x has no Lua frames" % L)
+            doc["notes"].append("(lua_State *)0x%x has no Lua frames" % L)
         for w in (b.warning, b.error):
             if w:
-                out.append("# lbt: %s" % w)
-        return out
+                doc["notes"].append("lbt: %s" % w)
+        return doc
 
     def folded_all(self, summaries, nthreads, walk_err):
         counts = {}
@@ -106,34 +98,57 @@ class BtFormat(object):
             if not s.keys:
                 empty += 1
                 continue
-            stack = self._fold([self.key_text(k) for k in s.keys])
+            stack = tuple(self.key_text(k) for k in reversed(s.keys))
             counts[stack] = counts.get(stack, 0) + 1
             if s.bt is not None and s.bt.warning:
-                warned.append("# lbt: (lua_State *)0x%x: %s" % (s.L, s.bt.warning))
-        out = ["%s %d" % (stack, n) for stack, n in
-               sorted(counts.items(), key=lambda e: (-e[1], e[0]))]
+                warned.append("lbt: (lua_State *)0x%x: %s" % (s.L, s.bt.warning))
+        doc = {"stacks": [{"frames": list(st), "count": n} for st, n in
+                          sorted(counts.items(), key=lambda e: (-e[1], ";".join(e[0])))],
+               "notes": []}
         if empty:
-            out.append("# %d thread%s with no Lua frames" % (empty, "" if empty == 1 else "s"))
-        out.extend(warned)
+            doc["notes"].append("%d thread%s with no Lua frames" % (empty,
+                                                                   "" if empty == 1 else "s"))
+        doc["notes"].extend(warned)
         if walk_err is not None or len(summaries) < nthreads:
-            out.append("# lbt: %d of %d threads could not be read%s" % (
+            doc["notes"].append("lbt: %d of %d threads could not be read%s" % (
                 nthreads - len(summaries), nthreads,
                 "; walk of g->gc.root stopped: %s" % walk_err if walk_err else ""))
-        return out
+        return doc
+
+    def summary_data(self, s):
+        """A threadscan.ThreadSummary as data (thread_data's form, from the
+        summary's frame keys when it has no full backtrace)."""
+        if s.bt is not None:
+            return self.thread_data(s.L)
+        fiber = self.bt.fibers.get(s.L)
+        frames = []
+        for i, k in enumerate(s.keys):
+            d = {"level": i}
+            d.update(self.key_json(k))
+            frames.append(d)
+        return {"L": hexa(s.L), "who": self.bt.who(s.L), "status": s.status,
+                "fiber": fiber.describe() if fiber else None, "frames": frames,
+                "more_frames": 0, "caller": None, "warning": None, "error": None}
+
+    def group_data(self, g):
+        return {"count": g.count, "status": g.status, "vmthref": bool(g.internal),
+                "examples": [hexa(L) for L in g.examples],
+                "frames": [self.key_json(k) for k in g.keys],
+                "warning": g.warning}
 
     def group_lines(self, g):
-        """lbt --all --group's lines for a threadscan.Group."""
-        ex = ", ".join("0x%x" % L for L in g.examples)
-        more = g.count - len(g.examples)
+        """lbt --all --group's lines for a group_data document."""
+        ex = ", ".join(g["examples"])
+        more = g["count"] - len(g["examples"])
         out = ["%d thread%s (%s%s): (lua_State *)%s%s" % (
-            g.count, "" if g.count == 1 else "s",
-            "VM thread g->vmthref, " if g.internal else "", g.status, ex,
+            g["count"], "" if g["count"] == 1 else "s",
+            "VM thread g->vmthref, " if g["vmthref"] else "", g["status"], ex,
             " and %d more" % more if more else "")]
-        out.extend("#%-3d %s" % (i, self.key_text(k)) for i, k in enumerate(g.keys))
-        if not g.keys:
+        out.extend("#%-3d %s" % (i, f["text"]) for i, f in enumerate(g["frames"]))
+        if not g["frames"]:
             out.append("(no Lua frames)")
-        if g.warning:
-            out.append("lbt: %s" % g.warning)
+        if g["warning"]:
+            out.append("lbt: %s" % g["warning"])
         return out
 
     def where(self, b):
@@ -158,54 +173,107 @@ class BtFormat(object):
             return "TRACE %d (in JIT-compiled code%s)" % (bt.trace_no, at)
         return VMSTATE_TEXT.get(bt.vmstate_name, bt.vmstate_name)
 
-    def lines(self, L, full=False, max_frames=None, header=True):
+    # --- data (the JSON document; the text is made from it) -------------
+    def key_json(self, key):
+        """A frame key (Backtracer.frame_key) as data: its kind, the text
+        lbt prints, and what it names."""
+        d = {"kind": {"L": "lua", "F": "builtin", "C": "c"}[key[0]], "text": self.key_text(key)}
+        if key[0] == "L":
+            pt = cached_proto(self.vm, key[1])
+            d.update(source=chunk_display(pt.chunk(self.vm)), line=key[2],
+                     linedefined=pt.firstline, proto=hexa(key[1]))
+        elif key[0] == "F":
+            d.update(ffid=key[1], name=self.bt.names.get(key[1]))
+        else:
+            d.update(cfunc=hexa(key[1]), symbol=self.vm.t.symbolize(key[1]),
+                     name=key[2] if len(key) > 2 else self.bt.cnames.get(key[1]))
+        return d
+
+    def thread_data(self, L, full=False, max_frames=None):
+        """Thread L's backtrace as data: the document of lbt --json."""
         vm = self.vm
-        out = []
         b = self.bt.backtrace(L)
-        if header:
-            head = self.header(L, b.who, b.status, b.fiber)
-            if b.status == "running":
-                head += "; VM state: " + self.state_line()
-            out.append(head)
-        frames = b.frames
+        doc = {"L": hexa(L), "who": b.who, "status": b.status,
+               "fiber": b.fiber.describe() if b.fiber else None}
+        if b.status == "running":
+            doc["vmstate"] = self.state_line()
         maxs = param("max-string")
-        shown = frames if max_frames is None else frames[:max_frames]
         snap = b.start.trace if b.start is not None else None
-        for i, fr in enumerate(shown):
-            text = self.frame_text(fr)
+        frames = b.frames if max_frames is None else b.frames[:max_frames]
+        out = []
+        for i, fr in enumerate(frames):
+            d = {"level": fr.level + b.hidden_top}
+            d.update(self.key_json(self.bt.frame_key(fr)))
             if fr.kind in ("builtin", "c"):
                 co = self.bt.resumed_thread(b.walker, fr)
                 if co:
-                    text += " -> resumed (lua_State *)0x%x" % co
+                    d["resumed"] = hexa(co)
             if i == 0 and not b.hidden_top and snap is not None and fr.kind == "lua":
                 # From the trace's snapshot in effect at the machine pc:
                 # the line of its last guard, at or before the line executing.
-                text += " (in trace %d, %s)" % (snap.traceno, "at its last snapshot"
-                                                if snap.exact else "at its start")
-            out.append("#%-3d %s" % (fr.level + b.hidden_top, text))
+                d["trace"] = {"number": snap.traceno,
+                              "line_from": "last snapshot" if snap.exact else "trace start"}
             if full and fr.kind == "lua":
+                loc = []
                 for name, v, addr in frame_locals(b.walker, fr, b.frame_top(i), with_addr=True):
                     if addr is not None and self.bt.in_trace_value(b, fr, addr):
-                        out.append("      %s = <in trace %d: kept in a register or spill slot, "
-                                   "the stack slot is stale>" % (name, snap.traceno))
-                        continue
-                    out.append("      %s = %s" % (name, _val(vm, v, maxs)))
-                for name, v in frame_upvalues(vm, fr):
-                    out.append("      upvalue %s = %s" % (name, _val(vm, v, maxs)))
-        if len(shown) < len(frames):
-            out.append("... %d more frames" % (len(frames) - len(shown)))
-        if not frames and b.error is None and b.warning is None:
-            out.append("(no Lua frames)")
-        if b.caller:
-            out.append("(g->vmthref runs __gc finalizers and VM event handlers; it was called "
-                       "from (lua_State *)0x%x: lbt L=0x%x)" % (b.caller, b.caller))
-        if b.warning is not None:
-            out.append("lbt: %s" % b.warning)
-        if b.error is not None:
-            err = b.error
+                        loc.append({"name": name, "value": None, "stale": (
+                            "in trace %d: kept in a register or spill slot, the stack slot is "
+                            "stale" % snap.traceno)})
+                    else:
+                        loc.append({"name": name, "value": _val(vm, v, maxs)})
+                d["locals"] = loc
+                d["upvalues"] = [{"name": n, "value": _val(vm, v, maxs)}
+                                 for n, v in frame_upvalues(vm, fr)]
+            out.append(d)
+        doc["frames"] = out
+        doc["more_frames"] = len(b.frames) - len(frames)
+        doc["caller"] = hexa(b.caller) if b.caller else None
+        doc["warning"] = b.warning
+        err = b.error
+        if err is not None:
             addr = getattr(err, "address", None)
-            out.append("lbt: walk stopped: %s%s" % (err, "" if addr is None or "0x%x" % addr in str(err)
-                                                     else " (at 0x%x)" % addr))
+            err = "%s%s" % (err, "" if addr is None or "0x%x" % addr in str(err)
+                            else " (at 0x%x)" % addr)
+        doc["error"] = err
+        return doc
+
+    def lines(self, L, full=False, max_frames=None, header=True):
+        return self.data_lines(self.thread_data(L, full, max_frames), header)
+
+    def data_lines(self, doc, header=True):
+        """The text of a thread_data document."""
+        out = []
+        if header:
+            head = self.header(doc["L"], doc["who"], doc["status"], doc["fiber"])
+            if "vmstate" in doc:
+                head += "; VM state: " + doc["vmstate"]
+            out.append(head)
+        for d in doc["frames"]:
+            text = d["text"]
+            if "resumed" in d:
+                text += " -> resumed (lua_State *)%s" % d["resumed"]
+            if "trace" in d:
+                text += " (in trace %d, %s)" % (d["trace"]["number"], "at its last snapshot"
+                                                if d["trace"]["line_from"] == "last snapshot"
+                                                else "at its start")
+            out.append("#%-3d %s" % (d["level"], text))
+            for loc in d.get("locals", ()):
+                out.append("      %s = %s" % (loc["name"], loc["value"] if loc["value"] is not None
+                                              else "<%s>" % loc["stale"]))
+            for up in d.get("upvalues", ()):
+                out.append("      upvalue %s = %s" % (up["name"], up["value"]))
+        if doc["more_frames"]:
+            out.append("... %d more frames" % doc["more_frames"])
+        if not doc["frames"] and doc["error"] is None and doc["warning"] is None:
+            out.append("(no Lua frames)")
+        if doc["caller"]:
+            out.append("(g->vmthref runs __gc finalizers and VM event handlers; it was called "
+                       "from (lua_State *)%s: lbt L=%s)" % (doc["caller"], doc["caller"]))
+        if doc["warning"] is not None:
+            out.append("lbt: %s" % doc["warning"])
+        if doc["error"] is not None:
+            out.append("lbt: walk stopped: %s" % doc["error"])
         return out
 
 
@@ -251,16 +319,14 @@ Example:
     WORDS = ('full', '--all', '--group', '--folded')
     USAGE = "lbt [full] [--all [--group]] [--folded] [L=<lua_State *>]"
 
-    def run(self, arg, from_tty):
+    def _parse(self, arg):
         flags, opts, L_expr, rest = split_args(arg, flags=("all", "full", "group", "folded"))
-        full = "full" in flags
         for r in rest:
             if r == "full":
-                full = True
+                flags.add("full")
             else:
                 raise UsageError("unexpected argument '%s'" % r)
-        vm = get_vm(L_expr)
-        bt = BtFormat(vm)
+        full = "full" in flags
         if "group" in flags and "all" not in flags:
             raise UsageError("--group folds the threads of --all: use lbt --all --group")
         if "group" in flags and full:
@@ -268,44 +334,75 @@ Example:
         if "folded" in flags and (full or "group" in flags):
             raise UsageError("--folded prints frames only, one line a stack: not with full or "
                              "--group")
-        if "folded" in flags and "all" not in flags:
-            return bt.folded_one(vm.L)
+        return flags, BtFormat(get_vm(L_expr))
+
+    def run(self, arg, from_tty):
+        flags, bt = self._parse(arg)
+        full = "full" in flags
+        if "folded" in flags:
+            return bt.folded_lines(self.data(bt, flags)["folded"])
         if "all" not in flags:
-            return bt.lines(vm.L, full)
+            return bt.lines(bt.vm.L, full)
+        doc = self.data(bt, flags)
         out = []
+        for t in doc.get("threads", ()):
+            if "unreadable" in t:
+                out.append("Lua backtrace of (lua_State *)%s: unreadable: %s"
+                           % (t["L"], t["unreadable"]))
+            else:
+                out.extend(bt.data_lines(t))
+            out.append("")
+        for g in doc.get("groups", ()):
+            out.extend(bt.group_lines(g))
+            out.append("")
+        n = doc["thread_count"]
+        out.append("%d thread%s" % (n, "" if n == 1 else "s"))
+        if doc["walk_error"] is not None:
+            out.append("lbt: walk of g->gc.root stopped, threads after it are missing: %s"
+                       % doc["walk_error"])
+        return out
+
+    def run_json(self, arg, from_tty):
+        flags, bt = self._parse(arg)
+        if "all" not in flags and "folded" not in flags:
+            return {"threads": [bt.thread_data(bt.vm.L, "full" in flags)]}
+        return self.data(bt, flags)
+
+    def data(self, bt, flags):
+        """lbt's document: {"folded": ...} with --folded; else for --all
+        "threads" (or "groups" with --group), "thread_count", "walk_error"."""
+        full = "full" in flags
+        if "folded" in flags and "all" not in flags:
+            return {"folded": bt.folded_one(bt.vm.L)}
         scanner = ThreadScanner(bt.bt)
         threads, walk_err = scanner.threads()
-        if "folded" in flags:
-            summaries = [s for s in scanner.scan(threads) if not isinstance(s, Exception)]
-            return bt.folded_all(summaries, len(threads), walk_err)
+        doc = {"thread_count": len(threads),
+               "walk_error": None if walk_err is None else str(walk_err)}
         if full:
+            items = []
             for L in threads:
                 try:
-                    out.extend(bt.lines(L, full))
+                    items.append(bt.thread_data(L, True))
                 except (FaultError, CorruptError) as e:
-                    out.append("Lua backtrace of (lua_State *)0x%x: unreadable: %s" % (L, e))
-                out.append("")
-        else:
-            summaries = []
-            for L, s in zip(threads, scanner.scan(threads)):
-                if isinstance(s, Exception):
-                    out.append("Lua backtrace of (lua_State *)0x%x: unreadable: %s" % (L, s))
-                    out.append("")
-                else:
-                    summaries.append(s)
-            if "group" in flags:
-                for g in group(summaries, bt.bt.vmthread):
-                    out.extend(bt.group_lines(g))
-                    out.append("")
+                    items.append({"L": hexa(L), "unreadable": str(e)})
+            doc["threads"] = items
+            return doc
+        summaries, items = [], []
+        for L, s in zip(threads, scanner.scan(threads)):
+            if isinstance(s, Exception):
+                items.append({"L": hexa(L), "unreadable": str(s)})
             else:
-                for s in summaries:
-                    out.extend(bt.summary_lines(s))
-                    out.append("")
-        out.append("%d thread%s" % (len(threads), "" if len(threads) == 1 else "s"))
-        if walk_err is not None:
-            out.append("lbt: walk of g->gc.root stopped, threads after it are missing: %s"
-                       % walk_err)
-        return out
+                summaries.append(s)
+                if "group" not in flags and "folded" not in flags:
+                    items.append(bt.summary_data(s))
+        if "folded" in flags:
+            return {"folded": bt.folded_all(summaries, len(threads), walk_err)}
+        if "group" in flags:
+            doc["threads"] = items          # the unreadable ones
+            doc["groups"] = [bt.group_data(g) for g in group(summaries, bt.bt.vmthread)]
+        else:
+            doc["threads"] = items
+        return doc
 
 
 class LuaWhere(gdb.Function):

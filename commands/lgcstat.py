@@ -9,7 +9,7 @@ from ..gdb_ext.gcstat import HEADER_STRUCT, TYPE_ORDER, HeapWalker
 from ..gdb_ext.jit import TraceObj, jit_state
 from ..gdb_ext.objects import Cdata, Proto, Str, Tab, Thread, Udata
 from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
-from .format import chunk_display, func_text, proto_site, quote
+from .format import chunk_display, func_text, hexa, proto_site, quote
 
 TYPE_TEXT = {C.GCT_STR: "string", C.GCT_UPVAL: "upvalue", C.GCT_THREAD: "thread",
              C.GCT_PROTO: "prototype", C.GCT_FUNC: "function", C.GCT_TRACE: "trace",
@@ -45,6 +45,12 @@ Example:
     USAGE = "lgcstat [--top N] [--by-chunk] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
+        return report(self.data(arg, from_tty))
+
+    def run_json(self, arg, from_tty):
+        return self.data(arg, from_tty)
+
+    def data(self, arg, from_tty):
         flags, opts, L_expr, rest = split_args(arg, flags=("by-chunk",), options=("top",))
         if rest:
             raise UsageError("unexpected argument '%s'" % rest[0])
@@ -67,7 +73,7 @@ Example:
         finally:
             if progress is not None:
                 progress.clear()
-        return report(vm, st, top, "by-chunk" in flags)
+        return data(vm, st, top, "by-chunk" in flags)
 
 
 def _is_terminal():
@@ -94,38 +100,64 @@ class _Progress(object):
             gdb.flush()
 
 
-def report(vm, st, top, by_chunk):
+def data(vm, st, top, by_chunk):
+    """lgcstat's document (the text is made from it)."""
     lay = vm.lay
     _, gcname = vm.gc_state
-    out = ["GC heap of (global_State *)0x%x: %s %s, %s layout, GC state %s"
-           % (vm.G, lay.fork, lay.branch, lay.mode_name(),
-              gcname[3:].lower() if gcname.startswith("GCS") else gcname)]
-    out.append("%-10s %10s %14s %8s %10s %10s  %s" % ("type", "count", "bytes", "min", "avg",
-                                                       "max", "header (this layout)"))
-    dead = []
+    doc = {"G": hexa(vm.G), "fork": lay.fork, "branch": lay.branch, "layout": lay.mode_name(),
+           "gc_state": gcname[3:].lower() if gcname.startswith("GCS") else gcname, "types": []}
     for g in TYPE_ORDER:
         ts = st.types[g]
         hs = st.header_sizes.get(g)
-        header = "sizeof(%s) = %d" % (HEADER_STRUCT[g], hs) if hs is not None else "-"
-        if ts.count:
+        doc["types"].append({
+            "type": TYPE_TEXT[g], "count": ts.count, "bytes": ts.bytes,
+            "min": ts.min if ts.count else None, "max": ts.max if ts.count else None,
+            "header": {"struct": HEADER_STRUCT[g], "size": hs} if hs is not None else None,
+            "dead": ts.dead, "dead_bytes": ts.dead_bytes})
+    doc["objects"] = sum(t.count for t in st.types.values())
+    doc["object_bytes"] = st.object_bytes
+    doc["pending_finalizers"] = st.pending
+    doc["other"] = [{"name": n, "bytes": sz, "note": note} for n, sz, note in st.other]
+    doc["other_bytes"] = st.other_bytes
+    doc["sum"] = st.accounted
+    doc["gc_total"] = st.total
+    if top:
+        doc["top"] = [{"bytes": size, "type": TYPE_TEXT[gct], "address": hexa(addr),
+                       "what": describe(vm, gct, addr)} for size, addr, gct in st.top]
+    if by_chunk:
+        doc["chunks"] = chunk_data(vm, st)
+    return doc
+
+
+def report(doc):
+    out = ["GC heap of (global_State *)%s: %s %s, %s layout, GC state %s"
+           % (doc["G"], doc["fork"], doc["branch"], doc["layout"], doc["gc_state"])]
+    out.append("%-10s %10s %14s %8s %10s %10s  %s" % ("type", "count", "bytes", "min", "avg",
+                                                       "max", "header (this layout)"))
+    dead = []
+    for t in doc["types"]:
+        h = t["header"]
+        header = "sizeof(%s) = %d" % (h["struct"], h["size"]) if h else "-"
+        if t["count"]:
             out.append("%-10s %10d %14d %8d %10.1f %10d  %s" % (
-                TYPE_TEXT[g], ts.count, ts.bytes, ts.min, ts.bytes / ts.count, ts.max, header))
+                t["type"], t["count"], t["bytes"], t["min"], t["bytes"] / t["count"], t["max"],
+                header))
         else:
-            out.append("%-10s %10d %14d %8s %10s %10s  %s" % (TYPE_TEXT[g], 0, 0, "-", "-", "-",
+            out.append("%-10s %10d %14d %8s %10s %10s  %s" % (t["type"], 0, 0, "-", "-", "-",
                                                              header))
-        if ts.dead:
-            dead.append("%d %s (%d bytes)" % (ts.dead, TYPE_TEXT[g], ts.dead_bytes))
-    nobj = sum(t.count for t in st.types.values())
-    out.append("%-10s %10d %14d" % ("objects", nobj, st.object_bytes))
+        if t["dead"]:
+            dead.append("%d %s (%d bytes)" % (t["dead"], t["type"], t["dead_bytes"]))
+    out.append("%-10s %10d %14d" % ("objects", doc["objects"], doc["object_bytes"]))
     if dead:
         out.append("  of which dead but not yet swept: " + ", ".join(dead))
-    if st.pending:
-        out.append("  of which %d wait for their finalizer (g->gc.mmudata)" % st.pending)
+    if doc["pending_finalizers"]:
+        out.append("  of which %d wait for their finalizer (g->gc.mmudata)"
+                   % doc["pending_finalizers"])
     out.append("Memory in g->gc.total that is no GC object:")
-    for name, size, note in st.other:
-        out.append("  %-18s %14d  %s" % (name, size, note))
-    out.append("  %-18s %14d" % ("total", st.other_bytes))
-    diff = st.total - st.accounted
+    for o in doc["other"]:
+        out.append("  %-18s %14d  %s" % (o["name"], o["bytes"], o["note"]))
+    out.append("  %-18s %14d" % ("total", doc["other_bytes"]))
+    diff = doc["gc_total"] - doc["sum"]
     if diff == 0:
         verdict = "exact"
     elif diff > 0:
@@ -134,16 +166,19 @@ def report(vm, st, top, by_chunk):
                    % diff)
     else:
         verdict = "%d bytes more than gc.total: a corrupt or inconsistent heap" % -diff
-    out.append("sum: %d bytes; g->gc.total: %d bytes (%s)" % (st.accounted, st.total, verdict))
-    if top:
+    out.append("sum: %d bytes; g->gc.total: %d bytes (%s)" % (doc["sum"], doc["gc_total"],
+                                                             verdict))
+    if "top" in doc:
         out.append("")
-        out.append("The %d largest objects:" % len(st.top))
-        for size, addr, gct in st.top:
-            out.append("  %12d  %-9s 0x%-14x %s" % (size, TYPE_TEXT[gct], addr,
-                                                   describe(vm, gct, addr)))
-    if by_chunk:
+        out.append("The %d largest objects:" % len(doc["top"]))
+        for o in doc["top"]:
+            out.append("  %12d  %-9s %-16s %s" % (o["bytes"], o["type"], o["address"], o["what"]))
+    if "chunks" in doc:
         out.append("")
-        out.extend(chunk_lines(vm, st))
+        out.append("Functions, prototypes and traces by chunk:")
+        out.append("%14s %10s  %s" % ("bytes", "objects", "chunk"))
+        for c in doc["chunks"]:
+            out.append("%14d %10d  %s" % (c["bytes"], c["objects"], c["chunk"]))
     return out
 
 
@@ -193,8 +228,9 @@ def describe(vm, gct, addr):
     return ""
 
 
-def chunk_lines(vm, st):
-    """Bytes of functions, prototypes and traces grouped by chunk name."""
+def chunk_data(vm, st):
+    """Bytes of functions, prototypes and traces grouped by chunk name, the
+    largest first."""
     chunks = {}
     for pt, (size, count) in st.chunks.items():
         try:
@@ -204,8 +240,5 @@ def chunk_lines(vm, st):
         c = chunks.setdefault(name, [0, 0])
         c[0] += size
         c[1] += count
-    out = ["Functions, prototypes and traces by chunk:",
-           "%14s %10s  %s" % ("bytes", "objects", "chunk")]
-    for name, (size, count) in sorted(chunks.items(), key=lambda kv: (-kv[1][0], kv[0])):
-        out.append("%14d %10d  %s" % (size, count, name))
-    return out
+    return [{"chunk": name, "bytes": size, "objects": count}
+            for name, (size, count) in sorted(chunks.items(), key=lambda kv: (-kv[1][0], kv[0]))]

@@ -3,6 +3,7 @@ from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.runtime import jit_version
 from ..gdb_ext.vmstack import locate
 from .base import LjCommand, UsageError, get_vm, split_args
+from .format import hexa
 
 
 class LInfo(LjCommand):
@@ -25,6 +26,16 @@ Example:
     USAGE = "linfo [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
+        return ["%-17s %s" % (k + ":", v) for k, v in self.data(arg)[0]]
+
+    def run_json(self, arg, from_tty):
+        pairs, raw = self.data(arg)
+        raw["fields"] = [{"name": k, "value": v} for k, v in pairs]
+        return raw
+
+    def data(self, arg):
+        """([(name, text)] as linfo prints them, {the same as numbers and
+        flags})."""
         flags, opts, L_expr, rest = split_args(arg)
         if rest:
             raise UsageError("unexpected argument '%s'" % rest[0])
@@ -67,4 +78,10 @@ Example:
                         % (th.stacksize, th.stack, th.status)))
         except (FaultError, CorruptError) as e:
             out.append(("selected L stack", "unreadable: %s" % e))
-        return ["%-17s %s" % (k + ":", v) for k, v in out]
+        raw = {"version": ver, "fork": lay.fork, "branch": lay.branch, "gc64": lay.gc64,
+               "fr2": lay.fr2, "dualnum": lay.dualnum, "jit": lay.jit,
+               "pointer_size": lay.ptr_size, "G": hexa(vm.G), "main_L": hexa(vm.main_L),
+               "cur_L": hexa(vm.cur_L) if lay.has_cur_L else None, "selected_L": hexa(vm.L),
+               "selected_L_source": vm.L_source, "vmstate": name, "trace": trace,
+               "gc_total": vm.gc_total, "gc_threshold": vm.gc_threshold}
+        return out, raw

@@ -3,7 +3,7 @@ from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.jit import (NoJitError, Placement, assign_traces, jit_state, locate, mcode_areas,
                            trace_parent, traces)
 from .base import LjCommand, eval_address, get_vm, split_args
-from .format import chunk_display
+from .format import chunk_display, hexa
 
 
 def human(n, signed=False):
@@ -78,23 +78,75 @@ Example:
     SUMMARY = "the JIT's machine-code areas, or which trace owns an address"
     USAGE = "lmcode [<address>] [L=<lua_State *>]"
 
-    def run(self, arg, from_tty):
+    def _state(self, arg):
+        """(vm, js, areas, all_traces, orphans, addr), or a note (why there
+        is nothing to show) as a string."""
         flags, opts, L_expr, rest = split_args(arg)
         addr = eval_address(" ".join(rest), "address") if rest else None
         vm = get_vm(L_expr)
         try:
             js = jit_state(vm)
         except NoJitError as e:
-            return ["lmcode: no JIT: %s" % e]
+            return "no JIT: %s" % e
         all_traces = traces(vm, js)
         areas = mcode_areas(vm, js)
         if not areas:
-            return ["lmcode: no mcode area: the JIT has not compiled any trace yet, or all were "
-                    "flushed (J->mcarea is NULL)"]
+            return ("no mcode area: the JIT has not compiled any trace yet, or all were "
+                    "flushed (J->mcarea is NULL)")
         orphans = assign_traces(areas, all_traces)
+        return vm, js, areas, all_traces, orphans, addr
+
+    def run(self, arg, from_tty):
+        st = self._state(arg)
+        if isinstance(st, str):
+            return ["lmcode: " + st]
+        vm, js, areas, all_traces, orphans, addr = st
         if addr is not None:
             return self.locate(vm, js, areas, all_traces, addr)
         return self.areas(vm, js, areas, orphans)
+
+    def run_json(self, arg, from_tty):
+        """lmcode's document: "areas" (each with its traces), "orphans",
+        "placement", "limits", "verdict" as the text gives them; with an
+        address, "address" and where it is ("trace", "area")."""
+        st = self._state(arg)
+        if isinstance(st, str):
+            return {"note": st}
+        vm, js, areas, all_traces, orphans, addr = st
+        if addr is not None:
+            area, T, what = locate(vm, js, areas, all_traces, addr)
+            doc = {"address": hexa(addr), "trace": None, "area": None, "in": what,
+                   "text": self.locate(vm, js, areas, all_traces, addr)}
+            if T is not None:
+                doc["trace"] = {"number": T.traceno, "offset": addr - T.mcode,
+                                "mcode": hexa(T.mcode), "end": hexa(T.end), "size": T.szmcode,
+                                "root": T.root or None,
+                                "parent": parent_text(vm, js, all_traces, T),
+                                "link": T.link_name, "start": trace_site(vm, T)}
+            if area is not None:
+                doc["area"] = self._area_doc(areas, area)
+            return doc
+        lines = self.areas(vm, js, areas, orphans)
+        pl = Placement(vm, js)
+        maps = vm.t.mappings()
+        items = []
+        for a in areas:
+            d = self._area_doc(areas, a)
+            ok = pl.accepts(a)
+            d.update(prot=_perms(maps, a), from_target=pl.distance(a) if pl.known else None,
+                     in_window=ok, traces=sorted(t.traceno for t in a.traces))
+            items.append(d)
+        return {"jit_State": hexa(js.addr), "areas": items,
+                "orphans": [{"number": t.traceno, "mcode": hexa(t.mcode)} for t in orphans],
+                "placement": self.placement_lines(pl),
+                "limits": next(x for x in lines if x.startswith("limits:"))[len("limits:  "):],
+                "verdict": next(x for x in lines if x.startswith("verdict:"))[len("verdict: "):]}
+
+    @staticmethod
+    def _area_doc(areas, a):
+        return {"number": areas.index(a) + 1, "current": bool(a.current), "start": hexa(a.start),
+                "end": hexa(a.end), "size": a.size,
+                "used": a.used, "code_bytes_at_least": a.code_bytes if a.used is None else None}
 
     def locate(self, vm, js, areas, all_traces, addr):
         area, T, what = locate(vm, js, areas, all_traces, addr)

@@ -73,34 +73,31 @@ def _signal_settings():
 
 
 class _Quiet(object):
-    """gdb's output of each sample's stop ("Program received signal SIG63"
-    and the frame) goes to /dev/null while lprofile samples: gdb's logging
-    redirected there, the user's logging settings put back after.  Not when
-    the user logs already."""
-
-    SETTINGS = ("logging file", "logging redirect", "logging debugredirect")
+    """While lprofile samples, gdb's standard output goes to /dev/null: gdb
+    prints each sample's stop ("Program received signal SIG63" and the
+    frame) straight to its terminal, past any capture or logging
+    redirection.  gdb's buffered output is flushed at each switch."""
 
     def __enter__(self):
         self.saved = None
         try:
-            if gdb.parameter("logging enabled"):
-                return self
-            self.saved = {k: gdb.parameter(k) for k in self.SETTINGS}
-            for cmd in ("set logging file /dev/null", "set logging redirect on",
-                        "set logging debugredirect on", "set logging enabled on"):
-                gdb.execute(cmd, to_string=True)
-        except (gdb.error, RuntimeError):
+            gdb.flush()
+            sys.stdout.flush()
+            self.saved = os.dup(1)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.close(null)
+        except OSError:
             self.saved = None
         return self
 
     def __exit__(self, *a):
         if self.saved is None:
             return
-        gdb.execute("set logging enabled off", to_string=True)
-        for k, v in self.saved.items():
-            if isinstance(v, bool):
-                v = "on" if v else "off"
-            gdb.execute("set %s %s" % (k, v), to_string=True)
+        gdb.flush()
+        sys.stdout.flush()
+        os.dup2(self.saved, 1)
+        os.close(self.saved)
 
 
 def _handle(settings):
@@ -181,6 +178,14 @@ Example:
     USAGE = "lprofile [--seconds N] [--hz H] [--folded FILE] [--off-cpu] [--top K] [G=<expr>]"
 
     def run(self, arg, from_tty):
+        return self.lines(self.data(arg))
+
+    def run_json(self, arg, from_tty):
+        """The profile: its figures, "top" (every function, most self
+        first), "stacks" (outermost frame first, with counts), "note"."""
+        return self.data(arg)
+
+    def data(self, arg):
         flags, opts, state, rest = split_args(arg, flags=("off-cpu",),
                                               options=("seconds", "hz", "folded", "top"))
         if rest:
@@ -202,7 +207,7 @@ Example:
         if not inf.pid:
             raise UsageError("no live process: start or attach to one first")
         prof, stats, note = self.sample(vm, inf, seconds, hz, "off-cpu" in flags)
-        return self.report(vm, prof, stats, note, folded, top, seconds, hz)
+        return self.report(vm, prof, stats, note, folded, top, hz)
 
     def sample(self, vm, inf, seconds, hz, off_cpu):
         prof = Profile()
@@ -276,34 +281,48 @@ Example:
                 keys.insert(0, ("S", sc))
             prof.add(keys)
 
-    def report(self, vm, prof, stats, note, folded, top, seconds, hz):
+    def report(self, vm, prof, stats, note, folded, top, hz):
+        """The profile's document; writes the folded stacks to `folded`."""
         costs, wall = stats
         fmt = _Texts(vm)
-        out = []
-        mean = 1000.0 * sum(costs) / len(costs) if costs else 0.0
-        out.append("lprofile: %d samples in %.1f s (%.4g a second asked), %d thread stacks with "
-                   "Lua; a sample took %.2f ms on average, %.2f ms at most"
-                   % (prof.samples, wall, hz, prof.threads, mean,
-                      1000.0 * max(costs) if costs else 0.0))
-        if prof.threads:
+        n = prof.threads
+        doc = {"samples": prof.samples, "seconds": wall, "hz": hz, "thread_stacks": n,
+               "sample_ms": {"mean": 1000.0 * sum(costs) / len(costs) if costs else 0.0,
+                             "max": 1000.0 * max(costs) if costs else 0.0},
+               "top": [{"function": fmt.function(fk), "self": s, "total": tot,
+                        "self_percent": 100.0 * s / n, "total_percent": 100.0 * tot / n}
+                       for fk, s, tot in prof.top()],
+               "rows": top,
+               "stacks": [{"frames": [fmt.frame(k) for k in stack], "count": c}
+                          for stack, c in sorted(prof.stacks.items(), key=lambda e: -e[1])],
+               "folded_file": folded, "note": note}
+        if folded is not None:
+            with open(folded, "w") as f:
+                f.write("".join("%s %d\n" % (";".join(t.replace(";", ",") for t in st["frames"]),
+                                              st["count"]) for st in doc["stacks"]))
+        return doc
+
+    @staticmethod
+    def lines(doc):
+        out = ["lprofile: %d samples in %.1f s (%.4g a second asked), %d thread stacks with "
+               "Lua; a sample took %.2f ms on average, %.2f ms at most"
+               % (doc["samples"], doc["seconds"], doc["hz"], doc["thread_stacks"],
+                  doc["sample_ms"]["mean"], doc["sample_ms"]["max"])]
+        top = doc["rows"]
+        if doc["thread_stacks"]:
             out.append("%7s %7s  %s" % ("self", "total", "function"))
-            rows = prof.top()
-            for fk, s, tot in rows[:top]:
-                out.append("%6.1f%% %6.1f%%  %s" % (100.0 * s / prof.threads,
-                                                    100.0 * tot / prof.threads,
-                                                    fmt.function(fk)))
-            if len(rows) > top:
-                out.append("... %d more functions (--top)" % (len(rows) - top))
+            for r in doc["top"][:top]:
+                out.append("%6.1f%% %6.1f%%  %s" % (r["self_percent"], r["total_percent"],
+                                                    r["function"]))
+            if len(doc["top"]) > top:
+                out.append("... %d more functions (--top)" % (len(doc["top"]) - top))
         else:
             out.append("no thread ran Lua in any sample")
-        if folded is not None:
-            lines = ["%s %d" % (";".join(fmt.frame(k).replace(";", ",") for k in stack), n)
-                     for stack, n in sorted(prof.stacks.items(), key=lambda e: -e[1])]
-            with open(folded, "w") as f:
-                f.write("".join(line + "\n" for line in lines))
-            out.append("folded stacks: %s (%d distinct stacks)" % (folded, len(lines)))
-        if note:
-            out.append("lprofile: " + note)
+        if doc["folded_file"] is not None:
+            out.append("folded stacks: %s (%d distinct stacks)" % (doc["folded_file"],
+                                                                   len(doc["stacks"])))
+        if doc["note"]:
+            out.append("lprofile: " + doc["note"])
         return out
 
 

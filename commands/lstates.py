@@ -4,6 +4,7 @@ from ..gdb_ext.gdbtarget import frame_candidates
 from ..gdb_ext.state import VM
 from ..gdb_ext.vmfind import list_states
 from .base import LjCommand, UsageError, check_environment, split_args
+from .format import hexa
 
 
 class LStates(LjCommand):
@@ -26,29 +27,50 @@ Example:
     USAGE = "lstates"
 
     def run(self, arg, from_tty):
+        doc = self.data(arg)
+        out = ["%-19s %-19s %-19s %12s  %-9s %s" % ("global_State", "main lua_State", "running",
+                                                   "gc.total", "VM state", "found by")]
+        for s in doc["states"]:
+            running = "idle" if s["idle"] else (s["running"] or "-")
+            if s["unreadable"]:
+                running, total, vmstate = "?", "?", "unreadable: %s" % s["unreadable"]
+            else:
+                total = "%d" % s["gc_total"]
+                vmstate = "TRACE %d" % s["trace"] if s["trace"] is not None else s["vmstate"]
+            out.append("%-19s %-19s %-19s %12s  %-9s %s"
+                       % (s["G"], s["main_L"], running, total, vmstate, "; ".join(s["found_by"])))
+        n = len(doc["states"])
+        if not n:
+            out.append("(no LuaJIT state found)")
+        out.append("%d LuaJIT state%s; any command takes G=<global_State *> or L=<lua_State *> "
+                   "to work on one" % (n, "" if n == 1 else "s"))
+        if doc["search_problem"]:
+            out.append("lstates: %s; only the states the stack frames name are listed"
+                       % doc["search_problem"])
+        return out
+
+    def run_json(self, arg, from_tty):
+        return self.data(arg)
+
+    def data(self, arg):
         flags, opts, state, rest = split_args(arg)
         if rest or state is not None:
             raise UsageError("lstates takes no arguments: it lists every Lua state")
         target, lay = check_environment()
         states, problem = list_states(target, lay, frame_candidates(lay))
-        out = ["%-19s %-19s %-19s %12s  %-9s %s" % ("global_State", "main lua_State", "running",
-                                                   "gc.total", "VM state", "found by")]
+        items = []
         for s in states:
             vm = VM(target, lay, s.G)
+            d = {"G": hexa(s.G), "main_L": hexa(s.L), "found_by": list(s.ways), "idle": False,
+                 "running": None, "gc_total": None, "vmstate": None, "trace": None,
+                 "unreadable": None}
             try:
                 run = vm.running_L
-                running = "idle" if vm.idle else ("0x%x" % run if run else "-")
-                total = "%d" % vm.gc_total
-                name, trace = vm.vmstate_name()
-                vmstate = "TRACE %d" % trace if trace is not None else name
+                d["idle"] = bool(vm.idle)
+                d["running"] = hexa(run) if run and not d["idle"] else None
+                d["gc_total"] = vm.gc_total
+                d["vmstate"], d["trace"] = vm.vmstate_name()
             except (FaultError, CorruptError) as e:
-                running, total, vmstate = "?", "?", "unreadable: %s" % e
-            out.append("0x%-17x 0x%-17x %-19s %12s  %-9s %s"
-                       % (s.G, s.L, running, total, vmstate, "; ".join(s.ways)))
-        if not states:
-            out.append("(no LuaJIT state found)")
-        out.append("%d LuaJIT state%s; any command takes G=<global_State *> or L=<lua_State *> "
-                   "to work on one" % (len(states), "" if len(states) == 1 else "s"))
-        if problem:
-            out.append("lstates: %s; only the states the stack frames name are listed" % problem)
-        return out
+                d["unreadable"] = str(e)
+            items.append(d)
+        return {"states": items, "search_problem": problem}

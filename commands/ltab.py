@@ -1,7 +1,9 @@
 """ltab: dump a Lua table."""
+import gdb
+
 from .base import LjCommand, UsageError, eval_value, get_vm, int_option, param, \
     pointer_target_name, split_args
-from .format import table_header, table_lines
+from .format import hexa, table_data, table_header, table_lines
 from ..gdb_ext.objects import Tab, decode_tv
 
 
@@ -15,7 +17,7 @@ class LTab(LjCommand):
 order, as a Lua table constructor.  Nested tables are expanded to --depth
 levels (default 1: only this table); at most --limit entries are shown per
 table (default: 'show ljgdb max-entries').  The argument is a GCtab pointer,
-or a TValue pointer holding a table.
+a TValue (or a pointer to one) holding a table, or a GCRef (L->env).
 
 Usage: ltab <GCtab * or TValue *> [--depth N] [--limit N] [L=<lua_State *>]
 Example:
@@ -29,9 +31,18 @@ Example:
     NAME = "ltab"
     SUMMARY = "dump a Lua table, array part then hash part"
     WORDS = ('--depth', '--limit')
-    USAGE = "ltab <GCtab * or TValue *> [--depth N] [--limit N] [L=<lua_State *>]"
+    USAGE = "ltab <GCtab *, TValue * or GCRef> [--depth N] [--limit N] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
+        doc = self.data(arg)
+        return [doc["header"]] + table_lines(doc)
+
+    def run_json(self, arg, from_tty):
+        return self.data(arg)
+
+    def data(self, arg):
+        """ltab's document: the table, its header line, and its entries
+        (format.table_data)."""
         flags, opts, L_expr, rest = split_args(arg, options=("depth", "limit"))
         if not rest:
             raise UsageError("missing table expression")
@@ -43,7 +54,19 @@ Example:
         v = eval_value(expr)
         tname = pointer_target_name(v)
         vm = get_vm(L_expr)
-        addr = int(v) & 0xFFFFFFFFFFFFFFFF
+        t = v.type.strip_typedefs()
+        if (t.tag or t.name) == "GCRef":
+            # A GCRef (L->env, a metatable field): the object it holds.
+            v = v[t.fields()[0].name]
+            tname = None
+        elif (t.tag or t.name) == "TValue" and v.address is not None:
+            v = v.address
+            tname = "TValue"
+        try:
+            addr = int(v) & 0xFFFFFFFFFFFFFFFF
+        except gdb.error:
+            raise UsageError("'%s' is a %s, expected a GCtab *, a TValue * or a GCRef"
+                             % (expr, t.tag or t.name or "value"))
         if tname == "TValue":
             tv = decode_tv(vm, vm.t.u64(addr, "TValue"))
             if tv.kind != "table":
@@ -52,4 +75,7 @@ Example:
         elif tname not in ("GCtab", None, "GCobj", "void"):
             raise UsageError("'%s' is a pointer to %s, expected a GCtab * or TValue *" % (expr, tname))
         t = Tab(vm, addr)
-        return [table_header(vm, t)] + table_lines(vm, addr, depth, limit, param("max-string"))
+        doc = {"table": hexa(addr), "header": table_header(vm, t), "asize": t.asize,
+               "hmask": t.hmask, "metatable": hexa(t.metatable) if t.metatable else None}
+        doc.update(table_data(vm, addr, depth, limit, param("max-string")))
+        return doc

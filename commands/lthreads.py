@@ -1,7 +1,7 @@
 """lthreads: every coroutine of the VM."""
-from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.threadscan import ThreadScanner, group
 from .base import LjCommand, UsageError, get_vm, split_args
+from .format import hexa
 from .lbt import BtFormat
 
 # Published figure for comparison: PUC Lua 5.4 needs about 1.1 kB per coroutine.
@@ -32,6 +32,50 @@ Example:
     USAGE = "lthreads [--group] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
+        doc = self.data(arg)
+        if "groups" in doc:
+            out = ["%8s  %-9s  %s" % ("threads", "status",
+                                      "frames, innermost first (e.g. lua_State)")]
+            for g in doc["groups"]:
+                frames = " < ".join(f["text"] for f in g["frames"]) or "(no Lua frames)"
+                out.append("%8d  %-9s  %s  (%s%s)%s" % (
+                    g["count"], g["status"], frames,
+                    "the VM's internal thread, g->vmthref: " if g["vmthref"] else "e.g. ",
+                    ", ".join(g["examples"]), "; " + g["warning"] if g["warning"] else ""))
+        else:
+            out = ["%-20s %-9s %7s %9s %9s  %s" % ("lua_State", "status", "slots", "stack B",
+                                                   "total B", "where")]
+            for r in doc["threads"]:
+                if "unreadable" in r:
+                    out.append("%-20s <unreadable: %s>" % (r["L"], r["unreadable"]))
+                    continue
+                out.append("%-20s %-9s %7d %9d %9d  %s%s" % (
+                    r["L"], r["status"], r["slots"], r["stack_bytes"], r["total_bytes"],
+                    r["where"], " (%s)" % ", ".join(r["notes"]) if r["notes"] else ""))
+        sm = doc["summary"]
+        parts = ["%d coroutine%s" % (sm["coroutines"], "" if sm["coroutines"] == 1 else "s"),
+                 "the main thread"]
+        if sm["vmthref"]:
+            parts.append("the VM's internal thread")
+        line = "%d thread%s (%s and %s), %d bytes" % (
+            sm["threads"], "" if sm["threads"] == 1 else "s", ", ".join(parts[:-1]), parts[-1],
+            sm["bytes"])
+        if sm["coroutines"]:
+            line += ("; %.0f bytes per coroutine on average (sizeof(lua_State) = %d; PUC Lua "
+                     "5.4: about %d)" % (sm["coroutine_bytes"] / sm["coroutines"],
+                                         sm["sizeof_lua_State"], PUC_LUA54_BYTES))
+        out.append(line)
+        if doc["walk_error"] is not None:
+            out.append("lthreads: walk of g->gc.root stopped, threads after it are missing: %s"
+                       % doc["walk_error"])
+        return out
+
+    def run_json(self, arg, from_tty):
+        return self.data(arg)
+
+    def data(self, arg):
+        """lthreads' document: "threads" (or "groups" with --group),
+        "summary", "walk_error"."""
         flags, opts, L_expr, rest = split_args(arg, flags=("group",))
         if rest:
             raise UsageError("unexpected argument '%s'" % rest[0])
@@ -55,18 +99,17 @@ Example:
                             resumer.setdefault(co, L)
             rows.append((L, s))
         good = [s for _, s in rows if not isinstance(s, Exception)]
+        main, vmthread = vm.main_L, bt.vmthread
+        doc = {}
         if "group" in flags:
-            out = self.grouped(fmt, good)
+            doc["groups"] = [fmt.group_data(g) for g in group(good, vmthread)]
         else:
-            out = ["%-20s %-9s %7s %9s %9s  %s" % ("lua_State", "status", "slots", "stack B",
-                                                   "total B", "where")]
-            vmthread = bt.vmthread
-            main = vm.main_L
             fibers = bt.fibers
             where_of = {}
+            items = []
             for L, s in rows:
                 if isinstance(s, Exception):
-                    out.append("0x%-18x <unreadable: %s>" % (L, s))
+                    items.append({"L": hexa(L), "unreadable": str(s)})
                     continue
                 stack_b = s.stacksize * 8
                 note = []
@@ -87,37 +130,24 @@ Example:
                         where = where_of[s.keys] = fmt.summary_where(s)
                 else:
                     where = fmt.summary_where(s)
-                out.append("0x%-18x %-9s %7d %9d %9d  %s%s" % (
-                    L, s.status, s.stacksize, stack_b, lsize + stack_b, where,
-                    " (%s)" % ", ".join(note) if note else ""))
-        total = sum(lsize + s.stacksize * 8 for s in good)
-        main, vmthread = vm.main_L, bt.vmthread
+                items.append({"L": hexa(L), "status": s.status, "slots": s.stacksize,
+                              "stack_bytes": stack_b, "total_bytes": lsize + stack_b,
+                              "where": where, "main": L == main, "vmthref": L == vmthread,
+                              "resumed_by": hexa(resumer.get(L)),
+                              "fiber": fiber.describe() if fiber is not None else None,
+                              "exdata": hexa(s.exdata) if s.exdata else None, "notes": note})
+            doc["threads"] = items
         coros = [s for s in good if s.L != main and s.L != vmthread]
-        cbytes = sum(lsize + s.stacksize * 8 for s in coros)
-        parts = ["%d coroutine%s" % (len(coros), "" if len(coros) == 1 else "s"), "the main thread"]
-        if any(s.L == vmthread for s in good):
-            parts.append("the VM's internal thread")
-        line = "%d thread%s (%s and %s), %d bytes" % (
-            len(good), "" if len(good) == 1 else "s", ", ".join(parts[:-1]), parts[-1], total)
-        if coros:
-            line += ("; %.0f bytes per coroutine on average (sizeof(lua_State) = %d; PUC Lua "
-                     "5.4: about %d)" % (cbytes / len(coros), lsize, PUC_LUA54_BYTES))
-        out.append(line)
+        doc["summary"] = {
+            "threads": len(good), "coroutines": len(coros),
+            "vmthref": any(s.L == vmthread for s in good),
+            "bytes": sum(lsize + s.stacksize * 8 for s in good),
+            "coroutine_bytes": sum(lsize + s.stacksize * 8 for s in coros),
+            "sizeof_lua_State": lsize}
+        err = None
         if walk_err is not None:
             addr = getattr(walk_err, "address", None)
-            out.append("lthreads: walk of g->gc.root stopped, threads after it are missing: %s%s"
-                       % (walk_err, "" if addr is None or "0x%x" % addr in str(walk_err)
-                          else " (at 0x%x)" % addr))
-        return out
-
-    def grouped(self, fmt, summaries):
-        """One line per group of threads that read the same: count, status,
-        the frames innermost first (joined by ' < '), and example threads."""
-        out = ["%8s  %-9s  %s" % ("threads", "status", "frames, innermost first (e.g. lua_State)")]
-        for g in group(summaries, fmt.bt.vmthread):
-            frames = " < ".join(fmt.key_text(k) for k in g.keys) or "(no Lua frames)"
-            ex = ", ".join("0x%x" % L for L in g.examples)
-            out.append("%8d  %-9s  %s  (%s%s)%s" % (
-                g.count, g.status, frames, "the VM's internal thread, g->vmthref: " if g.internal
-                else "e.g. ", ex, "; " + g.warning if g.warning else ""))
-        return out
+            err = "%s%s" % (walk_err, "" if addr is None or "0x%x" % addr in str(walk_err)
+                            else " (at 0x%x)" % addr)
+        doc["walk_error"] = err
+        return doc

@@ -7,7 +7,7 @@ from ..gdb_ext.objects import (KIND_GCT, Func, Proto, Str, Tab, Thread, Value, d
 from ..gdb_ext import consts as C
 from .base import LjCommand, UsageError, eval_value, get_vm, param, pointer_target_name, \
     split_args
-from .format import chunk_display, quote, table_header, value_text
+from .format import chunk_display, hexa, quote, table_header, value_text
 
 # Pointer types that name a GC object directly.
 _GC_POINTERS = {"GCstr": "str", "GCtab": "table", "GCfunc": "func", "GCfuncL": "func",
@@ -40,6 +40,15 @@ Example:
     USAGE = "lval [--raw] <TValue * | GC object pointer | lua_State * N> [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
+        return self.lines(self.data(arg))
+
+    def run_json(self, arg, from_tty):
+        return self.data(arg)
+
+    def data(self, arg):
+        """lval's document: the TValue's address ("tvalue", with "label"
+        for a stack slot) or the object's ("object"), "kind", "value" (the
+        text lval prints), "details", "raw" with --raw, "note"."""
         flags, opts, L_expr, rest = split_args(arg, flags=("raw",))
         if not rest:
             raise UsageError("missing expression")
@@ -100,38 +109,54 @@ Example:
             # A bare address: a GC object's if its header reads like one.
             kind = looks_like_gc_object(vm, addr)
             if kind is not None:
-                out = self._gc(vm, kind, addr, "raw" in flags, maxs)
-                out.append("(0x%x read as a GC object: its header says %s; (TValue *)0x%x reads "
-                           "the 8 bytes there as a TValue)" % (addr, kind, addr))
-                return out
+                doc = self._gc(vm, kind, addr, "raw" in flags, maxs)
+                doc["note"] = ("(0x%x read as a GC object: its header says %s; (TValue *)0x%x "
+                               "reads the 8 bytes there as a TValue)" % (addr, kind, addr))
+                return doc
         if tname in (None, "TValue", "void", "char") or tname.startswith("unsigned"):
             return self._tv(vm, addr, "", "raw" in flags, maxs)
         raise UsageError("'%s' is a pointer to %s; expected a TValue *, a GC object pointer or an "
                          "address" % (expr, tname))
 
     def _tv(self, vm, addr, prefix, raw, maxs):
+        """The document of the TValue at addr."""
         bits = vm.t.u64(addr, "TValue")
-        out = []
+        doc = {"label": prefix.strip() or None, "tvalue": hexa(addr), "object": None}
         if raw:
-            out.extend(raw_lines(vm, bits))
+            doc["raw"] = raw_lines(vm, bits)
         try:
             v = decode_tv(vm, bits)
         except CorruptError as e:
-            return out + ["%s(TValue *)0x%x: %s" % (prefix, addr, e)]
-        out.append("%s(TValue *)0x%x: %s" % (prefix, addr, value_text(vm, v, maxs)))
-        out.extend(detail_lines(vm, v, maxs))
-        return out
+            doc.update(kind=None, value=None, error=str(e), details=[])
+            return doc
+        doc.update(kind=v.kind, value=value_text(vm, v, maxs), details=detail_lines(vm, v, maxs),
+                   object=hexa(v.addr) if v.is_gc else None)
+        return doc
 
     def _gc(self, vm, kind, addr, raw, maxs):
+        """The document of the GC object at addr."""
         read_object(vm, kind, addr)     # an unreadable or wrong object fails here
         it = (~KIND_GCT[kind]) & 0xFFFFFFFF
         v = Value(kind, 0, it, addr=addr)
-        out = []
+        doc = {"label": None, "tvalue": None, "object": hexa(addr), "kind": kind}
         if raw:
-            out.append("GC object at 0x%x, gct %d (%s); as a TValue its tag would be %s"
-                       % (addr, KIND_GCT[kind], kind, C.ITYPE_MACROS.get(it, hex(it))))
-        out.append(value_text(vm, v, maxs))
-        out.extend(detail_lines(vm, v, maxs))
+            doc["raw"] = ["GC object at 0x%x, gct %d (%s); as a TValue its tag would be %s"
+                          % (addr, KIND_GCT[kind], kind, C.ITYPE_MACROS.get(it, hex(it)))]
+        doc.update(value=value_text(vm, v, maxs), details=detail_lines(vm, v, maxs))
+        return doc
+
+    @staticmethod
+    def lines(doc):
+        out = list(doc.get("raw", ()))
+        if doc["tvalue"] is not None:
+            label = doc["label"] + " " if doc["label"] else ""
+            out.append("%s(TValue *)%s: %s" % (label, doc["tvalue"], doc["value"]
+                                               if doc.get("error") is None else doc["error"]))
+        else:
+            out.append(doc["value"])
+        out.extend(doc["details"])
+        if doc.get("note"):
+            out.append(doc["note"])
         return out
 
 

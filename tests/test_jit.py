@@ -11,6 +11,7 @@ ljgdb_stop (so L->base holds them).  The same assertions run live and on the
 core; the flush scenario and a build without the JIT check the one-line
 messages.  At the end, the engine (gdb_ext/jit.py) on synthetic memory.
 """
+import json
 import re
 
 import pytest
@@ -21,8 +22,9 @@ MODES = ("live", "core")
 ADDR = "lmcode ((double *)L->base)[0]"
 PICK = "ltrace ((double *)L->base)[1]"
 COMMANDS = {
-    "main": ["lmcode", ADDR, "ltrace", PICK, "ltrace 99999", "ltrace foo", "lmcode --bogus"],
-    "flush": ["lmcode", "ltrace"],
+    "main": ["lmcode", ADDR, "ltrace", PICK, "ltrace 99999", "ltrace foo", "lmcode --bogus",
+             "ltrace --json", "lmcode --json", ADDR + " --json", PICK + " --json"],
+    "flush": ["lmcode", "ltrace", "ltrace --json"],
 }
 
 _stops = {}
@@ -148,6 +150,38 @@ def test_ltrace_one_trace(stops, variant, mode):
     assert lines[4].startswith("  IR:       %d instructions, %d constants" % (w["nins"], w["nk"]))
     assert lines[5].startswith("  exits:    %d snapshots" % w["nexit"])
     assert lines[-1] == "disassemble 0x%x,0x%x" % (w["mcode"], w["mcode"] + w["size"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
+def test_json_ltrace_and_lmcode(stops, variant, mode):
+    """ltrace --json and lmcode --json: every trace as jit.util describes
+    it; the picked trace in detail; every trace in one mcode area."""
+    stop = stops(variant, "main")
+    want = expected_traces(stop)
+    doc = json.loads(stop.out(mode, "ltrace --json"))
+    got = {t["number"]: {"parent": t["parent"], "linktype": t["link"], "link": t["to"] or 0,
+                         "mcode": int(t["mcode"], 16), "size": t["size"], "loop": t["loop"],
+                         "nins": t["ir"], "nk": t["k"], "nexit": t["exits"], "start": t["start"]}
+           for t in doc["traces"]}
+    assert got == want
+    inside, pick = one(stop, "addr")
+    d = json.loads(stop.out(mode, PICK + " --json"))["trace"]
+    w = want[int(pick)]
+    assert d["number"] == int(pick) and d["parent"] == w["parent"]
+    assert (d["link"]["kind"], d["link"]["to"]) == (w["linktype"], w["link"])
+    assert int(d["mcode"]["start"], 16) == w["mcode"] and d["mcode"]["size"] == w["size"]
+    assert (d["ir"], d["k"], d["snapshots"]) == (w["nins"], w["nk"], w["nexit"])
+    areas = json.loads(stop.out(mode, "lmcode --json"))["areas"]
+    owner = {}
+    for a in areas:
+        for n in a["traces"]:
+            owner[n] = a["number"]
+    assert sorted(owner) == sorted(want)
+    at = json.loads(stop.out(mode, ADDR + " --json"))
+    assert at["trace"]["number"] == int(pick)
+    assert int(at["address"], 16) == int(inside)
+    assert at["area"]["number"] == owner[int(pick)]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -5,6 +5,7 @@ stack it stops with (on the same line as the stop) and LuaJIT's names of its
 fast functions (jit.vmdef.ffnames); these tests compare lbt's frames and
 `lbt full`'s locals with that record, on every variant, live and on a core.
 """
+import json
 import re
 
 import pytest
@@ -20,8 +21,10 @@ GDB_COMMANDS = ["bt", "bt full", "bt -no-filters", "print/x (unsigned long)L", "
                 "print *L", "print L->base[0]", "print L->env", "print (GCstr *)" + _REF.format("env"),
                 "print (global_State *)" + _REF.format("glref"),
                 "disable pretty-printer .* ljgdb;TValue", "print L->base[0]"]
+JSON_COMMANDS = ["lbt full --json", "lthreads --json", "lbt --all --group --json",
+                 "lbt --folded --json"]
 COMMANDS = ["lbt", "lbt full", "lbt --all", "lthreads", "lbt bogus", "lbt L=8", "lbt --folded",
-            "print $lua_where()"] + GDB_COMMANDS
+            "print $lua_where()"] + GDB_COMMANDS + JSON_COMMANDS
 SCENARIOS = {"nest": "break", "deep": "break", "coro": "break", "fficb": "break",
              "jit": "break", "crash": "SIGSEGV", "gc": "break", "popen": "break",
              "popen_open": "break"}
@@ -465,3 +468,62 @@ def test_pretty_printers(stops, variant, mode):
     # ljgdb_stop() has no arguments: L->base[0] is whatever the slot holds.
     assert "u64 = " not in out["print L->base[0]"]
     assert re.match(r"\$\d+ = \{u64 = ", stop.out(mode, "print L->base[0]", nth=1).strip())
+
+
+# --- --json --------------------------------------------------------------------
+
+def json_frames(thread):
+    """A thread of lbt --json as parse_bt's frames: (level, text, locals)."""
+    out = []
+    for f in thread["frames"]:
+        text = f["text"] + (" -> resumed (lua_State *)%s" % f["resumed"] if "resumed" in f
+                            else "")
+        loc = ["%s = %s" % (x["name"], x["value"]) for x in f.get("locals", ())]
+        loc += ["upvalue %s = %s" % (x["name"], x["value"]) for x in f.get("upvalues", ())]
+        out.append((f["level"], text, loc))
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
+@pytest.mark.parametrize("scenario", ["nest", "fficb", "popen"])
+def test_json_lbt_matches_luajit(stops, variant, scenario, mode):
+    """lbt full --json: the frames and locals LuaJIT recorded, with the
+    source and line of each Lua frame as data."""
+    stop = stops(variant, scenario)
+    doc = json.loads(stop.out(mode, "lbt full --json"))
+    assert doc["command"] == "lbt" and len(doc["threads"]) == 1
+    th = doc["threads"][0]
+    assert th["status"] == "running" and th["who"] == "main thread"
+    tag, top = TOP.get(scenario, ("main", "C:ljgdb_stop"))
+    recs = recorded(stop, tag)
+    frames = json_frames(th)
+    extra = check_frames(stop, frames, recs, frames)
+    assert [t for _, t, _ in extra] == [top]
+    k = len(frames) - len(recs)
+    for f, rec in zip(th["frames"][k:], recs):
+        if rec["what"] in ("Lua", "main"):
+            assert f["kind"] == "lua" and f["source"] == chunk_display(rec["source"])
+            assert f["line"] == int(rec["line"])
+    folded = json.loads(stop.out(mode, "lbt --folded --json"))["folded"]
+    assert folded["stacks"][0]["frames"][::-1] == [t for _, t, _ in frames]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
+def test_json_lthreads_and_groups(stops, variant, mode):
+    """lthreads --json and lbt --all --group --json: every coroutine with the
+    status coroutine.status gives, who resumed whom."""
+    stop = stops(variant, "coro")
+    cos = {r[1]: (addr_of(r[2]), r[3]) for r in stop.expected if r[0] == "co"}
+    doc = json.loads(stop.out(mode, "lthreads --json"))
+    rows = {int(t["L"], 16): t for t in doc["threads"]}
+    for name, (addr, status) in cos.items():
+        assert rows[addr]["status"] == status, (name, rows[addr])
+    A, B, C = cos["A"][0], cos["B"][0], cos["C"][0]
+    assert int(rows[B]["resumed_by"], 16) == A and int(rows[C]["resumed_by"], 16) == B
+    assert doc["summary"]["threads"] == len(rows)
+    groups = json.loads(stop.out(mode, "lbt --all --group --json"))["groups"]
+    assert sum(g["count"] for g in groups) == len(rows)
+    running = [g for g in groups if g["status"] == "running"]
+    assert len(running) == 1 and int(running[0]["examples"][0], 16) == C

@@ -8,6 +8,7 @@ gdb runs lgcstat and prints g->gc.total itself (a plain gdb expression, not
 ljgdb); the same assertions run on the live process and on the core of each
 stop.
 """
+import json
 import re
 
 import pytest
@@ -37,7 +38,7 @@ def gc_total_expr():
 
 def commands(variant):
     return ["lgcstat --top 6 --by-chunk", gc_total_expr(), "lgcstat bogus",
-            "lgcstat --top"]
+            "lgcstat --top", "lgcstat --json --by-chunk"]
 
 
 _runs = {}
@@ -228,3 +229,26 @@ def test_corrupt_root_list_shows_what_was_counted(variant, tmp_path):
                    "0x%x on g->gc.root" % (bad, bad)], out
     assert "$1 = 2" in out
     assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_json(run, variant, mode):
+    """lgcstat --json: the sum is g->gc.total as gdb prints it, and the
+    objects of each phase are the ones the program made."""
+    r = run(variant)
+    names, deltas = phases(r)
+    counts = []
+    for s in range(NSTOPS):
+        doc = json.loads(r.out(mode, s, 4))
+        printed = int(re.search(r"= (\d+)$", r.out(mode, s, 1).strip()).group(1))
+        assert doc["gc_total"] == printed and doc["sum"] == printed, s
+        assert sum(t["bytes"] for t in doc["types"]) + doc["other_bytes"] == doc["sum"]
+        assert sum(c["bytes"] for c in doc["chunks"]) > 0
+        counts.append({t["type"]: t["count"] for t in doc["types"]})
+    for s in range(1, NSTOPS):
+        if names[s] == "jit":
+            continue
+        want = deltas.get(names[s], {})
+        got = {t: counts[s][t] - counts[s - 1][t] for t in TYPES}
+        assert got == {t: want.get(t, 0) for t in TYPES}, (names[s], got, want)

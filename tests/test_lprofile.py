@@ -7,6 +7,7 @@ each.  The profile's shares must come within 3 points of those.  The
 folded stacks name the lines LuaJIT gives (debug.getinfo), and inferno
 draws them.
 """
+import json
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ PROG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 CHUNK = chunk_display("@" + PROG)
 BAD = ["lprofile --hz 0", "lprofile --seconds x", "lprofile --bogus", "lprofile extra"]
 INFERNO = os.path.join(CACHE, "cargo", "bin", "inferno-flamegraph")
+JSON = "lprofile --seconds 4 --hz 200 --json"
 
 
 def records(stop):
@@ -57,7 +59,7 @@ def busy(variant, mode, tmp):
     if key not in _stops:
         fold = os.path.join(tmp, "busy.folded")
         cmd = "lprofile --seconds 10 --hz 200 --folded %s" % fold
-        stop = Stop(variant, "profile.lua", [cmd] + BAD, tmp, args=["busy-" + mode])
+        stop = Stop(variant, "profile.lua", [cmd] + BAD + [JSON], tmp, args=["busy-" + mode])
         _stops[key] = (stop, cmd, fold)
     return _stops[key]
 
@@ -132,3 +134,20 @@ def test_off_cpu_pipe(variant, tmp_path):
                for s in reads), reads
     for s in folded(fold_on):
         assert not s.endswith((";read", ";wait4", ";pipe2")), s
+
+
+def test_json(tmp_path):
+    """lprofile --json: the stacks add up to the thread stacks, the top
+    list's shares are its counts, and f5's share is the program's within 6
+    points (4 s of samples)."""
+    stop, cmd, _ = busy("r21-gc64", "jit", str(tmp_path))
+    doc = json.loads(stop.out("live", JSON))
+    n = doc["thread_stacks"]
+    assert n >= 400 and sum(s["count"] for s in doc["stacks"]) == n
+    times, lines = records(stop)
+    rows = {r["function"]: r for r in doc["top"]}
+    f5 = rows["function %s:%d" % (CHUNK, lines["f5"])]
+    assert f5["total_percent"] == pytest.approx(100.0 * f5["total"] / n)
+    assert abs(f5["total_percent"] - 100.0 * times["f5"] / sum(times.values())) <= 6.0
+    assert json.loads(stop.out("core", JSON).splitlines()[0])["error"].startswith(
+        "lprofile: a core file is one moment")

@@ -2,6 +2,7 @@
 thread whose frames name no Lua state (the memory search), several VMs in
 one process (lstates, G=), live and from a core.  The host records each
 state's main lua_State and g->gc.total (from lua_gc) itself."""
+import json
 import re
 
 import pytest
@@ -47,7 +48,7 @@ def test_several_vms_in_one_process(variant, tmp_path):
     # Expressions with spaces, as one writes them in gdb.
     g_of = "G=((char *) ljgdb_states[%d] + (long) &((GG_State *) 0)->g)"
     cmds = ["lstates", "linfo", "lgcstat " + g_of % 2, "lbt " + g_of % 1,
-            "lbt L=(lua_State *) ljgdb_states[2]", "lbt G=ljgdb_states[1]"]
+            "lbt L=(lua_State *) ljgdb_states[2]", "lbt G=ljgdb_states[1]", "lstates --json"]
     s = Stop(variant, "idle.lua", cmds, str(tmp_path), env={"LJGDB_IDLE": "1", "LJGDB_STATES": "3"})
     states = [(int(L, 16), int(total)) for L, total in records(s, "state")]
     assert len(states) == 3
@@ -55,6 +56,10 @@ def test_several_vms_in_one_process(variant, tmp_path):
         got = rows(s.out(mode, "lstates"))
         assert sorted((int(r[1], 16), int(r[3])) for r in got) == sorted(states), got
         assert all(r[2] == "idle" for r in got)
+        doc = json.loads(s.out(mode, "lstates --json"))
+        assert sorted((int(d["main_L"], 16), d["gc_total"]) for d in doc["states"]) == \
+            sorted(states)
+        assert all(d["idle"] and d["vmstate"] == "C" for d in doc["states"])
         linfo = s.out(mode, "linfo")
         assert "3 LuaJIT states" in linfo and "G=<address>" in linfo, linfo
         assert all("0x%x" % int(r[0], 16) in linfo for r in got)

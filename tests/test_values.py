@@ -5,6 +5,7 @@ call (ljgdb_stop -> ljgdb_break), plus gc.total as slot 22, and writes what
 LuaJIT itself says about each (type, tostring, debug.getinfo, ffi.typeof,
 ffi.sizeof) to the expected file.
 """
+import json
 import re
 import struct
 
@@ -25,7 +26,10 @@ COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
              "set $tab = sizeof(GCRef) == 8 ? ((L->base+8)->u64 & 0x7fffffffffff) : "
              "((L->base+8)->u64 & 0xffffffff)", "lval $tab",
              "print $lua_value(L->base[0])", "print $lua_value(L->base+1)",
-             "print $lua_value(L->base+8)"])
+             "print $lua_value(L->base+8)"] +
+            # The same data as JSON documents (docs/json.md).
+            ["linfo --json", "ltab --json L->base+8 --depth 2", "lval --json (GCtab *)0"] +
+            ["lval --json L %d" % i for i in range(1, NSLOTS + 1)])
 MODES = ("live", "core")
 
 
@@ -314,3 +318,57 @@ def test_lua_value_function(stop, mode):
         assert m, out
         text = m.group(1).replace('\\"', '"').replace("\\\\", "\\")
         assert re.match(expected_text(stop, typ, shown) + "$", text), (cmd, text)
+
+
+# --- --json: the same data as the text, as one JSON document ----------------
+
+def doc_of(stop, mode, cmd):
+    d = json.loads(stop.out(mode, cmd))
+    assert d["command"] == cmd.split()[0]
+    return d
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_json_linfo(stop, mode):
+    d = doc_of(stop, mode, "linfo --json")
+    gc64 = one(stop, "gc64")[0] == "true"
+    assert d["gc64"] is gc64 and d["fr2"] is gc64 and d["dualnum"] is False
+    assert d["jit"] is (one(stop, "jitstatus")[0] == "true")
+    assert d["version"] == one(stop, "version")[0]
+    assert d["gc_total"] == _slot_shown_number(stop, NSLOTS)
+    assert d["vmstate"] == "C" and d["trace"] is None
+    assert d["selected_L"] == d["main_L"]
+    assert [f["name"] for f in d["fields"]][:3] == ["version", "mode", "FR2"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_json_lval_every_slot(stop, mode):
+    addrs = []
+    for idx, typ, shown in records(stop, "slot"):
+        d = doc_of(stop, mode, "lval --json L %s" % idx)
+        assert d["label"] == "slot %s" % idx
+        assert re.match(expected_text(stop, typ, shown) + "$", d["value"]), (idx, d)
+        assert d["kind"] is not None
+        addrs.append(int(d["tvalue"], 16))
+    assert [b - a for a, b in zip(addrs, addrs[1:])] == [8] * (len(addrs) - 1)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_json_ltab(stop, mode):
+    d = doc_of(stop, mode, "ltab --json L->base+8 --depth 2")
+    assert int(d["table"], 16) == addr_of(_full_slot(stop, 9))
+    top = {"%s = %s," % (e["key"], e["value"]) for e in d["entries"] if "value" in e}
+    nested = [e for e in d["entries"] if "entries" in e]
+    assert len(nested) == 1 and nested[0]["key"] == "nested"
+    want = table_expect(stop, "t")
+    assert top | {"nested = table: (GCtab *)%s," % nested[0]["table"]} == want
+    inner = {"%s = %s," % (e["key"], e["value"]) for e in nested[0]["entries"]}
+    assert table_expect(stop, "nested") <= inner
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_json_error_document(stop, mode):
+    out = stop.out(mode, "lval --json (GCtab *)0").splitlines()
+    d = json.loads(out[0])
+    assert d["command"] == "lval" and d["error"].startswith("lval: cannot access memory at 0x0")
+    assert out[1] == d["error"]
