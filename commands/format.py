@@ -16,6 +16,15 @@ def hexa(addr):
     return None if addr is None else "0x%x" % addr
 
 
+def error_text(e):
+    """An exception's text, with the address it carries (FaultError,
+    CorruptError) when the text does not name it; None for None."""
+    if e is None:
+        return None
+    addr = getattr(e, "address", None)
+    return "%s%s" % (e, "" if addr is None or "0x%x" % addr in str(e) else " (at 0x%x)" % addr)
+
+
 def quote(data, truncated=False, length=None):
     """A Lua string literal for bytes; non-printable bytes as \\ddd."""
     out = ['"']

@@ -6,7 +6,7 @@ from ..gdb_ext.errors import CorruptError, FaultError, LjError
 from ..gdb_ext.frames import cached_proto, frame_locals, frame_upvalues
 from ..gdb_ext.threadscan import ThreadScanner, group
 from .base import LjCommand, UsageError, get_vm, param, split_args
-from .format import chunk_display, hexa, value_text
+from .format import chunk_display, error_text, hexa, value_text
 
 VMSTATE_TEXT = {
     "INTERP": "INTERP (running the bytecode interpreter)",
@@ -230,12 +230,7 @@ class BtFormat(object):
         doc["more_frames"] = len(b.frames) - len(frames)
         doc["caller"] = hexa(b.caller) if b.caller else None
         doc["warning"] = b.warning
-        err = b.error
-        if err is not None:
-            addr = getattr(err, "address", None)
-            err = "%s%s" % (err, "" if addr is None or "0x%x" % addr in str(err)
-                            else " (at 0x%x)" % addr)
-        doc["error"] = err
+        doc["error"] = error_text(b.error)
         return doc
 
     def lines(self, L, full=False, max_frames=None, header=True):

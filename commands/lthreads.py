@@ -1,7 +1,7 @@
 """lthreads: every coroutine of the VM."""
 from ..gdb_ext.threadscan import ThreadScanner, group
 from .base import LjCommand, UsageError, get_vm, split_args
-from .format import hexa
+from .format import error_text, hexa
 from .lbt import BtFormat
 
 # Published figure for comparison: PUC Lua 5.4 needs about 1.1 kB per coroutine.
@@ -144,10 +144,5 @@ Example:
             "bytes": sum(lsize + s.stacksize * 8 for s in good),
             "coroutine_bytes": sum(lsize + s.stacksize * 8 for s in coros),
             "sizeof_lua_State": lsize}
-        err = None
-        if walk_err is not None:
-            addr = getattr(walk_err, "address", None)
-            err = "%s%s" % (walk_err, "" if addr is None or "0x%x" % addr in str(walk_err)
-                            else " (at 0x%x)" % addr)
-        doc["walk_error"] = err
+        doc["walk_error"] = error_text(walk_err)
         return doc

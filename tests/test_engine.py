@@ -17,7 +17,7 @@ from ljgdb.gdb_ext.objects import Func, Proto, Str, Tab, decode_tv, split_tv  # 
 from ljgdb.gdb_ext.runtime import tab_get_str  # noqa: E402
 from ljgdb.gdb_ext.state import make_vm  # noqa: E402
 from ljgdb.gdb_ext.target import SyntheticTarget  # noqa: E402
-from ljgdb.commands.format import table_lines, value_text, chunk_display, quote  # noqa: E402
+from ljgdb.commands.format import table_data, table_lines, value_text, chunk_display, quote  # noqa: E402
 
 from synth import Heap, load_layout  # noqa: E402
 
@@ -126,11 +126,11 @@ def test_table_array_hash_and_lookup(heap):
     assert seen == 3
     assert tab_get_str(vm, t, b"name").addr == v_alpha
     assert tab_get_str(vm, t, b"nope") is None
-    lines = table_lines(vm, t, 1, 100, 200)
+    lines = table_lines(table_data(vm, t, 1, 100, 200))
     assert lines[0] == "{" and lines[-1] == "}"
     assert set(lines[1:-1]) == {'  [1] = 10,', '  [2] = 20.5,', '  name = "alpha",',
                                 '  ["with space"] = 7,', '  [true] = false,'}
-    lines = table_lines(vm, t, 1, 2, 200)
+    lines = table_lines(table_data(vm, t, 1, 2, 200))
     assert lines[-2] == "  ... (3 more entries; see --limit)"
 
 
@@ -142,7 +142,7 @@ def test_nested_tables_and_cycles(heap):
     node = Tab(vm_of(h), t).node
     h.write_tv(node + h.types["Node"].fields["val"].offset, h.tv_gc("table", t))
     vm = vm_of(h)
-    lines = table_lines(vm, t, 3, 100, 200)
+    lines = table_lines(table_data(vm, t, 3, 100, 200))
     assert lines[1] == "  self = <cycle: table: (GCtab *)0x%x>," % t
 
 
