@@ -14,6 +14,9 @@ import pytest
 from harness import ALL_VARIANTS, Stop, lua_quote, unhex
 
 NSLOTS = 22
+ASIZE = "print/r ((GCtab *)$tab)->asize"
+HMASK = "print/r ((GCtab *)$tab)->hmask"
+GCTOTAL = "print/r ((double *)L->base)[%d]" % (NSLOTS - 1)
 COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
             ["lval --raw L 2", "lval --raw L 1", "lval --raw L 17",
              "ltab L->base+8", "ltab L->base+8 --depth 2", "ltab L->base+8 --limit 2",
@@ -25,6 +28,10 @@ COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
              # slot 9's table as a bare number (the GC reference bits)
              "set $tab = sizeof(GCRef) == 8 ? ((L->base+8)->u64 & 0x7fffffffffff) : "
              "((L->base+8)->u64 & 0xffffffff)", "lval $tab",
+             # gdb's own reading of that table's sizes and of the number in
+             # slot 22 (gc.total as collectgarbage("count") gave it): what
+             # ljgdb prints is compared with these, not with itself.
+             ASIZE, HMASK, GCTOTAL,
              "print $lua_value(L->base[0])", "print $lua_value(L->base+1)",
              "print $lua_value(L->base+8)"] +
             # The same data as JSON documents (docs/json.md).
@@ -116,7 +123,7 @@ def test_linfo_reports_build_mode(stop, mode):
     branch = "2.0" if stop.variant.startswith("r20") else "2.1"
     assert info["version"].endswith("(%s %s)" % (fork, branch)), info["version"]
     # gc.total as collectgarbage("count") saw it right before the stop.
-    total = _slot_shown_number(stop, NSLOTS)
+    total = _gc_total(stop)
     assert info["gc.total"] == "%d bytes" % total, (info["gc.total"], total)
     assert info["VM state"] == "C", out
     assert re.match(r"\(lua_State \*\)0x[0-9a-f]+  \[frame #0 ljgdb_break: L\]$",
@@ -124,9 +131,15 @@ def test_linfo_reports_build_mode(stop, mode):
     assert info["selected L"].startswith(info["main lua_State"] + " "), out
 
 
-def _slot_shown_number(stop, i):
-    out = stop.out("live", "lval L %d" % i)
-    return int(float(out.split(": ", 1)[1]))
+def _gdb_number(stop, cmd):
+    """A number gdb itself printed ('$7 = 5'), live."""
+    return int(float(stop.out("live", cmd).strip().split("= ", 1)[1]))
+
+
+def _gc_total(stop):
+    """gc.total as collectgarbage("count") saw it right before the stop (slot
+    22, read by gdb)."""
+    return _gdb_number(stop, GCTOTAL)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -205,8 +218,8 @@ def table_expect(stop, kind):
 def test_ltab(stop, mode):
     out = stop.out(mode, "ltab L->base+8").splitlines()
     t_addr = addr_of(_full_slot(stop, 9))
-    assert out[0] == "table: (GCtab *)0x%x asize=%s hmask=%s metatable=nil" % (
-        t_addr, out[0].split("asize=")[1].split()[0], out[0].split("hmask=")[1].split()[0])
+    assert out[0] == "table: (GCtab *)0x%x asize=%d hmask=0x%x metatable=nil" % (
+        t_addr, _gdb_number(stop, ASIZE), _gdb_number(stop, HMASK))
     assert out[1] == "{" and out[-1] == "}"
     got = {l.strip() for l in out[2:-1]}
     assert got == table_expect(stop, "t")
@@ -335,7 +348,7 @@ def test_json_linfo(stop, mode):
     assert d["gc64"] is gc64 and d["fr2"] is gc64 and d["dualnum"] is False
     assert d["jit"] is (one(stop, "jitstatus")[0] == "true")
     assert d["version"] == one(stop, "version")[0]
-    assert d["gc_total"] == _slot_shown_number(stop, NSLOTS)
+    assert d["gc_total"] == _gc_total(stop)
     assert d["vmstate"] == "C" and d["trace"] is None
     assert d["selected_L"] == d["main_L"]
     assert [f["name"] for f in d["fields"]][:3] == ["version", "mode", "FR2"]
