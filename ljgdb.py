@@ -12,15 +12,18 @@ import types
 
 _HERE = os.path.dirname(os.path.realpath(__file__))
 
+# pkg/ holds what the installed package has at its root (ljgdb.profile ...).
+_PATH = [_HERE, os.path.join(_HERE, "pkg")]
+
 if __name__ == "ljgdb":
-    __path__ = [_HERE]
+    __path__ = _PATH
 else:
     def _load():
         import importlib
         for name in [m for m in sys.modules if m == "ljgdb" or m.startswith("ljgdb.")]:
             del sys.modules[name]
         pkg = types.ModuleType("ljgdb")
-        pkg.__path__ = [_HERE]
+        pkg.__path__ = _PATH
         pkg.__file__ = os.path.join(_HERE, "ljgdb.py")
         sys.modules["ljgdb"] = pkg
         return importlib.import_module("ljgdb.commands").register()

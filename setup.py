@@ -20,6 +20,8 @@ setup(
     packages=["ljgdb", "ljgdb.gdb_ext", "ljgdb.commands"],
     package_dir={"ljgdb": "pkg", "ljgdb.gdb_ext": "gdb_ext", "ljgdb.commands": "commands"},
     entry_points={"console_scripts": ["ljgdb-gdbinit = ljgdb.install:main"]},
+    # python3 -m ljgdb.profile reads DWARF with pyelftools (gdb needs nothing).
+    extras_require={"profile": ["pyelftools"]},
     classifiers=["Topic :: Software Development :: Debuggers",
                  "Programming Language :: Python :: 3"],
 )

@@ -11,10 +11,10 @@ import gdb  # noqa: F401  (only importable inside gdb)
 
 from . import corefile
 from .errors import FaultError, NotLuaJITError
-from .target import Field, MachineFrame, Target, TypeInfo
+from .target import FLATTEN_DEPTH, Field, MachineFrame, Target, TypeInfo
 
 _ADDR_RE = re.compile(r"0x[0-9a-fA-F]+")
-_MAX_DEPTH = 4
+_MAX_DEPTH = FLATTEN_DEPTH
 
 
 def _flatten(t, base, prefix, out, depth):

@@ -41,6 +41,10 @@ def hexaddr(addr):
     return "0x%x" % addr if addr >= 0 else "-0x%x" % -addr
 
 
+# How deep nested struct members are listed in a TypeInfo (both backends).
+FLATTEN_DEPTH = 4
+
+
 class Field(object):
     __slots__ = ("offset", "size", "count", "type_name")
 

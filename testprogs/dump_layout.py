@@ -1,5 +1,7 @@
 """Write the parts of a LuaJIT build's DWARF that the engine reads as JSON,
-for unit tests on synthetic memory (tests/data/layout-*.json).
+as gdb reads them: for unit tests on synthetic memory (tests/data/layout-*.json)
+and to check the pyelftools reader of layout profiles against gdb
+(tests/test_profile_layout.py).
 
   gdb -nx --batch -ex 'python import sys; sys.argv = ["x", "OUT.json"]' \
       -x testprogs/dump_layout.py HOST_BINARY
@@ -33,6 +35,8 @@ for name in L.ENUMS:
 for name in L.PROBE_SYMBOLS:
     if t.symbol(name) is not None:
         out["symbols"][name] = t.symbol(name)
+lay = L.Layout(t)
+out["flags"] = dict(lay.summary(), fork=lay.fork)
 with open(sys.argv[1], "w") as f:
     json.dump(out, f, indent=0, sort_keys=True)
 gdb.write("wrote %s\n" % sys.argv[1])

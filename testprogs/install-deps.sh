@@ -4,7 +4,8 @@
 # fork; nginx with libnginx-mod-http-lua, on OpenResty's libluajit2; a
 # debuginfod server and curl) and what testprogs/debs.py rebuilds Debian's
 # LuaJIT packages with (dpkg-dev, debhelper); and for the Python that runs the tests: pip, pytest,
-# setuptools, wheel (pip download of the lupa sdist runs its metadata step);
+# setuptools, wheel (pip download of the lupa sdist runs its metadata step), pyelftools
+# (the DWARF reader of python3 -m ljgdb.profile);
 # inferno, which draws flame graphs of lprofile's folded stacks.
 set -euo pipefail
 
@@ -47,7 +48,10 @@ if ! "$PY" -m pip --version >/dev/null 2>&1; then
   apt_install python3-pip
 fi
 missing=()
-for mod in pytest setuptools wheel; do py_has "$mod" || missing+=("$mod"); done
+for mod in pytest setuptools wheel elftools; do
+  # (pyelftools is imported as elftools)
+  py_has "$mod" || missing+=("$([ "$mod" = elftools ] && echo pyelftools || echo "$mod")")
+done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "[deps] pip install ${missing[*]}" >&2
   if ! "$PY" -m pip install -q "${missing[@]}" 2>/dev/null; then

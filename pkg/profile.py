@@ -1,0 +1,168 @@
+"""Write a layout profile of a LuaJIT build: what ljgdb reads from DWARF,
+read here with pyelftools (no gdb), as one JSON file.
+
+  python3 -m ljgdb.profile BINARY_OR_DEBUG_FILE [-o OUT.json]
+
+The profile holds every struct and union the engine reads (flattened as the
+gdb backend flattens them), the enumerators it names, the build's flags
+(GC64, FR2, DUALNUM, JIT, fork, branch), LuaJIT's version string, the
+build-id, and the VM's symbols as offsets from an exported symbol (a
+stripped binary keeps its exported symbols).  Struct layouts depend on the
+LuaJIT source and the layout flags only, not on the compiler's
+optimisation; the offsets of the VM's code hold for that very build.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+FORMAT = 1
+# Exported symbols an offset may be taken from, in order of preference (every
+# LuaJIT build exports the C API).
+ANCHORS = ("lua_pcall", "luaL_newstate", "lua_newstate")
+# The VM's symbols the engine looks up, kept as offsets from the anchor.
+VM_SYMBOL_PREFIXES = ("lj_vm_", "lj_BC_", "lj_ff_", "lj_fff_", "lj_cont_", "lj_vmeta_")
+VM_SYMBOLS = ("lj_ir_mode", "lj_lib_checknumber", "lj_state_growstack", "lj_gc_step",
+              "lj_trace_exit", "lj_snap_restore")
+
+
+def _engine():
+    """The engine's modules (ljgdb.gdb_ext), from the installed package or
+    the checkout."""
+    from ljgdb.gdb_ext import layout
+    from ljgdb.gdb_ext.elfdwarf import DwarfTypes
+    return layout, DwarfTypes
+
+
+def build_id(elf):
+    for sec in elf.iter_sections():
+        if sec.header["sh_type"] != "SHT_NOTE":
+            continue
+        for note in sec.iter_notes():
+            if note["n_type"] == "NT_GNU_BUILD_ID":
+                return note["n_desc"]
+    return None
+
+
+def version_string(elf):
+    """LuaJIT's version string ("LuaJIT 2.1.1700206165") from the read-only
+    data, or None (luajit.h LUAJIT_VERSION; jit.version returns it)."""
+    for name in (".rodata", ".rodata.str1.1", ".rodata.str1.8"):
+        sec = elf.get_section_by_name(name)
+        if sec is None or sec.header["sh_type"] == "SHT_NOBITS":
+            continue
+        m = re.search(rb"LuaJIT 2\.[0-9][0-9A-Za-z.\-]*", sec.data())
+        if m:
+            return m.group(0).decode()
+    return None
+
+
+class _Target(object):
+    """DwarfTypes as the Target a Layout reads."""
+
+    def __init__(self, types):
+        self.t = types
+        self.ptr_size = types.elf.elfclass // 8
+
+    def type_info(self, name):
+        return self.t.type_info(name)
+
+    def constant(self, name):
+        return self.t.constant(name)
+
+    def enum_members(self, name):
+        return self.t.enum_members(name)
+
+    def symbol(self, name):
+        return self.t.symbol(name)
+
+
+def make_profile(path):
+    layout, DwarfTypes = _engine()
+    types = DwarfTypes(path)
+    try:
+        t = _Target(types)
+        lay = layout.Layout(t)
+        doc = {"format": FORMAT, "file": os.path.basename(path),
+               "build_id": build_id(types.elf), "version": version_string(types.elf),
+               "arch": {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}.get(
+                   types.elf["e_machine"], types.elf["e_machine"]),
+               "ptr_size": t.ptr_size, "flags": lay.summary(),
+               "types": {}, "constants": {}, "enums": {}, "symbols": {}}
+        doc["flags"]["fork"] = lay.fork
+        for name in layout.REQUIRED_TYPES + layout.OPTIONAL_TYPES:
+            info = types.type_info(name)
+            if info is not None:
+                doc["types"][name] = info.to_json()
+        for name in layout.GC_STATE_NAMES + layout.VMSTATE_NAMES:
+            v = types.constant(name)
+            if v is not None:
+                doc["constants"][name] = v
+        for name in layout.ENUMS:
+            m = types.enum_members(name)
+            if m is not None:
+                doc["enums"][name] = m
+        for name in layout.PROBE_SYMBOLS:
+            v = types.symbol(name)
+            if v is not None:
+                doc["symbols"][name] = v
+        doc["vm_symbols"] = vm_symbols(types.elf)
+        return doc
+    finally:
+        types.close()
+
+
+def vm_symbols(elf):
+    """{"anchor": exported symbol, "offsets": {symbol: address - anchor's}}
+    for the VM's symbols of .symtab (empty when the file has none)."""
+    # (A debug file's .dynsym has no data: no symbols to read there.)
+    dyn, tab = [s if hasattr(s, "get_symbol_by_name") else None
+                for s in (elf.get_section_by_name(".dynsym"), elf.get_section_by_name(".symtab"))]
+    anchor = None
+    for name in ANCHORS:
+        for sec in (dyn, tab):
+            if sec is None:
+                continue
+            syms = sec.get_symbol_by_name(name)
+            if syms and syms[0]["st_value"]:
+                anchor = (name, syms[0]["st_value"])
+                break
+        if anchor:
+            break
+    out = {"anchor": anchor[0] if anchor else None, "offsets": {}}
+    if anchor is None or tab is None:
+        return out
+    for sym in tab.iter_symbols():
+        name = sym.name
+        if sym["st_value"] and (name.startswith(VM_SYMBOL_PREFIXES) or name in VM_SYMBOLS):
+            out["offsets"][name] = sym["st_value"] - anchor[1]
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m ljgdb.profile",
+                                 description="Write the layout profile of a LuaJIT build "
+                                             "(a binary or debug file with DWARF) as JSON.")
+    ap.add_argument("file")
+    ap.add_argument("-o", "--output", help="where to write it (default: standard output)")
+    a = ap.parse_args(argv)
+    try:
+        doc = make_profile(a.file)
+    except ImportError as e:
+        sys.exit("ljgdb.profile: %s: install pyelftools (pip install pyelftools, or Debian's "
+                 "python3-pyelftools)" % e)
+    except (OSError, ValueError) as e:
+        sys.exit("ljgdb.profile: %s" % e)
+    except Exception as e:  # the engine's NotLuaJITError and the like: one line
+        sys.exit("ljgdb.profile: %s: %s" % (a.file, e))
+    text = json.dumps(doc, indent=0, sort_keys=True) + "\n"
+    if a.output:
+        with open(a.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
