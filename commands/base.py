@@ -2,6 +2,7 @@
 VM, and the single error handler that turns any failure into one line."""
 import contextlib
 import json
+import os
 import re
 import traceback
 
@@ -146,9 +147,13 @@ def _no_luajit_message():
                "debuginfod server" % (pkg, pkg) if pkg else
                "install the debug symbols of the package that ships it (on Debian its -dbgsym "
                "package), or let gdb fetch them from a debuginfod server")
+        bid = _build_id_of(where)
         return ("LuaJIT is in %s (it has the symbol %s) but without debug info, and ljgdb reads "
-                "LuaJIT's structures from DWARF: rebuild LuaJIT with debug info (make "
-                "CCDEBUG=-g) or %s" % (where, name, how))
+                "LuaJIT's structures from DWARF or from a layout profile of the same build: "
+                "rebuild LuaJIT with debug info (make CCDEBUG=-g), or %s, or put the layout "
+                "profile of this build%s (python3 -m ljgdb.profile on its debug file) in a "
+                "directory named by $LJGDB_PROFILES" % (where, name, how,
+                                                          " (build-id %s)" % bid if bid else ""))
     prog = gdb.current_progspace().filename or "the loaded program"
     msg = "no LuaJIT in %s: none of %s is among its symbols or its loaded libraries" % (
         prog, ", ".join(LUAJIT_SYMBOLS[:3]))
@@ -158,6 +163,18 @@ def _no_luajit_message():
     else:
         msg += "; load a program that runs LuaJIT (gdb PROG CORE, or gdb -p PID)"
     return msg
+
+
+def _build_id_of(path):
+    """The build-id gdb knows for the loaded file `path`, or None."""
+    try:
+        for o in gdb.objfiles():
+            if o.is_valid() and o.filename and os.path.realpath(o.filename) == \
+                    os.path.realpath(path):
+                return getattr(o, "build_id", None)
+    except (gdb.error, RuntimeError):
+        pass
+    return None
 
 
 def check_environment():

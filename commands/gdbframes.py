@@ -159,21 +159,26 @@ class LuaFrameFilter(object):
 
 class VMFrame(FrameDecorator):
     """A machine frame of the VM, with the Lua frames it runs as its
-    elided frames (gdb prints them indented under it)."""
+    elided frames (gdb prints them indented under it); named from the
+    layout profile when the binary has no symbols for the VM's code."""
 
-    def __init__(self, base, lua_frames):
+    def __init__(self, base, lua_frames, name=None):
         super().__init__(base)
         self.lua_frames = lua_frames
+        self.name = name
 
     def elided(self):
-        return iter(self.lua_frames)
+        return iter(self.lua_frames) if self.lua_frames else None
+
+    def function(self):
+        return self.name if self.name else super().function()
 
 
 def _interleave(frames):
     ctx = _Context()
     seen = set()
     for level, dec in enumerate(frames):
-        lua = None
+        lua = m = gf = None
         try:
             gf = dec.inferior_frame()
             m = machine_frame(gf, level)
@@ -183,7 +188,19 @@ def _interleave(frames):
                 lua = _lua_frames(ctx, gf, m, seen)
         except (gdb.error, RuntimeError, FaultError, CorruptError, LjError):
             lua = None
-        yield VMFrame(dec, lua) if lua else dec
+        # A frame gdb cannot name: the VM's label from the layout profile
+        # (a stripped LuaJIT), else '??' as gdb's plain bt writes it.
+        name = None
+        if m is not None and not _gdb_name(gf):
+            name = m.name or "??"
+        yield VMFrame(dec, lua, name) if lua or name else dec
+
+
+def _gdb_name(gf):
+    try:
+        return gf.name()
+    except (gdb.error, RuntimeError):
+        return None
 
 
 def _lua_frames(ctx, gf, m, seen):

@@ -1,5 +1,6 @@
 """linfo: what LuaJIT this is and where its state lives."""
 from ..gdb_ext.errors import CorruptError, FaultError
+from ..gdb_ext.gdbtarget import active_profile
 from ..gdb_ext.runtime import jit_version
 from ..gdb_ext.vmstack import locate
 from .base import LjCommand, UsageError, get_vm, split_args
@@ -58,6 +59,10 @@ Example:
         if lay.has_cur_L:
             cur = vm.cur_L
             out.append(("cur_L", "(lua_State *)0x%x" % cur if cur else "NULL"))
+        prof = active_profile()
+        out.append(("layout", "layout profile %s, matched by the build-id of a loaded file (the "
+                              "binary has no DWARF for LuaJIT)" % prof.describe() if prof else
+                    "DWARF debug info"))
         out.append(("selected L", "(lua_State *)0x%x  [%s]" % (vm.L, vm.L_source)))
         name, trace = vm.vmstate_name()
         out.append(("VM state", "TRACE %d (running JIT-compiled code)" % trace if name == "TRACE"
@@ -83,5 +88,6 @@ Example:
                "pointer_size": lay.ptr_size, "G": hexa(vm.G), "main_L": hexa(vm.main_L),
                "cur_L": hexa(vm.cur_L) if lay.has_cur_L else None, "selected_L": hexa(vm.L),
                "selected_L_source": vm.L_source, "vmstate": name, "trace": trace,
-               "gc_total": vm.gc_total, "gc_threshold": vm.gc_threshold}
+               "gc_total": vm.gc_total, "gc_threshold": vm.gc_threshold,
+               "layout_profile": prof.path if prof else None}
         return out, raw

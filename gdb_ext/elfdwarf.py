@@ -173,6 +173,18 @@ class DwarfTypes(object):
         return {_name(c): c.attributes["DW_AT_const_value"].value
                 for c in got[1].iter_children() if c.tag == "DW_TAG_enumerator"}
 
+    def enumerations(self):
+        """Every enumeration with enumerators, as {name: value} dicts."""
+        seen = set()
+        out = []
+        for _, parent in self.enumerators.values():
+            if parent.offset in seen:
+                continue
+            seen.add(parent.offset)
+            out.append({_name(c): c.attributes["DW_AT_const_value"].value
+                        for c in parent.iter_children() if c.tag == "DW_TAG_enumerator"})
+        return out
+
     def symbol(self, name):
         """A symbol's value from .symtab or .dynsym (None if absent)."""
         for sec in (".symtab", ".dynsym"):

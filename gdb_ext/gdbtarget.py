@@ -90,6 +90,16 @@ class GdbTarget(Target):
         return cache[name]
 
     def _lookup(self, name):
+        addr = self._lookup_gdb(name)
+        if addr is None:
+            prof = active_profile()
+            if prof is not None and prof.symbol_offset(name) is not None:
+                base = self._lookup_gdb(prof.anchor)
+                if base is not None:
+                    addr = base + prof.symbol_offset(name)
+        return addr
+
+    def _lookup_gdb(self, name):
         try:
             sym = gdb.lookup_global_symbol(name) or gdb.lookup_static_symbol(name)
         except gdb.error:
@@ -120,6 +130,10 @@ class GdbTarget(Target):
             return None
 
     def symbolize(self, addr):
+        name = self._symbolize_gdb(addr)
+        return name if name is not None else vm_symbol_at(addr)
+
+    def _symbolize_gdb(self, addr):
         try:
             block = gdb.block_for_pc(addr)
         except (gdb.error, RuntimeError):
@@ -149,6 +163,9 @@ class GdbTarget(Target):
             fields = {}
             _flatten(t, 0, "", fields, 0)
             info = TypeInfo(name, t.sizeof, fields)
+        elif t is None:
+            prof = active_profile()
+            info = prof.type_info(name) if prof is not None else None
         self._types[name] = info
         return info
 
@@ -156,7 +173,8 @@ class GdbTarget(Target):
         try:
             v = gdb.parse_and_eval(name)
         except gdb.error:
-            return None
+            prof = active_profile()
+            return prof.constant(name) if prof is not None else None
         if v.type.strip_typedefs().code != gdb.TYPE_CODE_ENUM:
             return None
         return int(v)
@@ -165,7 +183,8 @@ class GdbTarget(Target):
         try:
             t = gdb.parse_and_eval(name).type.strip_typedefs()
         except gdb.error:
-            return None
+            prof = active_profile()
+            return prof.enum_members(name) if prof is not None else None
         if t.code != gdb.TYPE_CODE_ENUM:
             return None
         return {f.name: int(f.enumval) for f in t.fields()}
@@ -240,7 +259,7 @@ def machine_frame(frame, level):
     cannot read it."""
     try:
         pc = frame.pc()
-        name = frame.name()
+        name = frame.name() or vm_symbol_at(pc)
         fn = frame.function()
         # OpenResty's buildvm gives the assembler VM line info
         # pointing into its .dasc source: that is not C debug info.
@@ -524,3 +543,56 @@ def syscall_names():
             pass
         _syscalls[fname] = names
     return _syscalls[fname]
+
+
+# --------------------------------------------------------------------------
+# Layout profiles (gdb_ext.profiles) for a LuaJIT without debug info: the one
+# whose build-id is a loaded file's.
+
+_active = {}
+
+
+def active_profile():
+    """The profiles.Profile of a loaded file (by build-id) when gdb has no
+    DWARF for LuaJIT's types, else None; found once per set of files."""
+    try:
+        objfiles = [o for o in gdb.objfiles() if o.is_valid()]
+    except (gdb.error, RuntimeError):
+        return None
+    stamp = tuple(o.filename for o in objfiles)
+    if stamp in _active:
+        return _active[stamp][0]
+    found = (None, None)
+    try:
+        has_dwarf = gdb.lookup_type("lua_State") is not None
+    except gdb.error:
+        has_dwarf = False
+    if not has_dwarf:
+        from .profiles import by_build_id
+        known = by_build_id()
+        for o in objfiles:
+            bid = getattr(o, "build_id", None)
+            if bid and bid in known:
+                base = None
+                prof = known[bid]
+                try:
+                    base = int(gdb.parse_and_eval("(unsigned long)&'%s'" % prof.anchor))
+                except gdb.error:
+                    base = None
+                found = (prof, base)
+                break
+    _active.clear()
+    _active[stamp] = found
+    return found[0]
+
+
+def vm_symbol_at(pc):
+    """The VM's code label at pc from the active profile (a LuaJIT without
+    symbols), or None."""
+    prof = active_profile()
+    if prof is None or pc is None:
+        return None
+    base = _active.get(next(iter(_active), None), (None, None))[1]
+    if base is None:
+        return None
+    return prof.symbol_at(pc - base)

@@ -23,6 +23,9 @@ REQUIRED_TYPES = ("GCRef", "MRef", "TValue", "lua_State", "global_State", "GCSta
                   "GCupval", "GCudata", "GCcdata", "GG_State", "SBuf")
 OPTIONAL_TYPES = ("GCtrace", "jit_State", "StrInternState", "CTState", "CType", "SnapShot",
                   "MCLink")
+# Types other parts of the engine read when present (gcstat: K64Array,
+# SBufExt; tarantool: fiber, cord).
+EXTRA_TYPES = ("K64Array", "SBufExt", "fiber", "cord")
 # Enumerators read from DWARF when present (for names of states).
 GC_STATE_NAMES = ("GCSpause", "GCSpropagate", "GCSatomic", "GCSsweepstring", "GCSsweep",
                   "GCSfinalize")

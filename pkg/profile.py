@@ -21,10 +21,10 @@ FORMAT = 1
 # Exported symbols an offset may be taken from, in order of preference (every
 # LuaJIT build exports the C API).
 ANCHORS = ("lua_pcall", "luaL_newstate", "lua_newstate")
-# The VM's symbols the engine looks up, kept as offsets from the anchor.
-VM_SYMBOL_PREFIXES = ("lj_vm_", "lj_BC_", "lj_ff_", "lj_fff_", "lj_cont_", "lj_vmeta_")
+# Symbols kept as offsets from the anchor: the VM's code labels
+# (gdb_ext.vmstack.VM_CODE_PREFIXES) and these.
 VM_SYMBOLS = ("lj_ir_mode", "lj_lib_checknumber", "lj_state_growstack", "lj_gc_step",
-              "lj_trace_exit", "lj_snap_restore")
+              "lj_trace_exit", "lj_snap_restore", "main_cord")
 
 
 def _engine():
@@ -91,14 +91,14 @@ def make_profile(path):
                "ptr_size": t.ptr_size, "flags": lay.summary(),
                "types": {}, "constants": {}, "enums": {}, "symbols": {}}
         doc["flags"]["fork"] = lay.fork
-        for name in layout.REQUIRED_TYPES + layout.OPTIONAL_TYPES:
+        for name in layout.REQUIRED_TYPES + layout.OPTIONAL_TYPES + layout.EXTRA_TYPES:
             info = types.type_info(name)
             if info is not None:
                 doc["types"][name] = info.to_json()
-        for name in layout.GC_STATE_NAMES + layout.VMSTATE_NAMES:
-            v = types.constant(name)
-            if v is not None:
-                doc["constants"][name] = v
+        # Every enumerator, and every enumeration whole (the engine asks for
+        # ones by name: JIT_P_*, REF_BIAS, CT_*, UDTYPE_*, LJ_TRLINK_*...).
+        doc["constants"] = {name: v for name, (v, _) in types.enumerators.items()}
+        doc["enumerations"] = types.enumerations()
         for name in layout.ENUMS:
             m = types.enum_members(name)
             if m is not None:
@@ -114,8 +114,10 @@ def make_profile(path):
 
 
 def vm_symbols(elf):
-    """{"anchor": exported symbol, "offsets": {symbol: address - anchor's}}
-    for the VM's symbols of .symtab (empty when the file has none)."""
+    """{"anchor": exported symbol, "offsets": {symbol: address - anchor's},
+    "begin", "end": the assembler VM's extent, from the anchor} for the VM's
+    labels and VM_SYMBOLS of .symtab (empty when the file has none)."""
+    from ljgdb.gdb_ext.vmstack import VM_CODE_PREFIXES
     # (A debug file's .dynsym has no data: no symbols to read there.)
     dyn, tab = [s if hasattr(s, "get_symbol_by_name") else None
                 for s in (elf.get_section_by_name(".dynsym"), elf.get_section_by_name(".symtab"))]
@@ -130,13 +132,26 @@ def vm_symbols(elf):
                 break
         if anchor:
             break
-    out = {"anchor": anchor[0] if anchor else None, "offsets": {}}
+    out = {"anchor": anchor[0] if anchor else None, "offsets": {}, "begin": None, "end": None}
     if anchor is None or tab is None:
         return out
+    syms = []
     for sym in tab.iter_symbols():
-        name = sym.name
-        if sym["st_value"] and (name.startswith(VM_SYMBOL_PREFIXES) or name in VM_SYMBOLS):
-            out["offsets"][name] = sym["st_value"] - anchor[1]
+        if sym["st_value"] and sym["st_info"]["type"] not in ("STT_SECTION", "STT_FILE"):
+            syms.append((sym["st_value"], sym.name))
+    begin = next((v for v, n in syms if n == "lj_vm_asm_begin"), None)
+    # The assembler VM: from lj_vm_asm_begin to the first symbol after it
+    # that is none of its labels (C functions called lj_vm_* lie elsewhere).
+    end = None
+    if begin is not None:
+        end = min((v for v, n in syms if v > begin and not n.startswith(VM_CODE_PREFIXES)),
+                  default=None)
+        out["begin"] = begin - anchor[1]
+        out["end"] = end - anchor[1] if end is not None else None
+    for value, name in syms:
+        if name in VM_SYMBOLS or (name.startswith(VM_CODE_PREFIXES) and begin is not None and
+                                  begin <= value and (end is None or value < end)):
+            out["offsets"][name] = value - anchor[1]
     return out
 
 

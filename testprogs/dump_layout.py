@@ -20,7 +20,7 @@ from ljgdb.gdb_ext.gdbtarget import GdbTarget  # noqa: E402
 t = GdbTarget()
 out = {"ptr_size": t.ptr_size, "arch": t.arch, "types": {}, "constants": {}, "symbols": {},
        "enums": {}}
-for name in L.REQUIRED_TYPES + L.OPTIONAL_TYPES:
+for name in L.REQUIRED_TYPES + L.OPTIONAL_TYPES + L.EXTRA_TYPES:
     info = t.type_info(name)
     if info is not None:
         out["types"][name] = info.to_json()

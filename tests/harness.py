@@ -78,14 +78,17 @@ class Stop(object):
     the Lua program wrote.  live/core map command -> output text."""
 
     def __init__(self, variant, program, commands, workdir, args=(), stop_on="break",
-                 live_prelude=(), env=None):
+                 live_prelude=(), env=None, host=None):
         """live_prelude: gdb commands run in the live gdb only, after the
         first stop and before `commands` (such as `catch syscall read` and
         `continue`, to move to a later moment); the core is saved after
         them, so the core run sees the same moment without them.
         env: more environment variables for the program (the host's
-        LJGDB_IDLE, LJGDB_STATES)."""
-        m = manifest()[variant]
+        LJGDB_IDLE, LJGDB_STATES), which the core's gdb has too.  host: the
+        binary to run in place of the variant's host (a stripped copy)."""
+        m = dict(manifest()[variant])
+        if host is not None:
+            m["host"] = host
         self.variant = variant
         self.build = m
         self.commands = list(commands)
@@ -108,9 +111,10 @@ class Stop(object):
         # LUA_PATH lets the program load jit.vmdef (LuaJIT's own names).
         env = dict(env or {}, LUA_PATH=os.path.join(m["src"], "?.lua") + ";;")
         self.live_text = run_gdb(live_args, cwd=workdir, env=env)
-        marker = "Breakpoint 1, ljgdb_break" if stop_on == "break" else \
+        # (Without debug info gdb writes "Breakpoint 1, 0x... in ljgdb_break ()".)
+        marker = r"Breakpoint 1, (0x[0-9a-f]+ in )?ljgdb_break" if stop_on == "break" else \
             "received signal " + stop_on
-        if marker not in self.live_text:
+        if not re.search(marker, self.live_text):
             raise AssertionError("%s: the program did not reach ljgdb_break:\n%s"
                                  % (variant, self.live_text[-3000:]))
         if not os.path.exists(self.core):
@@ -118,7 +122,7 @@ class Stop(object):
         self.live = _cut(self.live_text, self.commands)
         core_args = ["-ex", "source " + LOADER, "-ex", "core-file " + self.core]
         core_args += _wrap(self.commands)
-        self.core_text = run_gdb(core_args + [m["host"]], cwd=workdir)
+        self.core_text = run_gdb(core_args + [m["host"]], cwd=workdir, env=env)
         self.core_out = _cut(self.core_text, self.commands)
         self.expected = read_expected(self.expected_file)
 

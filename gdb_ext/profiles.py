@@ -1,0 +1,110 @@
+"""Layout profiles (written by python3 -m ljgdb.profile) found and read: what
+a LuaJIT build without debug info lacks, for the build with that build-id.
+
+Profiles are looked for in the directories of $LJGDB_PROFILES (separated by
+':') and in the package's own profiles/ directory.  The VM's symbols are
+kept as offsets from an exported symbol (the anchor), so they hold wherever
+the file is loaded."""
+import bisect
+import json
+import os
+
+from .target import TypeInfo
+from .vmstack import VM_CODE_PREFIXES
+
+_cache = {}
+
+
+def profile_dirs():
+    dirs = [d for d in os.environ.get("LJGDB_PROFILES", "").split(":") if d]
+    here = os.path.dirname(os.path.abspath(__file__))
+    # The checkout keeps the shipped set in pkg/profiles; the installed
+    # package has it beside gdb_ext.
+    for d in (os.path.join(here, "..", "pkg", "profiles"), os.path.join(here, "..", "profiles")):
+        if os.path.isdir(d):
+            dirs.append(os.path.normpath(d))
+    return dirs
+
+
+def by_build_id():
+    """{build-id: Profile} of every profile in profile_dirs() (read once per
+    set of directories)."""
+    dirs = tuple(profile_dirs())
+    found = _cache.get(dirs)
+    if found is None:
+        found = {}
+        for d in dirs:
+            try:
+                names = sorted(os.listdir(d))
+            except OSError:
+                continue
+            for n in names:
+                if not n.endswith(".json"):
+                    continue
+                path = os.path.join(d, n)
+                try:
+                    with open(path) as f:
+                        doc = json.load(f)
+                except (OSError, ValueError):
+                    continue
+                bid = doc.get("build_id")
+                if bid and bid not in found:
+                    found[bid] = Profile(doc, path)
+        _cache.clear()
+        _cache[dirs] = found
+    return found
+
+
+class Profile(object):
+    """One layout profile: TypeInfo, enumerators and the VM's symbols."""
+
+    def __init__(self, doc, path):
+        self.doc = doc
+        self.path = path
+        self.build_id = doc.get("build_id")
+        vm = doc.get("vm_symbols") or {}
+        self.anchor = vm.get("anchor")
+        self.offsets = vm.get("offsets") or {}
+        self.vm_begin = vm.get("begin")
+        pairs = sorted((off, name) for name, off in self.offsets.items()
+                       if name.startswith(VM_CODE_PREFIXES) and self.vm_begin is not None and
+                       off >= self.vm_begin)
+        self._offs = [p[0] for p in pairs]
+        self._names = [p[1] for p in pairs]
+        self.vm_end = vm.get("end")
+
+    def describe(self):
+        return "%s (%s, build-id %s)" % (os.path.basename(self.path),
+                                         self.doc.get("version") or "version unknown",
+                                         self.build_id)
+
+    def type_info(self, name):
+        d = self.doc.get("types", {}).get(name)
+        return TypeInfo.from_json(name, d) if d is not None else None
+
+    def constant(self, name):
+        return self.doc.get("constants", {}).get(name)
+
+    def enum_members(self, name):
+        """The enumeration that has enumerator `name`, whole."""
+        idx = self.__dict__.get("_enum_of")
+        if idx is None:
+            idx = self._enum_of = {}
+            for members in self.doc.get("enumerations", ()):
+                for k in members:
+                    idx.setdefault(k, members)
+        m = idx.get(name) or self.doc.get("enums", {}).get(name)
+        return dict(m) if m is not None else None
+
+    def symbol_offset(self, name):
+        return self.offsets.get(name)
+
+    def symbol_at(self, off):
+        """The VM symbol at or before offset `off` from the anchor, when off
+        lies in the VM's code (before its recorded end); else None."""
+        if not self._offs or self.vm_begin is None or off < self.vm_begin:
+            return None
+        if self.vm_end is not None and off >= self.vm_end:
+            return None
+        i = bisect.bisect_right(self._offs, off) - 1
+        return self._names[i]

@@ -1,0 +1,75 @@
+"""A LuaJIT without debug info, read through a layout profile.
+
+The host of a build is stripped (`strip`: no DWARF, no .symtab; what it
+exports stays), and its layout profile is written from the unstripped host
+with `python3 -m ljgdb.profile`.  The program runs under gdb on the stripped
+host; lbt, lbt full, lthreads, lgcstat and ltrace run through the profile,
+then again once `symbol-file` has loaded the unstripped host's symbols and
+DWARF, live and from the core: they must print the same.  The only
+difference allowed is a C function that only the debug info named (the
+stripped host's static ljgdb_stop is `C:0x... (ljgdb_stop)`, by the name
+Lua knows it by).  linfo says which
+profile it uses; without a profile a command says in one line what is
+missing and what to do.
+"""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from harness import ROOT, Stop, manifest
+
+READ = ["lbt", "lbt full", "lthreads", "lgcstat", "ltrace"]
+
+
+def normalize(text):
+    return re.sub(r"C:0x[0-9a-f]+ \((\w+)\)", r"C:\1", text)
+
+
+@pytest.mark.parametrize("variant", ["r21-gc64", "r21-x64", "r20-x64", "or-gc64"])
+def test_stripped_build_reads_as_with_debug_info(variant, tmp_path):
+    """One process (and its core), read twice: through the profile, then
+    with the unstripped binary's symbols and DWARF loaded (symbol-file)."""
+    host = manifest()[variant]["host"]
+    stripped = str(tmp_path / "host")
+    subprocess.run(["strip", "-o", stripped, host], check=True)
+    profs = str(tmp_path / "profs")
+    os.makedirs(profs)
+    p = subprocess.run([sys.executable, "-m", "ljgdb.profile", host, "-o",
+                        os.path.join(profs, variant + ".json")], cwd=ROOT)
+    assert p.returncode == 0
+    cmds = READ + ["linfo", "bt", "symbol-file " + host] + READ + ["linfo"]
+    s = Stop(variant, "bt.lua", cmds, str(tmp_path / "run"), args=["nest"],
+             env={"LJGDB_PROFILES": profs}, host=stripped)
+    for mode in ("live", "core"):
+        for cmd in READ:
+            got, want = s.out(mode, cmd, 0), s.out(mode, cmd, 1)
+            assert normalize(got) == want, (mode, cmd, got, want)
+        assert "Lua backtrace" in s.out(mode, "lbt", 1)
+        assert "(exact)" in s.out(mode, "lgcstat", 1)
+        linfo = s.out(mode, "linfo", 0)
+        assert re.search(r"^layout: +layout profile %s\.json \(LuaJIT 2\.[^)]*, build-id [0-9a-f]+\)"
+                         % variant, linfo, re.M), linfo
+        assert re.search(r"^layout: +DWARF debug info$", s.out(mode, "linfo", 1), re.M)
+    # gdb's own bt names the VM's frames from the profile too.
+    bt = s.out("live", "bt")
+    assert re.search(r"^#\d+ +0x[0-9a-f]+ in lj_BC_FUNCC \(\)$", bt, re.M), bt
+    assert "    [Lua] () at " in bt
+
+
+def test_stripped_build_without_profile(tmp_path):
+    host = manifest()["r21-gc64"]["host"]
+    stripped = str(tmp_path / "host")
+    subprocess.run(["strip", "-o", stripped, host], check=True)
+    empty = str(tmp_path / "none")
+    os.makedirs(empty)
+    s = Stop("r21-gc64", "bt.lua", ["lbt"], str(tmp_path / "run"), args=["nest"],
+             env={"LJGDB_PROFILES": empty}, host=stripped)
+    out = s.out("live", "lbt").strip()
+    assert len(out.splitlines()) == 1, out
+    assert out.startswith("lbt: LuaJIT is in %s" % stripped) and "without debug info" in out
+    bid = subprocess.run(["readelf", "-n", stripped], stdout=subprocess.PIPE).stdout.decode()
+    bid = bid.split("Build ID:")[1].split()[0]
+    assert "(build-id %s)" % bid in out and "LJGDB_PROFILES" in out, out
