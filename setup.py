@@ -19,6 +19,8 @@ setup(
     python_requires=">=3.6",
     packages=["ljgdb", "ljgdb.gdb_ext", "ljgdb.commands"],
     package_dir={"ljgdb": "pkg", "ljgdb.gdb_ext": "gdb_ext", "ljgdb.commands": "commands"},
+    # The shipped layout profiles (testprogs/make_profiles.py writes them).
+    package_data={"ljgdb": ["profiles/*.json"]},
     entry_points={"console_scripts": ["ljgdb-gdbinit = ljgdb.install:main"]},
     # python3 -m ljgdb.profile reads DWARF with pyelftools (gdb needs nothing).
     extras_require={"profile": ["pyelftools"]},

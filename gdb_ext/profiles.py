@@ -2,7 +2,8 @@
 a LuaJIT build without debug info lacks, for the build with that build-id.
 
 Profiles are looked for in the directories of $LJGDB_PROFILES (separated by
-':') and in the package's own profiles/ directory.  The VM's symbols are
+':') and in the package's own profiles/ directory (the shipped set, made by
+testprogs/make_profiles.py); LJGDB_PROFILES=none turns them all off.  The VM's symbols are
 kept as offsets from an exported symbol (the anchor), so they hold wherever
 the file is loaded."""
 import bisect
@@ -16,7 +17,12 @@ _cache = {}
 
 
 def profile_dirs():
-    dirs = [d for d in os.environ.get("LJGDB_PROFILES", "").split(":") if d]
+    """The directories of $LJGDB_PROFILES, then the shipped set; none at
+    all when $LJGDB_PROFILES is 'none'."""
+    env = os.environ.get("LJGDB_PROFILES", "")
+    if env == "none":
+        return []
+    dirs = [d for d in env.split(":") if d]
     here = os.path.dirname(os.path.abspath(__file__))
     # The checkout keeps the shipped set in pkg/profiles; the installed
     # package has it beside gdb_ext.

@@ -1,7 +1,7 @@
 """Write a layout profile of a LuaJIT build: what ljgdb reads from DWARF,
 read here with pyelftools (no gdb), as one JSON file.
 
-  python3 -m ljgdb.profile BINARY_OR_DEBUG_FILE [-o OUT.json]
+  python3 -m ljgdb.profile BINARY_OR_DEBUG_FILE [--binary STRIPPED_FILE] [-o OUT.json]
 
 The profile holds every struct and union the engine reads (flattened as the
 gdb backend flattens them), the enumerators it names, the build's flags
@@ -78,14 +78,28 @@ class _Target(object):
         return self.t.symbol(name)
 
 
-def make_profile(path):
+def make_profile(path, binary=None):
+    """The profile of the build whose DWARF is in `path`; `binary`: the
+    stripped file itself, when `path` is its separate debug file (its
+    version string is in the binary's read-only data, which the debug file
+    does not keep)."""
     layout, DwarfTypes = _engine()
     types = DwarfTypes(path)
     try:
         t = _Target(types)
         lay = layout.Layout(t)
-        doc = {"format": FORMAT, "file": os.path.basename(path),
-               "build_id": build_id(types.elf), "version": version_string(types.elf),
+        bid = build_id(types.elf)
+        version = version_string(types.elf)
+        if binary is not None:
+            from elftools.elf.elffile import ELFFile
+            with open(binary, "rb") as f:
+                elf = ELFFile(f)
+                if build_id(elf) != bid:
+                    raise ValueError("%s has build-id %s, %s has %s: not its debug file"
+                                     % (binary, build_id(elf), path, bid))
+                version = version_string(elf) or version
+        doc = {"format": FORMAT, "file": os.path.basename(binary or path),
+               "build_id": bid, "version": version,
                "arch": {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}.get(
                    types.elf["e_machine"], types.elf["e_machine"]),
                "ptr_size": t.ptr_size, "flags": lay.summary(),
@@ -161,9 +175,11 @@ def main(argv=None):
                                              "(a binary or debug file with DWARF) as JSON.")
     ap.add_argument("file")
     ap.add_argument("-o", "--output", help="where to write it (default: standard output)")
+    ap.add_argument("--binary", help="the stripped file whose debug file FILE is (for its "
+                                     "version string)")
     a = ap.parse_args(argv)
     try:
-        doc = make_profile(a.file)
+        doc = make_profile(a.file, a.binary)
     except ImportError as e:
         sys.exit("ljgdb.profile: %s: install pyelftools (pip install pyelftools, or Debian's "
                  "python3-pyelftools)" % e)

@@ -71,11 +71,27 @@ def test_debian_luajit_with_its_debug_file(tmp_path):
     check(core, expected, text)
 
 
+def test_debian_luajit_through_its_shipped_profile(tmp_path):
+    """No debug file, no debuginfod: the shipped layout profile of this very
+    build (pkg/profiles/, matched by its build-id) gives lbt and lgcstat.
+    Without symbols for static functions, the stop is in libc's clock(),
+    which os.clock calls."""
+    live, core, expected, text = session(tmp_path, ["set debug-file-directory /nonexistent",
+                                                    "set debuginfod enabled off"], stop="clock")
+    check(live, expected, text)
+    check(core, expected, text)
+    for out in (live, core):
+        assert re.search(r"^layout: +layout profile debian-luajit_[^ ]+\.json \(LuaJIT 2\.1\.0-beta3, "
+                         r"build-id [0-9a-f]+\)", out["linfo"], re.M), out["linfo"]
+
+
 def test_debian_luajit_without_its_debug_file(tmp_path):
     # Without symbols for static functions, stop where luajit.c runs the
-    # script (lua_pcall is exported).
+    # script (lua_pcall is exported); no profile either (LJGDB_PROFILES=none
+    # turns the shipped set off).
     live, core, _, text = session(tmp_path, ["set debug-file-directory /nonexistent",
-                                             "set debuginfod enabled off"], stop="lua_pcall")
+                                             "set debuginfod enabled off"], stop="lua_pcall",
+                                  env={"LJGDB_PROFILES": "none"})
     for out in (live, core):
         for cmd in COMMANDS:
             lines = out[cmd].strip().splitlines()

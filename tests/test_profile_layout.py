@@ -104,3 +104,11 @@ def test_profile_of_a_file_without_luajit(tmp_path):
     out = p.stdout.decode().strip()
     assert p.returncode == 1 and len(out.splitlines()) == 1, out
     assert out.startswith("ljgdb.profile: /bin/true: no LuaJIT debug info"), out
+
+
+def test_shipped_profiles_are_current():
+    """pkg/profiles/ holds what testprogs/make_profiles.py writes from the
+    builds it describes today."""
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "testprogs", "make_profiles.py"),
+                        "--check"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert p.returncode == 0, p.stdout.decode()

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Write the shipped layout profiles (pkg/profiles/) from the real builds
+they describe, with python3 -m ljgdb.profile's reader:
+
+  debian-luajit_<version>.json   Debian's official luajit (statically
+                                 linked, stripped), from the debug file of
+                                 its -dbgsym package (testprogs/debs.py
+                                 rebuilds it byte-identical and unpacks both)
+
+  python3 testprogs/make_profiles.py [--check]
+
+--check writes nothing and exits 1 when a shipped profile differs from what
+its build gives now (tests/test_profile_layout.py runs it).
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from build import CACHE  # noqa: E402
+
+OUT = os.path.join(ROOT, "pkg", "profiles")
+DEBIAN_ROOT = os.path.join(CACHE, "debs", "luajit-root")
+
+
+def debian_luajit():
+    """(profile name, debug file, binary) of Debian's official luajit."""
+    binary = os.path.join(DEBIAN_ROOT, "usr", "bin", "luajit")
+    debug = glob.glob(os.path.join(DEBIAN_ROOT, "usr", "lib", "debug", ".build-id", "*",
+                                   "*.debug"))
+    versions = glob.glob(os.path.join(CACHE, "debs", "luajit_*"))
+    if not os.path.exists(binary) or len(debug) != 1 or len(versions) != 1:
+        raise SystemExit("make_profiles: Debian's luajit and its debug file are not unpacked in "
+                         "%s: run python3 testprogs/debs.py first" % DEBIAN_ROOT)
+    version = os.path.basename(versions[0])[len("luajit_"):]
+    return "debian-luajit_%s.json" % version.replace("~", "-"), debug[0], binary
+
+
+def profile_text(debug, binary):
+    p = subprocess.run([sys.executable, "-m", "ljgdb.profile", debug, "--binary", binary],
+                       cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if p.returncode != 0:
+        raise SystemExit(p.stdout.decode())
+    return p.stdout.decode()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args()
+    stale = []
+    for name, debug, binary in [debian_luajit()]:
+        text = profile_text(debug, binary)
+        path = os.path.join(OUT, name)
+        if a.check:
+            try:
+                with open(path) as f:
+                    same = json.load(f) == json.loads(text)
+            except (OSError, ValueError):
+                same = False
+            if not same:
+                stale.append(path)
+            continue
+        os.makedirs(OUT, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        print("wrote %s" % path)
+    if stale:
+        raise SystemExit("make_profiles: not current: %s (python3 testprogs/make_profiles.py "
+                         "writes them)" % ", ".join(stale))
+
+
+if __name__ == "__main__":
+    main()
