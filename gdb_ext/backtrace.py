@@ -262,7 +262,6 @@ class Backtracer(object):
         return norestore is False
 
 
-
 class VMEntry(object):
     """The Lua frames one entry into the VM runs (lua_pcall, lua_call,
     coroutine.resume ... each enters the VM with a C frame of its own).
