@@ -18,6 +18,11 @@ def test_wheel_contents(tmp_path):
     assert "ljgdb/commands/lval.py" in names
     assert "ljgdb/gdb_ext/layout.py" in names
     assert "ljgdb/__init__.py" in names
+    # python3 -m ljgdb.profile and the shipped layout profiles.
+    assert "ljgdb/profile.py" in names
+    shipped = sorted(f for f in os.listdir(os.path.join(ROOT, "pkg", "profiles"))
+                     if f.endswith(".json"))
+    assert shipped and all("ljgdb/profiles/" + f in names for f in shipped), shipped
 
 
 def test_install_in_a_virtualenv(tmp_path):
@@ -39,6 +44,17 @@ def test_install_in_a_virtualenv(tmp_path):
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          cwd=str(tmp_path)).stdout.decode()
     assert "lbt " in out and "lstates " in out and "Error" not in out, out
+    # The installed package writes a layout profile too (with the test
+    # Python's pyelftools on the path: the venv has no dependencies).
+    host = __import__("harness").manifest()["r21-gc64"]["host"]
+    site = subprocess.run([py, "-c", "import ljgdb, os; print(os.path.dirname(ljgdb.__file__))"],
+                          check=True, stdout=subprocess.PIPE).stdout.decode().strip()
+    import elftools
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(elftools.__file__)))
+    prof = subprocess.run([py, "-m", "ljgdb.profile", host], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, cwd=str(tmp_path), env=env)
+    assert prof.returncode == 0 and b'"build_id"' in prof.stdout, prof.stdout[-2000:]
+    assert os.path.isdir(os.path.join(site, "profiles"))
     # --append adds it to ~/.gdbinit once.
     home = str(tmp_path / "home")
     os.makedirs(home)
