@@ -18,6 +18,7 @@ from ..gdb_ext.gdbtarget import machine_frame
 from ..gdb_ext.state import VM
 from .base import display_vm, param
 from .format import chunk_display, value_text
+from .lbt import BtFormat
 
 FILTER_NAME = "ljgdb-lua"
 
@@ -87,6 +88,7 @@ class _Context(object):
     def __init__(self):
         self.bt = None
         self.failed = False
+        self._fmt = None
 
     def backtracer(self):
         if self.bt is None and not self.failed:
@@ -102,8 +104,7 @@ class _Context(object):
         return chunk_display(fr.proto.chunk(self.bt.vm))
 
     def text(self, fr):
-        from .lbt import BtFormat
-        fmt = self.__dict__.get("_fmt")
+        fmt = self._fmt
         if fmt is None:
             fmt = self._fmt = BtFormat(self.bt.vm)
             fmt.bt = self.bt
