@@ -1,6 +1,6 @@
 """linfo: what LuaJIT this is and where its state lives."""
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.gdbtarget import active_profile
+from ..gdb_ext.gdbtarget import active_match
 from ..gdb_ext.runtime import jit_version
 from ..gdb_ext.vmstack import locate
 from .base import LjCommand, UsageError, get_vm, split_args
@@ -59,10 +59,15 @@ Example:
         if lay.has_cur_L:
             cur = vm.cur_L
             out.append(("cur_L", "(lua_State *)0x%x" % cur if cur else "NULL"))
-        prof = active_profile()
-        out.append(("layout", "layout profile %s, matched by the build-id of a loaded file (the "
-                              "binary has no DWARF for LuaJIT)" % prof.describe() if prof else
-                    "DWARF debug info"))
+        m = active_match()
+        prof = m.profile if m is not None else None
+        out.append(("layout", "layout profile %s, chosen by %s (the binary has no DWARF for "
+                              "LuaJIT); the VM's code labels %s" % (
+                                  prof.describe(), m.how,
+                                  "from the profile" if m.labels else
+                                  "are not known (this build's machine code is not the "
+                                  "profile's): where the running thread stands may not be")
+                    if prof else "DWARF debug info"))
         out.append(("selected L", "(lua_State *)0x%x  [%s]" % (vm.L, vm.L_source)))
         name, trace = vm.vmstate_name()
         out.append(("VM state", "TRACE %d (running JIT-compiled code)" % trace if name == "TRACE"

@@ -92,11 +92,10 @@ class GdbTarget(Target):
     def _lookup(self, name):
         addr = self._lookup_gdb(name)
         if addr is None:
-            prof = active_profile()
-            if prof is not None and prof.symbol_offset(name) is not None:
-                base = self._lookup_gdb(prof.anchor)
-                if base is not None:
-                    addr = base + prof.symbol_offset(name)
+            m = active_match()
+            if m is not None and m.labels and m.base is not None and \
+                    m.profile.symbol_offset(name) is not None:
+                addr = m.base + m.profile.symbol_offset(name)
         return addr
 
     def _lookup_gdb(self, name):
@@ -547,52 +546,131 @@ def syscall_names():
 
 # --------------------------------------------------------------------------
 # Layout profiles (gdb_ext.profiles) for a LuaJIT without debug info: the one
-# whose build-id is a loaded file's.
+# whose build-id is a loaded file's, else the one with its version string
+# under whose layout the process holds a consistent VM.
 
 _active = {}
 
 
-def active_profile():
-    """The profiles.Profile of a loaded file (by build-id) when gdb has no
-    DWARF for LuaJIT's types, else None; found once per set of files."""
+class ProfileMatch(object):
+    """The profile in use: how it was chosen, where its anchor symbol is,
+    and whether the VM's code labels hold (this file's code is the
+    profile's)."""
+
+    def __init__(self, profile, base, how, labels):
+        self.profile = profile
+        self.base = base
+        self.how = how
+        self.labels = labels
+
+
+def active_match():
+    """The ProfileMatch for the loaded files when gdb has no DWARF for
+    LuaJIT's types, else None; chosen once per set of files."""
     try:
         objfiles = [o for o in gdb.objfiles() if o.is_valid()]
     except (gdb.error, RuntimeError):
         return None
     stamp = tuple(o.filename for o in objfiles)
     if stamp in _active:
-        return _active[stamp][0]
-    found = (None, None)
+        return _active[stamp]
+    _active.clear()
+    _active[stamp] = None           # (while it is being chosen)
     try:
         has_dwarf = gdb.lookup_type("lua_State") is not None
     except gdb.error:
         has_dwarf = False
-    if not has_dwarf:
-        from .profiles import by_build_id
-        known = by_build_id()
-        for o in objfiles:
-            bid = getattr(o, "build_id", None)
-            if bid and bid in known:
-                base = None
-                prof = known[bid]
-                try:
-                    base = int(gdb.parse_and_eval("(unsigned long)&'%s'" % prof.anchor))
-                except gdb.error:
-                    base = None
-                found = (prof, base)
-                break
-    _active.clear()
-    _active[stamp] = found
-    return found[0]
+    match = None if has_dwarf else _choose(objfiles)
+    _active[stamp] = match
+    return match
+
+
+def active_profile():
+    m = active_match()
+    return m.profile if m is not None else None
+
+
+def _anchor_address(prof):
+    try:
+        return int(gdb.parse_and_eval("(unsigned long)&'%s'" % prof.anchor))
+    except gdb.error:
+        return None
+
+
+def _code_matches(prof, base):
+    """The VM's machine code in memory is the profile's (its sha256)."""
+    import hashlib
+    if base is None or prof.code_sha256 is None or prof.vm_begin is None or prof.vm_end is None:
+        return False
+    try:
+        data = gdb.selected_inferior().read_memory(base + prof.vm_begin,
+                                                   prof.vm_end - prof.vm_begin).tobytes()
+    except (gdb.error, gdb.MemoryError, ValueError):
+        return False
+    return hashlib.sha256(data).hexdigest() == prof.code_sha256
+
+
+def _choose(objfiles):
+    from . import profiles
+    known = profiles.by_build_id()
+    for o in objfiles:
+        bid = getattr(o, "build_id", None)
+        if bid and bid in known:
+            prof = known[bid]
+            return ProfileMatch(prof, _anchor_address(prof), "the build-id %s" % bid, True)
+    found = luajit_symbol()
+    if found is None:
+        return None
+    version = profiles.file_version(found[1])
+    arch = GdbTarget().arch
+    cands = profiles.by_version(version, arch) if version else []
+    if not cands:
+        return None
+    from .layout import Layout
+    from .vmfind import list_states
+
+    def states_under(prof):
+        t = _ProfileTarget(prof)
+        lay = Layout(t)
+        return list_states(t, lay, frame_candidates(lay))[0]
+    fits = profiles.consistent(cands, states_under)
+    if len(fits) != 1:
+        return None
+    prof = fits[0]
+    base = _anchor_address(prof)
+    return ProfileMatch(prof, base, "the version string %r and a global_State consistent "
+                        "under its layout (of %d profiles with that version)"
+                        % (version, len(cands)), _code_matches(prof, base))
+
+
+class _ProfileTarget(GdbTarget):
+    """The process, with LuaJIT's types from one profile (to try it)."""
+
+    def __init__(self, prof):
+        super().__init__()
+        self.prof = prof
+
+    def type_info(self, name):
+        return self.prof.type_info(name)
+
+    def constant(self, name):
+        return self.prof.constant(name)
+
+    def enum_members(self, name):
+        return self.prof.enum_members(name)
+
+    def symbol(self, name):
+        off = self.prof.symbol_offset(name)
+        if off is None:
+            return None
+        base = _anchor_address(self.prof)
+        return None if base is None else base + off
 
 
 def vm_symbol_at(pc):
     """The VM's code label at pc from the active profile (a LuaJIT without
     symbols), or None."""
-    prof = active_profile()
-    if prof is None or pc is None:
+    m = active_match()
+    if m is None or not m.labels or m.base is None or pc is None:
         return None
-    base = _active.get(next(iter(_active), None), (None, None))[1]
-    if base is None:
-        return None
-    return prof.symbol_at(pc - base)
+    return m.profile.symbol_at(pc - m.base)

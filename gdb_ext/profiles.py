@@ -9,7 +9,9 @@ the file is loaded."""
 import bisect
 import json
 import os
+import re
 
+from .errors import CorruptError, FaultError, NotLuaJITError
 from .target import TypeInfo
 from .vmstack import VM_CODE_PREFIXES
 
@@ -78,11 +80,13 @@ class Profile(object):
         self._offs = [p[0] for p in pairs]
         self._names = [p[1] for p in pairs]
         self.vm_end = vm.get("end")
+        self.code_sha256 = vm.get("code_sha256")
+        self.version = doc.get("version")
+        self.arch = doc.get("arch")
 
     def describe(self):
         return "%s (%s, build-id %s)" % (os.path.basename(self.path),
-                                         self.doc.get("version") or "version unknown",
-                                         self.build_id)
+                                         self.version or "version unknown", self.build_id)
 
     def type_info(self, name):
         d = self.doc.get("types", {}).get(name)
@@ -114,3 +118,36 @@ class Profile(object):
             return None
         i = bisect.bisect_right(self._offs, off) - 1
         return self._names[i]
+
+
+# LuaJIT's version string as it stands in a binary (luajit.h LUAJIT_VERSION).
+VERSION_RE = re.compile(rb"LuaJIT 2\.[0-9][0-9A-Za-z.\-]*")
+
+
+def file_version(path):
+    """LuaJIT's version string in the file at path, or None."""
+    try:
+        with open(path, "rb") as f:
+            m = VERSION_RE.search(f.read())
+    except OSError:
+        return None
+    return m.group(0).decode() if m else None
+
+
+def by_version(version, arch):
+    """The profiles of builds with this version string and architecture."""
+    return [p for p in by_build_id().values() if p.version == version and p.arch == arch]
+
+
+def consistent(candidates, states_under):
+    """The candidates under whose layout the process holds a consistent VM:
+    states_under(profile) gives the VMs found (frames, memory search) with
+    that profile's layout, or raises when the layout does not fit."""
+    out = []
+    for p in candidates:
+        try:
+            if states_under(p):
+                out.append(p)
+        except (NotLuaJITError, FaultError, CorruptError):
+            continue
+    return out

@@ -14,7 +14,6 @@ optimisation; the offsets of the VM's code hold for that very build.
 import argparse
 import json
 import os
-import re
 import sys
 
 FORMAT = 1
@@ -52,7 +51,8 @@ def version_string(elf):
         sec = elf.get_section_by_name(name)
         if sec is None or sec.header["sh_type"] == "SHT_NOBITS":
             continue
-        m = re.search(rb"LuaJIT 2\.[0-9][0-9A-Za-z.\-]*", sec.data())
+        from ljgdb.gdb_ext.profiles import VERSION_RE
+        m = VERSION_RE.search(sec.data())
         if m:
             return m.group(0).decode()
     return None
@@ -90,8 +90,8 @@ def make_profile(path, binary=None):
         lay = layout.Layout(t)
         bid = build_id(types.elf)
         version = version_string(types.elf)
+        from elftools.elf.elffile import ELFFile
         if binary is not None:
-            from elftools.elf.elffile import ELFFile
             with open(binary, "rb") as f:
                 elf = ELFFile(f)
                 if build_id(elf) != bid:
@@ -122,9 +122,39 @@ def make_profile(path, binary=None):
             if v is not None:
                 doc["symbols"][name] = v
         doc["vm_symbols"] = vm_symbols(types.elf)
+        doc["vm_symbols"]["code_sha256"] = None
+        if binary is not None:
+            with open(binary, "rb") as f:
+                doc["vm_symbols"]["code_sha256"] = code_digest(ELFFile(f), doc["vm_symbols"])
+        else:
+            doc["vm_symbols"]["code_sha256"] = code_digest(types.elf, doc["vm_symbols"])
         return doc
     finally:
         types.close()
+
+
+def code_digest(elf, vm):
+    """sha256 of the assembler VM's machine code (the bytes from its first
+    label to its end), which tells a build whose code is this one's; None
+    when the file does not hold the code (a debug file)."""
+    import hashlib
+    anchor = None
+    for name in (".dynsym", ".symtab"):
+        sec = elf.get_section_by_name(name)
+        if hasattr(sec, "get_symbol_by_name") and vm.get("anchor"):
+            syms = sec.get_symbol_by_name(vm["anchor"])
+            if syms and syms[0]["st_value"]:
+                anchor = syms[0]["st_value"]
+                break
+    if anchor is None or vm.get("begin") is None or vm.get("end") is None:
+        return None
+    lo, hi = anchor + vm["begin"], anchor + vm["end"]
+    for sec in elf.iter_sections():
+        start = sec["sh_addr"]
+        if start <= lo and hi <= start + sec["sh_size"] and sec["sh_type"] != "SHT_NOBITS":
+            data = sec.data()[lo - start:hi - start]
+            return hashlib.sha256(data).hexdigest()
+    return None
 
 
 def vm_symbols(elf):
