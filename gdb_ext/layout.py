@@ -37,6 +37,30 @@ PROBE_SYMBOLS = ("lj_lib_checknumber",)
 ENUMS = ("BC_ISLT", "FF_LUA_")
 
 
+def engine_tables(target):
+    """What the engine reads from a target's debug info, as JSON-ready
+    tables: {"types", "constants", "enums", "symbols"} (the layout files of
+    tests/data, testprogs/dump_layout.py, and layout profiles)."""
+    out = {"types": {}, "constants": {}, "enums": {}, "symbols": {}}
+    for name in REQUIRED_TYPES + OPTIONAL_TYPES + EXTRA_TYPES:
+        info = target.type_info(name)
+        if info is not None:
+            out["types"][name] = info.to_json()
+    for name in GC_STATE_NAMES + VMSTATE_NAMES:
+        v = target.constant(name)
+        if v is not None:
+            out["constants"][name] = v
+    for name in ENUMS:
+        members = target.enum_members(name)
+        if members is not None:
+            out["enums"][name] = members
+    for name in PROBE_SYMBOLS:
+        v = target.symbol(name)
+        if v is not None:
+            out["symbols"][name] = v
+    return out
+
+
 class Struct(object):
     """Offsets of one struct's members as attributes, dots turned into
     underscores: G.gc_total, G.str_mask, TV.fr_func.  `size` is sizeof and

@@ -102,32 +102,16 @@ def make_profile(path, binary=None):
                "build_id": bid, "version": version,
                "arch": {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64"}.get(
                    types.elf["e_machine"], types.elf["e_machine"]),
-               "ptr_size": t.ptr_size, "flags": lay.summary(),
-               "types": {}, "constants": {}, "enums": {}, "symbols": {}}
-        doc["flags"]["fork"] = lay.fork
-        for name in layout.REQUIRED_TYPES + layout.OPTIONAL_TYPES + layout.EXTRA_TYPES:
-            info = types.type_info(name)
-            if info is not None:
-                doc["types"][name] = info.to_json()
+               "ptr_size": t.ptr_size, "flags": dict(lay.summary(), fork=lay.fork)}
+        doc.update(layout.engine_tables(t))
         # Every enumerator, and every enumeration whole (the engine asks for
         # ones by name: JIT_P_*, REF_BIAS, CT_*, UDTYPE_*, LJ_TRLINK_*...).
         doc["constants"] = {name: v for name, (v, _) in types.enumerators.items()}
         doc["enumerations"] = types.enumerations()
-        for name in layout.ENUMS:
-            m = types.enum_members(name)
-            if m is not None:
-                doc["enums"][name] = m
-        for name in layout.PROBE_SYMBOLS:
-            v = types.symbol(name)
-            if v is not None:
-                doc["symbols"][name] = v
         doc["vm_symbols"] = vm_symbols(types.elf)
-        doc["vm_symbols"]["code_sha256"] = None
-        if binary is not None:
-            with open(binary, "rb") as f:
-                doc["vm_symbols"]["code_sha256"] = code_digest(ELFFile(f), doc["vm_symbols"])
-        else:
-            doc["vm_symbols"]["code_sha256"] = code_digest(types.elf, doc["vm_symbols"])
+        # (A debug file has no code: the digest is the stripped binary's.)
+        with open(binary or path, "rb") as f:
+            doc["vm_symbols"]["code_sha256"] = code_digest(ELFFile(f), doc["vm_symbols"])
         return doc
     finally:
         types.close()

@@ -18,23 +18,8 @@ from ljgdb.gdb_ext import layout as L  # noqa: E402
 from ljgdb.gdb_ext.gdbtarget import GdbTarget  # noqa: E402
 
 t = GdbTarget()
-out = {"ptr_size": t.ptr_size, "arch": t.arch, "types": {}, "constants": {}, "symbols": {},
-       "enums": {}}
-for name in L.REQUIRED_TYPES + L.OPTIONAL_TYPES + L.EXTRA_TYPES:
-    info = t.type_info(name)
-    if info is not None:
-        out["types"][name] = info.to_json()
-for name in L.GC_STATE_NAMES + L.VMSTATE_NAMES:
-    v = t.constant(name)
-    if v is not None:
-        out["constants"][name] = v
-for name in L.ENUMS:
-    members = t.enum_members(name)
-    if members is not None:
-        out["enums"][name] = members
-for name in L.PROBE_SYMBOLS:
-    if t.symbol(name) is not None:
-        out["symbols"][name] = t.symbol(name)
+out = {"ptr_size": t.ptr_size, "arch": t.arch}
+out.update(L.engine_tables(t))
 lay = L.Layout(t)
 out["flags"] = dict(lay.summary(), fork=lay.fork)
 with open(sys.argv[1], "w") as f:

@@ -28,6 +28,22 @@ def normalize(text):
     return re.sub(r"C:0x[0-9a-f]+ \((\w+)\)", r"C:\1", text)
 
 
+def read_twice(variant, stripped, host, profs, tmp_path, first=(), before=(), after=()):
+    """The Stop of bt.lua nest on the stripped host: READ, linfo and `first`
+    through the profiles in profs, then symbol-file of the unstripped host,
+    `before`, READ again and `after`; READ must print the same both times,
+    live and from the core."""
+    cmds = (READ + ["linfo"] + list(first) + ["symbol-file " + host] + list(before) + READ +
+            list(after))
+    s = Stop(variant, "bt.lua", cmds, str(tmp_path / "run"), args=["nest"],
+             env={"LJGDB_PROFILES": profs}, host=stripped)
+    for mode in ("live", "core"):
+        for cmd in READ:
+            got, want = s.out(mode, cmd, 0), s.out(mode, cmd, 1)
+            assert normalize(got) == want, (mode, cmd, got, want)
+    return s
+
+
 @pytest.mark.parametrize("variant", ["r21-gc64", "r21-x64", "r20-x64", "or-gc64"])
 def test_stripped_build_reads_as_with_debug_info(variant, tmp_path):
     """One process (and its core), read twice: through the profile, then
@@ -40,13 +56,8 @@ def test_stripped_build_reads_as_with_debug_info(variant, tmp_path):
     p = subprocess.run([sys.executable, "-m", "ljgdb.profile", host, "-o",
                         os.path.join(profs, variant + ".json")], cwd=ROOT)
     assert p.returncode == 0
-    cmds = READ + ["linfo", "bt", "symbol-file " + host] + READ + ["linfo"]
-    s = Stop(variant, "bt.lua", cmds, str(tmp_path / "run"), args=["nest"],
-             env={"LJGDB_PROFILES": profs}, host=stripped)
+    s = read_twice(variant, stripped, host, profs, tmp_path, first=["bt"], after=["linfo"])
     for mode in ("live", "core"):
-        for cmd in READ:
-            got, want = s.out(mode, cmd, 0), s.out(mode, cmd, 1)
-            assert normalize(got) == want, (mode, cmd, got, want)
         assert "Lua backtrace" in s.out(mode, "lbt", 1)
         assert "(exact)" in s.out(mode, "lgcstat", 1)
         linfo = s.out(mode, "linfo", 0)
@@ -85,13 +96,9 @@ def test_stripped_build_without_build_id(variant, tmp_path):
                         os.path.join(profs, v + ".json")], cwd=ROOT, check=True)
     # (The unstripped host's build-id is not the one in the core: ljgdb
     # would refuse to read the core with it, rightly.)
-    cmds = READ + ["linfo", "symbol-file " + host, "set ljgdb check-build-id off"] + READ
-    s = Stop(variant, "bt.lua", cmds, str(tmp_path / "run"), args=["nest"],
-             env={"LJGDB_PROFILES": profs}, host=stripped)
+    s = read_twice(variant, stripped, host, profs, tmp_path,
+                   before=["set ljgdb check-build-id off"])
     for mode in ("live", "core"):
-        for cmd in READ:
-            got, want = s.out(mode, cmd, 0), s.out(mode, cmd, 1)
-            assert normalize(got) == want, (mode, cmd, got, want)
         linfo = s.out(mode, "linfo")
         assert re.search(r"^layout: +layout profile %s\.json .*, chosen by the version string "
                          r"'LuaJIT 2\.1\.[^']*' and a global_State consistent under its layout "
