@@ -11,7 +11,8 @@ import gdb
 from ..gdb_ext.distro import owning_package
 from ..gdb_ext.errors import CorruptError, FaultError, LjError, NotLuaJITError
 from ..gdb_ext.gdbtarget import (LUAJIT_SYMBOLS, GdbTarget, core_mismatch, core_truncation,
-                                 frame_candidates, luajit_symbol, selected_thread_running)
+                                 frame_candidates, luajit_symbol, profile_failure,
+                                 selected_thread_running)
 from ..gdb_ext.layout import Layout
 from ..gdb_ext.state import _Bare, check_thread, make_vm
 
@@ -148,6 +149,12 @@ def _no_luajit_message():
                "install the debug symbols of the package that ships it (on Debian its -dbgsym "
                "package), or let gdb fetch them from a debuginfod server")
         bid = _build_id_of(where)
+        failure = profile_failure()
+        if failure:
+            return ("LuaJIT is in %s (it has the symbol %s) but without debug info, and %s; "
+                    "rebuild it with debug info (make CCDEBUG=-g), or %s, or put the layout "
+                    "profile of this build%s in a directory named by $LJGDB_PROFILES"
+                    % (where, name, failure, how, " (build-id %s)" % bid if bid else ""))
         return ("LuaJIT is in %s (it has the symbol %s) but without debug info, and ljgdb reads "
                 "LuaJIT's structures from DWARF or from a layout profile of the same build: "
                 "rebuild LuaJIT with debug info (make CCDEBUG=-g), or %s, or put the layout "

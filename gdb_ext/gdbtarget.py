@@ -610,8 +610,18 @@ def _code_matches(prof, base):
     return hashlib.sha256(data).hexdigest() == prof.code_sha256
 
 
+_why_none = [None]      # why no profile was chosen by version string, if one had it
+
+
+def profile_failure():
+    """Why no layout profile fits though one has this LuaJIT's version
+    string (for the one-line error), or None."""
+    return _why_none[0] if active_match() is None else None
+
+
 def _choose(objfiles):
     from . import profiles
+    _why_none[0] = None
     known = profiles.by_build_id()
     for o in objfiles:
         bid = getattr(o, "build_id", None)
@@ -625,6 +635,7 @@ def _choose(objfiles):
     arch = GdbTarget().arch
     cands = profiles.by_version(version, arch) if version else []
     if not cands:
+        _why_none[0] = None
         return None
     from .layout import Layout
     from .vmfind import list_states
@@ -635,6 +646,12 @@ def _choose(objfiles):
         return list_states(t, lay, frame_candidates(lay))[0]
     fits = profiles.consistent(cands, states_under)
     if len(fits) != 1:
+        _why_none[0] = (
+            "%d layout profile%s %s LuaJIT's version string %r, but the process's memory fits "
+            "%s" % (len(cands), "" if len(cands) == 1 else "s",
+                    "has" if len(cands) == 1 else "have", version,
+                    "none of them" if not fits else "%d of them (%s): no one layout is sure" % (
+                        len(fits), ", ".join(os.path.basename(p.path) for p in fits))))
         return None
     prof = fits[0]
     base = _anchor_address(prof)

@@ -81,14 +81,7 @@ def test_stripped_build_without_build_id(variant, tmp_path):
     host = m[variant]["host"]
     stripped = str(tmp_path / "host")
     subprocess.run(["strip", "-o", stripped, host], check=True)
-    # A build-id no profile has: its bytes overwritten in place (removing the
-    # note with objcopy renumbers sections, and gdb then misplaces symbols).
-    bid = bytes.fromhex(build_id(stripped))
-    with open(stripped, "r+b") as f:
-        data = f.read()
-        assert data.count(bid) == 1
-        f.seek(data.index(bid))
-        f.write(bytes(b ^ 0xFF for b in bid))
+    overwrite_build_id(stripped)
     profs = str(tmp_path / "profs")
     os.makedirs(profs)
     for v in ("r21-gc64", "r21-x64"):
@@ -104,6 +97,40 @@ def test_stripped_build_without_build_id(variant, tmp_path):
                          r"'LuaJIT 2\.1\.[^']*' and a global_State consistent under its layout "
                          r"\(of 2 profiles with that version\) .*; the VM's code labels from the "
                          r"profile$" % variant, linfo, re.M), linfo
+
+
+def test_version_profile_that_does_not_fit(tmp_path):
+    """Only r21-x64's profile, which has the version string of the r21-gc64
+    build that runs (whose build-id no profile has): the memory does not fit
+    it, and the one line says so."""
+    m = manifest()
+    stripped = str(tmp_path / "host")
+    subprocess.run(["strip", "-o", stripped, m["r21-gc64"]["host"]], check=True)
+    overwrite_build_id(stripped)
+    profs = str(tmp_path / "profs")
+    os.makedirs(profs)
+    subprocess.run([sys.executable, "-m", "ljgdb.profile", m["r21-x64"]["host"], "-o",
+                    os.path.join(profs, "r21-x64.json")], cwd=ROOT, check=True)
+    s = Stop("r21-gc64", "bt.lua", ["lbt"], str(tmp_path / "run"), args=["nest"],
+             env={"LJGDB_PROFILES": profs}, host=stripped)
+    for mode in ("live", "core"):
+        out = s.out(mode, "lbt").strip()
+        assert len(out.splitlines()) == 1, out
+        assert out.startswith("lbt: LuaJIT is in %s" % stripped) and (
+            "1 layout profile has LuaJIT's version string 'LuaJIT 2.1.ROLLING', but the "
+            "process's memory fits none of them" in out), out
+
+
+def overwrite_build_id(path):
+    """Give the file a build-id no profile has: its bytes overwritten in
+    place (removing the note with objcopy renumbers sections, and gdb then
+    misplaces symbols)."""
+    bid = bytes.fromhex(build_id(path))
+    with open(path, "r+b") as f:
+        data = f.read()
+        assert data.count(bid) == 1
+        f.seek(data.index(bid))
+        f.write(bytes(b ^ 0xFF for b in bid))
 
 
 def build_id(path):
