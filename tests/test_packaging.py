@@ -48,7 +48,9 @@ def test_install_in_a_virtualenv(tmp_path):
     # Python's pyelftools on the path: the venv has no dependencies).
     host = __import__("harness").manifest()["r21-gc64"]["host"]
     site = subprocess.run([py, "-c", "import ljgdb, os; print(os.path.dirname(ljgdb.__file__))"],
-                          check=True, stdout=subprocess.PIPE).stdout.decode().strip()
+                          check=True, stdout=subprocess.PIPE,
+                          cwd=str(tmp_path)).stdout.decode().strip()
+    assert site.startswith(venv), site
     import elftools
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(elftools.__file__)))
     prof = subprocess.run([py, "-m", "ljgdb.profile", host], stdout=subprocess.PIPE,
