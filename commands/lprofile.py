@@ -22,10 +22,17 @@ MAX_MACHINE_FRAMES = 512
 
 # Sleeps, then signals the process, once per line it reads (the delay);
 # writes a line back after each signal.  A process apart from gdb, whose
-# Python holds its lock while the program runs.
+# Python holds its lock while the program runs; real-time scheduled where
+# the system lets it (as root), so that it is not late.
 _TIMER = r"""
 import os, sys, time
 pid, sig = int(sys.argv[1]), int(sys.argv[2])
+try:
+    # Wake on time even while the program keeps every CPU busy: a timer
+    # that waits for a CPU would sample busy code late, after it.
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+except (AttributeError, OSError):
+    pass
 for line in sys.stdin:
     time.sleep(max(0.0, float(line)))
     try:

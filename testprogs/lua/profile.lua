@@ -5,7 +5,7 @@
 --     1:2:5 (each a loop of its own); the file holds the CPU seconds
 --     (os.clock) spent in each so far, rewritten every 100 rounds.
 --   pipe: work() burns CPU, then a read of an io.popen pipe blocks; the
---     file holds the seconds spent in each and around them (see there).
+--     file holds the wall-clock seconds spent in each.
 local ffi = require("ffi")
 ffi.cdef[[
 struct ljgdb_ts { long sec; long nsec; };
@@ -60,27 +60,25 @@ if mode == "busy-interp" or mode == "busy-jit" then
     if rounds % 100 == 0 then save(t) end
   end
 elseif mode == "pipe" then
-  -- Time the process runs: work() in CPU seconds (while a sample stops the
-  -- process, wall time goes on but CPU time does not), the rest in wall
-  -- seconds (a stop in the blocking read does not lengthen it: the child
-  -- sleeps on; popen and close are short).
+  -- One io.popen'ed child writes a line every 20 ms; each round burns CPU
+  -- in work(), then reads a line, blocking on the pipe.  The file holds
+  -- the wall-clock seconds of each part.  (One child for the whole run:
+  -- no fork per round, whose handling under the debugger stops the
+  -- process outside any sample.)  A sample stops the process wherever it
+  -- lands, so each part's wall time holds the stops of the samples in it:
+  -- the shares of the wall time are the shares a sampler must find.
   local function work() local x = spin(40 * N); return x end
   lines.work = debug.getinfo(work, "S").linedefined
-  local t = {work = 0, read = 0, other = 0}
+  local f = assert(io.popen("while :; do sleep 0.02; echo x; done"))
+  local t = {work = 0, read = 0}
   ljgdb_stop()
   local rounds = 0
   while true do
-    local c0 = os.clock(); work()
-    local c1 = os.clock()
-    local o0 = now()
-    local f = io.popen("sleep 0.02; echo x")
+    local w0 = now(); work()
     local r0 = now()
     local line = f:read("*l")
     local r1 = now()
-    f:close()
-    local o1 = now()
-    t.work, t.read = t.work + c1 - c0, t.read + r1 - r0
-    t.other = t.other + (o1 - o0) - (r1 - r0)
+    t.work, t.read = t.work + r0 - w0, t.read + r1 - r0
     rounds = rounds + 1
     if rounds % 10 == 0 then save(t) end
   end
