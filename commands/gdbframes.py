@@ -106,8 +106,7 @@ class _Context(object):
     def text(self, fr):
         fmt = self._fmt
         if fmt is None:
-            fmt = self._fmt = BtFormat(self.bt.vm)
-            fmt.bt = self.bt
+            fmt = self._fmt = BtFormat(self.bt.vm, self.bt)
         if fr.kind == "lua":
             return "[Lua]"
         return fmt.frame_text(fr)

@@ -23,9 +23,9 @@ class BtFormat(object):
     """Text of backtraces (gdb_ext.backtrace gives the data); shared by lbt
     and lthreads."""
 
-    def __init__(self, vm):
+    def __init__(self, vm, bt=None):
         self.vm = vm
-        self.bt = Backtracer(vm)
+        self.bt = bt if bt is not None else Backtracer(vm)
 
     def frame_text(self, fr):
         return self.key_text(self.bt.frame_key(fr))

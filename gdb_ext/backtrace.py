@@ -54,7 +54,7 @@ class Backtracer(object):
         self._fibers = None
         self._cnames = None
         self._wrap_file = False     # the file of a C coroutine.wrap (cfunc_name)
-        self._entries = {}          # L -> its frames by C frame (vm_entry)
+        self._entries = {}          # L -> its frames by C frame (entry)
 
     @property
     def mframes(self):
@@ -247,6 +247,30 @@ class Backtracer(object):
         except (FaultError, CorruptError, AttributeError):
             return None
 
+    def entry(self, L, sp):
+        """The VMEntry of thread L's C frame sp, or None (backtrace.vm_entry);
+        L's frames are split by entry once per Backtracer."""
+        got = self._entries.get(L)
+        if got is None:
+            try:
+                b = self.backtrace(L)
+                chain, parts = _split_by_entry(self.vm, b)
+                got = (b, chain, parts, None)
+            except (FaultError, CorruptError) as e:
+                got = (None, (), {}, str(e))
+            self._entries[L] = got
+        b, chain, parts, err = got
+        if sp not in parts:
+            return None
+        frames = [f for f in parts[sp] if f.kind != "c"]
+        warning = None
+        if chain and sp == chain[0]:
+            warning = err or (b.warning if b is not None else None)
+        if b is not None and b.error is not None and sp == max(
+                (cf for cf in chain if parts[cf]), default=None):
+            warning = "walk stopped: %s" % b.error
+        return VMEntry(L, frames, warning, b, sp)
+
     def in_trace_value(self, bt, fr, slot_addr):
         """For `lbt full`: True when the value of the stack slot at
         slot_addr lives in the trace's registers or spill slots (the
@@ -330,7 +354,7 @@ def vm_entry(bt, m):
     try:
         sp, L = cframe_thread(vm, m)
         if L and Thread(vm, L).glref == vm.G:
-            entry = _entry_of(bt, L, sp)
+            entry = bt.entry(L, sp)
             if entry is not None:
                 return entry
     except (FaultError, CorruptError):
@@ -350,7 +374,7 @@ def vm_entry(bt, m):
             return None
     except (FaultError, CorruptError):
         return None
-    entry = _entry_of(bt, L, sp + 8)
+    entry = bt.entry(L, sp + 8)
     if entry is not None:
         entry.leaf = True
     return entry
@@ -385,35 +409,10 @@ def _trace_entry(bt, m):
     if found is None or th is None:
         return None
     sp = th.cframe & CFRAME_RAWMASK
-    entry = _entry_of(bt, L, sp)
+    entry = bt.entry(L, sp)
     if entry is None:
         return None
     note = ("in the machine code of trace %d, which has no unwind info: the machine frames "
             "after this one are not to be trusted (lbt shows the whole Lua stack)" % found[0])
     entry.warning = "%s; %s" % (note, entry.warning) if entry.warning else note
     return entry
-
-
-def _entry_of(bt, L, sp):
-    """The VMEntry of thread L's C frame sp, or None."""
-    vm = bt.vm
-    got = bt._entries.get(L)
-    if got is None:
-        try:
-            b = bt.backtrace(L)
-            chain, parts = _split_by_entry(vm, b)
-            got = (b, chain, parts, None)
-        except (FaultError, CorruptError) as e:
-            got = (None, (), {}, str(e))
-        bt._entries[L] = got
-    b, chain, parts, err = got
-    if sp not in parts:
-        return None
-    frames = [f for f in parts[sp] if f.kind != "c"]
-    warning = None
-    if chain and sp == chain[0]:
-        warning = err or (b.warning if b is not None else None)
-    if b is not None and b.error is not None and sp == max(
-            (cf for cf in chain if parts[cf]), default=None):
-        warning = "walk stopped: %s" % b.error
-    return VMEntry(L, frames, warning, b, sp)

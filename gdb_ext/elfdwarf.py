@@ -14,8 +14,8 @@ _QUALIFIERS = {"DW_TAG_const_type": "const", "DW_TAG_volatile_type": "volatile"}
 
 
 class DwarfTypes(object):
-    """Types of one ELF file with DWARF.  type_info, constant and
-    enum_members answer as GdbTarget's do."""
+    """Types of one ELF file with DWARF.  ptr_size, type_info, constant,
+    enum_members and symbol answer as GdbTarget's do (a Layout reads it)."""
 
     def __init__(self, path):
         from elftools.elf.elffile import ELFFile
@@ -25,6 +25,7 @@ class DwarfTypes(object):
         if not self.elf.has_dwarf_info():
             raise ValueError("%s has no DWARF debug info" % path)
         self.dwarf = self.elf.get_dwarf_info()
+        self.ptr_size = self.elf.elfclass // 8
         self.typedefs = {}      # name -> DIE
         self.tagged = {}        # struct/union tag -> DIE with a body
         self.enumerators = {}   # name -> (value, enumeration DIE)

@@ -115,6 +115,7 @@ class FrameWalker(object):
         self.base = th.base if base is None else base
         arch = getattr(vm.t, "arch", "x86_64")
         self.cfo = CFRAME_OFS.get((arch, self.lay.gc64))
+        self._funcs = {}            # GCfunc address -> Func (_describe)
 
     # --- frame link accessors (R lj_frame.h) --------------------------------
     def ftsz(self, f):
@@ -244,9 +245,9 @@ class FrameWalker(object):
     def _describe(self, fr):
         if not fr.func:
             raise CorruptError("frame at 0x%x has no function" % fr.slot, fr.slot)
-        # One decoding per function and VM object (a deep recursion repeats
-        # a few functions many times; the VM object lives for one command).
-        funcs = self.vm.__dict__.setdefault("_frame_funcs", {})
+        # One decoding per function and walk (a deep recursion repeats a few
+        # functions many times).
+        funcs = self._funcs
         fn = funcs.get(fr.func)
         if fn is None:
             kind = GCT_KIND.get(self.vm.t.u8(fr.func + self.lay.str.gct, "frame function"))

@@ -83,6 +83,7 @@ class Profile(object):
         self.code_sha256 = vm.get("code_sha256")
         self.version = doc.get("version")
         self.arch = doc.get("arch")
+        self._enum_of = None        # enumerator -> its enumeration (enum_members)
 
     def describe(self):
         return "%s (%s, build-id %s)" % (os.path.basename(self.path),
@@ -97,7 +98,7 @@ class Profile(object):
 
     def enum_members(self, name):
         """The enumeration that has enumerator `name`, whole."""
-        idx = self.__dict__.get("_enum_of")
+        idx = self._enum_of
         if idx is None:
             idx = self._enum_of = {}
             for members in self.doc.get("enumerations", ()):

@@ -58,26 +58,6 @@ def version_string(elf):
     return None
 
 
-class _Target(object):
-    """DwarfTypes as the Target a Layout reads."""
-
-    def __init__(self, types):
-        self.t = types
-        self.ptr_size = types.elf.elfclass // 8
-
-    def type_info(self, name):
-        return self.t.type_info(name)
-
-    def constant(self, name):
-        return self.t.constant(name)
-
-    def enum_members(self, name):
-        return self.t.enum_members(name)
-
-    def symbol(self, name):
-        return self.t.symbol(name)
-
-
 def make_profile(path, binary=None):
     """The profile of the build whose DWARF is in `path`; `binary`: the
     stripped file itself, when `path` is its separate debug file (its
@@ -86,7 +66,7 @@ def make_profile(path, binary=None):
     layout, DwarfTypes = _engine()
     types = DwarfTypes(path)
     try:
-        t = _Target(types)
+        t = types
         lay = layout.Layout(t)
         bid = build_id(types.elf)
         version = version_string(types.elf)
