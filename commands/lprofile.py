@@ -300,8 +300,9 @@ Example:
                         "self_percent": 100.0 * s / n, "total_percent": 100.0 * tot / n}
                        for fk, s, tot in prof.top()],
                "rows": top,
-               "stacks": [{"frames": [fmt.frame(k) for k in stack], "count": c}
-                          for stack, c in sorted(prof.stacks.items(), key=lambda e: -e[1])],
+               "stacks": [{"frames": list(frames), "count": c}
+                          for frames, c in sorted(_by_text(prof, fmt).items(),
+                                                  key=lambda e: -e[1])],
                "folded_file": folded, "note": note}
         if folded is not None:
             with open(folded, "w") as f:
@@ -331,6 +332,17 @@ Example:
         if doc["note"]:
             out.append("lprofile: " + doc["note"])
         return out
+
+
+def _by_text(prof, fmt):
+    """The profile's stacks by their frames' text, counts summed: two
+    stacks differ by a frame's pc (a C function at two call sites) and
+    read the same, and a folded file has one line a stack."""
+    out = {}
+    for stack, c in prof.stacks.items():
+        frames = tuple(fmt.frame(k) for k in stack)
+        out[frames] = out.get(frames, 0) + c
+    return out
 
 
 class _Texts(object):
