@@ -4,7 +4,9 @@ Sourced by gdb, it makes the checkout importable as the package `ljgdb`
 (ljgdb.gdb_ext = engine, ljgdb.commands = gdb commands), from any working
 directory, and registers the commands; sourcing it again reloads them.
 Imported as a module named `ljgdb` (Python started in the checkout), it is
-that package's root and registers nothing.
+that package's root and registers nothing.  Run as `python3 -m ljgdb CORE
+...` (or `python3 ljgdb.py CORE ...`), it is the core reader, which needs no
+gdb (commands/corehost.py).
 """
 import os
 import sys
@@ -17,6 +19,14 @@ _PATH = [_HERE, os.path.join(_HERE, "pkg")]
 
 if __name__ == "ljgdb":
     __path__ = _PATH
+elif __name__ == "__main__" and "gdb" not in sys.modules:
+    # python3 -m ljgdb CORE ... from the checkout: the core reader.
+    _pkg = types.ModuleType("ljgdb")
+    _pkg.__path__ = _PATH
+    _pkg.__file__ = os.path.abspath(__file__)
+    sys.modules["ljgdb"] = _pkg
+    from ljgdb.commands.corehost import main as _main
+    sys.exit(_main())
 else:
     def _load():
         import importlib

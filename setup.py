@@ -22,8 +22,9 @@ setup(
     # The shipped layout profiles (testprogs/make_profiles.py writes them).
     package_data={"ljgdb": ["profiles/*.json"]},
     entry_points={"console_scripts": ["ljgdb-gdbinit = ljgdb.install:main"]},
-    # python3 -m ljgdb.profile reads DWARF with pyelftools (gdb needs nothing).
-    extras_require={"profile": ["pyelftools"]},
+    # python3 -m ljgdb.profile and the core reader (python3 -m ljgdb CORE ...)
+    # read DWARF with pyelftools (gdb needs nothing).
+    extras_require={"profile": ["pyelftools"], "core": ["pyelftools"]},
     classifiers=["Topic :: Software Development :: Debuggers",
                  "Programming Language :: Python :: 3"],
 )

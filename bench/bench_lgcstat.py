@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Objects per second of `lgcstat`, live and from a core.
+"""Objects per second of `lgcstat`, live and from a core, inside gdb and in
+the core reader (python3 -m ljgdb CORE ..., no gdb).
 
   python3 bench/bench_lgcstat.py [--sizes N,N,...] [--big] [VARIANT ...]
       default: --sizes 100000,1000000,5000000 r21-gc64 r21-x64
@@ -10,7 +11,9 @@ host and stops in ljgdb_break.  Inside gdb, after one `linfo` (which reads
 the struct layout from DWARF, once per gdb session), lgcstat is timed with
 time.perf_counter: the first run (which reads every page of the heap from
 the process or the core) and the best of 3; then a core is saved
-with gcore and the same is done on the core in a new gdb.  gdb's peak
+with gcore and the same is done on the core in a new gdb, and in the core
+reader (one Python process: the first lgcstat, which reads LuaJIT's layout
+and the heap's pages, then the best of 3).  gdb's or the reader's peak
 resident memory (ru_maxrss) is printed too.
 
 --big adds a GC64 heap larger than 4 GB (100,000 objects, about 25,000 of
@@ -49,6 +52,35 @@ end
 """
 
 
+READER = """
+import re, resource, sys, time
+sys.path.insert(0, sys.argv[1])
+import ljgdb
+from ljgdb.commands.corehost import CoreHost
+from ljgdb.commands.host import install
+from ljgdb.commands.lgcstat import LGcStat
+install(CoreHost(sys.argv[2], sys.argv[3]))
+t = time.perf_counter(); out = LGcStat().execute("")
+first = time.perf_counter() - t
+best = first
+for _ in range(2):
+    install(CoreHost(sys.argv[2], sys.argv[3]))
+    t = time.perf_counter(); LGcStat().execute("")
+    best = min(best, time.perf_counter() - t)
+m = re.search(r"^objects\\s+(\\d+)", out, re.M)
+s = re.search(r"^sum: (\\d+) bytes; g->gc.total: (\\d+) bytes \\((.*)\\)$", out, re.M)
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print("BENCH %s %s %s %s %.3f %.3f %d" % (m.group(1), s.group(1), s.group(2),
+      s.group(3).replace(" ", "_"), first, best, rss))
+"""
+
+
+def reader(core, binary):
+    p = subprocess.run([sys.executable, "-c", READER, ROOT, core, binary], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return p.stdout.decode("utf-8", "replace")
+
+
 def gdb(args, cwd):
     cmd = ["gdb", "-nx", "--batch", "-ex", "set confirm off", "-ex", "set pagination off"] + args
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
@@ -80,6 +112,7 @@ def run(variant, n, slen, work):
     text = gdb(["-ex", "source " + LOADER, "-ex", "core-file " + core, "-ex", "source " + timer,
                 m["host"]], work)
     rows.append(("core",) + parse(text))
+    rows.append(("core reader",) + parse(reader(core, m["host"])))
     if os.path.exists(core):
         os.unlink(core)
     return rows, size
@@ -105,7 +138,7 @@ def main(argv):
     if big:
         runs.append(("r21-gc64", 100000, 200000))
     print("| variant | mode | objects | gc.total (MB) | first run (s) | best of 3 (s) | "
-          "objects/s (first) | objects/s (best) | gdb peak RSS (MB) | exact |")
+          "objects/s (first) | objects/s (best) | peak RSS (MB) | exact |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for v, n, slen in runs:
         with tempfile.TemporaryDirectory(prefix="ljgdb-bench-") as work:

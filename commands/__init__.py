@@ -1,18 +1,20 @@
-"""ljgdb's gdb commands, one module each.  register() installs them."""
+"""ljgdb's commands, one module each.  register() installs them in gdb;
+COMMANDS lists them for any host (commands.host)."""
+
+
+def command_classes(with_gdb_only=True):
+    """The command classes; lprofile (it runs the process) only in gdb."""
+    from . import linfo, lval, ltab, lbt, lthreads, lgcstat, lmcode, ltrace, lstates
+    classes = [linfo.LInfo, lval.LVal, ltab.LTab, lbt.LBt, lthreads.LThreads, lgcstat.LGcStat,
+               lmcode.LMcode, ltrace.LTrace, lstates.LStates]
+    if with_gdb_only:
+        from . import lprofile
+        classes.append(lprofile.LProfile)
+    return tuple(classes)
 
 
 def register():
-    from . import base, linfo, lval, ltab, lbt, lthreads, lgcstat, lmcode, ltrace, lstates, lprofile
-    base.register_params()
-    base.connect_events()
-    classes = (linfo.LInfo, lval.LVal, ltab.LTab, lbt.LBt, lthreads.LThreads, lgcstat.LGcStat,
-               lmcode.LMcode, ltrace.LTrace, lstates.LStates, lprofile.LProfile)
-    for cls in classes:
-        cls()
-    base.HelpCommand(classes)
-    lbt.LuaWhere()
-    lval.LuaValue()
-    from . import gdbframes, printers
-    gdbframes.LuaFrameFilter()
-    printers.register()
+    from . import gdbhost
+    classes = command_classes()
+    gdbhost.register(classes)
     return [c.NAME for c in classes]

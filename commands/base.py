@@ -1,217 +1,32 @@
-"""What every ljgdb command shares: settings, argument parsing, finding the
-VM, and the single error handler that turns any failure into one line."""
-import contextlib
+"""What every ljgdb command shares: argument parsing, finding the VM, and
+the single error handler that turns any failure into one line.  Nothing
+here imports gdb: the current Host (commands.host) answers what depends on
+where the command runs."""
 import json
-import os
 import re
 import traceback
 
-import gdb
-
-from ..gdb_ext.distro import owning_package
-from ..gdb_ext.errors import CorruptError, FaultError, LjError, NotLuaJITError
-from ..gdb_ext.gdbtarget import (LUAJIT_SYMBOLS, GdbTarget, core_mismatch, core_truncation,
-                                 frame_candidates, luajit_symbol, profile_failure,
-                                 selected_thread_running)
-from ..gdb_ext.layout import Layout
+from ..gdb_ext.errors import CorruptError, FaultError, LjError
 from ..gdb_ext.state import _Bare, check_thread, make_vm
+from .host import current
 
 
 class UsageError(Exception):
     pass
 
 
-# --------------------------------------------------------------------------
-# Settings: set ljgdb <name> <value>
-
-class _Prefix(gdb.Command):
-    """Settings of ljgdb, the LuaJIT extension (see 'show ljgdb')."""
-
-    def __init__(self, verb):
-        self.verb = verb
-        super().__init__("%s ljgdb" % verb, gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
-
-    def invoke(self, arg, from_tty):
-        if self.verb == "show" and not arg.strip():
-            # Every setting with its value (gdb's own prefixes list theirs).
-            for name, p in sorted(PARAMS.items()):
-                value = p.value
-                if isinstance(value, bool):
-                    value = "on" if value else "off"
-                gdb.write("%s:  %s (%s)\n" % (name, value, p.show_doc.rstrip(".")))
-            return
-        raise gdb.GdbError("%s ljgdb: name a setting (%s); 'show ljgdb' lists them with their "
-                           "values" % (self.verb, ", ".join(sorted(PARAMS))))
-
-
-class _Param(gdb.Parameter):
-    def __init__(self, name, kind, default, doc, set_doc, show_doc):
-        self.__doc__ = doc
-        self.set_doc = set_doc
-        self.show_doc = show_doc
-        super().__init__("ljgdb " + name, gdb.COMMAND_DATA, kind)
-        self.value = default
-
-    def get_show_string(self, svalue):
-        return "%s is %s." % (self.show_doc.rstrip("."), svalue)
-
-    def get_set_string(self):
-        return ""
-
-
-PARAMS = {}
-
-
-def register_params():
-    if PARAMS:
-        return
-    _Prefix("set")
-    _Prefix("show")
-    PARAMS["max-string"] = _Param(
-        "max-string", gdb.PARAM_ZUINTEGER, 200,
-        "Bytes of a Lua string shown before it is cut (its length is shown).",
-        "Set the number of string bytes ljgdb shows.", "Bytes of a string ljgdb shows")
-    PARAMS["max-entries"] = _Param(
-        "max-entries", gdb.PARAM_ZUINTEGER, 100,
-        "Entries of a table ltab shows before it stops.",
-        "Set the number of table entries ljgdb shows.", "Table entries ljgdb shows")
-    PARAMS["heap-cache"] = _Param(
-        "heap-cache", gdb.PARAM_ZUINTEGER, 1024,
-        "Megabytes of heap memory a heap walk (lgcstat) keeps read at most.\n"
-        "Heaps larger than this are walked in address order where LuaJIT's lists allow.",
-        "Set the megabytes of memory a heap walk keeps.", "Megabytes a heap walk keeps")
-    PARAMS["check-build-id"] = _Param(
-        "check-build-id", gdb.PARAM_BOOLEAN, True,
-        "Refuse a core whose ELF build-id at LuaJIT's address differs from the loaded file's.\n"
-        "Off: read it anyway (a core from before a library upgrade, a debug file added by\n"
-        "add-symbol-file); structures that changed between the two builds read wrong.",
-        "Set whether ljgdb checks a core's build-ids.", "Whether ljgdb checks a core's build-ids")
-    PARAMS["debug"] = _Param(
-        "debug", gdb.PARAM_BOOLEAN, False,
-        "Show a Python traceback when an ljgdb command fails unexpectedly.",
-        "Set whether ljgdb shows tracebacks.", "Whether ljgdb shows tracebacks")
+class CommandError(Exception):
+    """A command's one line of failure, for the host to show as an error."""
 
 
 def param(name):
-    return PARAMS[name].value
-
-
-# --------------------------------------------------------------------------
-# Layout cache: DWARF is read once per set of objfiles.
-
-_layouts = {}
-
-
-def _objfiles_key():
-    try:
-        return tuple(o.filename for o in gdb.objfiles() if o.is_valid())
-    except gdb.error:
-        return ()
-
-
-def _clear_layouts(*_):
-    _layouts.clear()
-
-
-def connect_events():
-    gdb.events.new_objfile.connect(_clear_layouts)
-    if hasattr(gdb.events, "clear_objfiles"):
-        gdb.events.clear_objfiles.connect(_clear_layouts)
-
-
-def get_target_and_layout():
-    if not gdb.objfiles():
-        raise LjError("no program loaded: start gdb with the LuaJIT binary (gdb PROG CORE or "
-                      "gdb -p PID)")
-    target = GdbTarget()
-    key = _objfiles_key()
-    lay = _layouts.get(key)
-    if lay is None:
-        try:
-            lay = Layout(target)
-        except NotLuaJITError:
-            if target.type_info("lua_State") is None:
-                raise LjError(_no_luajit_message())
-            raise
-        _layouts[key] = lay
-    return target, lay
-
-
-def _no_luajit_message():
-    """Why there is no LuaJIT debug info, and what to do."""
-    found = luajit_symbol()
-    if found is not None:
-        name, where = found
-        pkg = owning_package(where)
-        how = ("install the debug symbols of %s, the package that ships it (on Debian: apt "
-               "install %s-dbgsym, from the debug archive), or let gdb fetch them from a "
-               "debuginfod server" % (pkg, pkg) if pkg else
-               "install the debug symbols of the package that ships it (on Debian its -dbgsym "
-               "package), or let gdb fetch them from a debuginfod server")
-        bid = _build_id_of(where)
-        failure = profile_failure()
-        if failure:
-            return ("LuaJIT is in %s (it has the symbol %s) but without debug info, and %s; "
-                    "rebuild it with debug info (make CCDEBUG=-g), or %s, or put the layout "
-                    "profile of this build%s in a directory named by $LJGDB_PROFILES"
-                    % (where, name, failure, how, " (build-id %s)" % bid if bid else ""))
-        return ("LuaJIT is in %s (it has the symbol %s) but without debug info, and ljgdb reads "
-                "LuaJIT's structures from DWARF or from a layout profile of the same build: "
-                "rebuild LuaJIT with debug info (make CCDEBUG=-g), or %s, or put the layout "
-                "profile of this build%s (python3 -m ljgdb.profile on its debug file) in a "
-                "directory named by $LJGDB_PROFILES" % (where, name, how,
-                                                          " (build-id %s)" % bid if bid else ""))
-    prog = gdb.current_progspace().filename or "the loaded program"
-    msg = "no LuaJIT in %s: none of %s is among its symbols or its loaded libraries" % (
-        prog, ", ".join(LUAJIT_SYMBOLS[:3]))
-    if not has_memory():
-        msg += ("; if LuaJIT is a shared library it is loaded when the program runs: 'run' or "
-                "'starti' first, or load a core")
-    else:
-        msg += "; load a program that runs LuaJIT (gdb PROG CORE, or gdb -p PID)"
-    return msg
-
-
-def _build_id_of(path):
-    """The build-id gdb knows for the loaded file `path`, or None."""
-    try:
-        for o in gdb.objfiles():
-            if o.is_valid() and o.filename and os.path.realpath(o.filename) == \
-                    os.path.realpath(path):
-                return getattr(o, "build_id", None)
-    except (gdb.error, RuntimeError):
-        pass
-    return None
+    return current().param(name)
 
 
 def check_environment():
-    """(target, layout) when gdb has what every command needs: a program
-    with LuaJIT's debug info, a stopped process or a core, and a core that
-    this binary wrote.  Else an LjError that says what is missing and what
-    to do."""
-    target, lay = get_target_and_layout()
-    if not has_memory():
-        raise LjError("no process or core file: run the program, attach with 'attach PID' "
-                      "or load a core with 'core-file FILE'")
-    if selected_thread_running():
-        raise LjError("the selected thread is running, and ljgdb reads stopped processes only: "
-                      "stop it first ('interrupt', or Ctrl-C) and run the command again")
-    mismatch = core_mismatch() if param("check-build-id") else None
-    if mismatch:
-        raise LjError("%s; load the files that wrote the core (gdb BINARY CORE, with the same "
-                      "library versions), or 'set ljgdb check-build-id off' to go on at your own "
-                      "risk" % mismatch)
-    return target, lay
-
-
-def has_memory():
-    inf = gdb.selected_inferior()
-    if inf.pid:
-        return True
-    try:
-        return bool(inf.threads())
-    except gdb.error:
-        return False
+    """(target, layout) when there is a program with LuaJIT's layout and
+    memory to read; else an LjError that says what is missing."""
+    return current().check_environment()
 
 
 class StateArg(object):
@@ -226,7 +41,8 @@ def get_vm(state=None):
     """The VM to work on: L=<expr> or G=<expr> if given (a StateArg, or the
     text of an L expression), else what the frames show, else what a search
     of the process's memory finds."""
-    target, lay = check_environment()
+    host = current()
+    target, lay = host.check_environment()
     if isinstance(state, str):
         state = StateArg(L=state)
     explicit = explicit_G = None
@@ -234,7 +50,7 @@ def get_vm(state=None):
         explicit = eval_address(state.L, "L")
     if state is not None and state.G is not None:
         explicit_G = eval_address(state.G, "G")
-    candidates = frame_candidates(lay)
+    candidates = host.frame_candidates(lay)
     vm = make_vm(target, lay, explicit, candidates if explicit is None else (), explicit_G)
     if explicit is not None:
         # Still note which thread the C frames show (the running one on 2.0).
@@ -249,35 +65,34 @@ def get_vm(state=None):
     return vm
 
 
-def display_vm():
-    """A VM for gdb's own printing (pretty-printers, frame filters): what
-    the stack frames name, without a memory search (it must stay cheap);
-    a VM without a state (state._Bare: values still decode) when no frame
-    names one; None without LuaJIT or memory."""
+def display_vm(cheap_errors=()):
+    """A VM for printing values inside other views (pretty-printers, frame
+    filters): what the stack frames name, without a memory search (it must
+    stay cheap); a VM without a state (state._Bare: values still decode)
+    when no frame names one; None without LuaJIT or memory.  cheap_errors:
+    the host's own exceptions to treat like LjError."""
+    host = current()
     try:
-        target, lay = check_environment()
-    except (LjError, gdb.error):
+        target, lay = host.check_environment()
+    except (LjError,) + tuple(cheap_errors):
         return None
     try:
-        return make_vm(target, lay, candidates=frame_candidates(lay), search=False)
-    except (LjError, FaultError, CorruptError, gdb.error):
+        return make_vm(target, lay, candidates=host.frame_candidates(lay), search=False)
+    except (LjError, FaultError, CorruptError) + tuple(cheap_errors):
         return _Bare(target, lay)
 
 
-def eval_value(expr, what="expression"):
-    """gdb's value of a user's expression.  ljgdb never changes the process:
-    an expression that assigns is refused, and while gdb evaluates it no
-    function of the process may be called and no memory written."""
-    bad = side_effect(expr)
-    if bad:
-        raise UsageError("%s '%s' %s, and ljgdb never changes the process" % (what, expr, bad))
-    try:
-        with _read_only():
-            return gdb.parse_and_eval(expr)
-    except gdb.error as e:
-        # A missing program, process or LuaJIT is the first thing to say.
-        check_environment()
-        raise UsageError("cannot evaluate %s '%s': %s" % (what, expr, str(e).rstrip(". ")))
+def operand(expr, what="expression"):
+    """What a user's expression denotes (host.Operand); UsageError when it
+    cannot be evaluated."""
+    return current().operand(expr, what)
+
+
+def eval_address(expr, what="expression"):
+    v = operand(expr, what)
+    if v.value is None:
+        raise UsageError("%s '%s' is not a pointer or number" % (what, expr))
+    return v.value & 0xFFFFFFFFFFFFFFFF
 
 
 def side_effect(expr):
@@ -316,56 +131,13 @@ def side_effect(expr):
     return None
 
 
-@contextlib.contextmanager
-def _read_only():
-    """gdb's own guards, off for the time of one evaluation: no calls into
-    the process, no memory writes (restored as they were)."""
-    changed = []
-    for name in ("may-call-functions", "may-write-memory"):
-        try:
-            if gdb.parameter(name):
-                gdb.execute("set %s off" % name, to_string=True)
-                changed.append(name)
-        except (gdb.error, RuntimeError):
-            continue
-    try:
-        yield
-    finally:
-        for name in changed:
-            try:
-                gdb.execute("set %s on" % name, to_string=True)
-            except gdb.error:
-                pass
-
-
-def eval_address(expr, what="expression"):
-    v = eval_value(expr, what)
-    try:
-        return int(v) & 0xFFFFFFFFFFFFFFFF
-    except (gdb.error, ValueError, TypeError) as e:
-        raise UsageError("%s '%s' is not a pointer or number: %s" % (what, expr, e))
-
-
-def pointer_target_name(v):
-    """For a pointer value, the name of what it points to; else None."""
-    t = v.type.strip_typedefs()
-    if t.code != gdb.TYPE_CODE_PTR:
-        return None
-    tt = t.target()
-    name = tt.name or tt.strip_typedefs().tag or tt.strip_typedefs().name
-    return name
-
-
 # --------------------------------------------------------------------------
 # Argument parsing: options, L=<expr>, the rest an expression.
 
 def split_args(arg, flags=(), options=()):
     """Return (flags_set, options_dict, state, rest_tokens); state is a
     StateArg for L=<expr> / G=<expr>, or None."""
-    try:
-        tokens = gdb.string_to_argv(arg)
-    except gdb.error as e:
-        raise UsageError(str(e))
+    tokens = current().split(arg)
     got_flags, got_opts, state, rest = set(), {}, None, []
     i = 0
     while i < len(tokens):
@@ -432,98 +204,62 @@ def int_option(opts, name, default, minimum=0):
 
 # --------------------------------------------------------------------------
 
-def _truncation_note():
-    """A note for error lines when the loaded core file is cut short."""
-    try:
-        cut = core_truncation()
-    except (gdb.error, OSError):
-        return ""
-    if not cut:
-        return ""
-    return ("; note: the core file is truncated (%d of its %d bytes), so memory past its end is "
-            "missing: get a complete core" % cut)
-
-
-class LjCommand(gdb.Command):
+class LjCommand(object):
     """Base class.  Subclasses set NAME and USAGE, write a docstring (the
-    help text) and implement run(arg, from_tty) that returns text lines."""
+    help text) and implement run(arg, from_tty) that returns text lines and
+    run_json(arg, from_tty) that returns the same data as one dict."""
 
     NAME = None
     USAGE = None
     SUMMARY = None      # one line for 'help ljgdb'
     WORDS = ()          # its flags and options, completed on TAB
 
-    def __init__(self):
-        # No completer constant: complete() below offers the command's own
-        # words and falls back to gdb's expression completion.
-        super().__init__(self.NAME, gdb.COMMAND_DATA)
-
-    def complete(self, text, word):
-        """The command's words (flags, options, L=, G=) that start with the
-        argument being typed; else what gdb completes in an expression.
-        gdb replaces only `word` (it breaks words at '-' and '='), so each
-        answer is cut to the part after what precedes `word`."""
-        word = word or ""
-        token = text.split(" ")[-1]
-        lead = len(token) - len(word)
-        if lead < 0:
-            return gdb.COMPLETE_EXPRESSION
-        found = [w[lead:] for w in self.WORDS + ("--json", "L=", "G=") if w.startswith(token)]
-        if found or token.startswith("-"):
-            return found
-        return gdb.COMPLETE_EXPRESSION
-
-    def invoke(self, arg, from_tty):
+    def execute(self, arg, from_tty=False):
+        """The command's whole output as text (with its final newline), or
+        CommandError with its one line.  --json anywhere in arg: one JSON
+        document (docs/json.md); on failure {"command", "error"} is the
+        output and CommandError is raised too (its .output)."""
         arg, as_json = _json_flag(arg)
+        host = current()
         try:
             if as_json:
-                self._write_json(arg, from_tty)
-                return
+                doc = {"command": self.NAME}
+                doc.update(self.run_json(arg, from_tty))
+                note = host.truncation_note()
+                if note:
+                    doc.setdefault("notes", []).append(note[len("; note: "):])
+                return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
             out = self.run(arg, from_tty)
-            note = _truncation_note()
+            note = host.truncation_note()
             if out and note:
                 # What was read may stop short where the core does.
                 out.append("%s: %s" % (self.NAME, note[len("; note: "):]))
-            if out:
-                # Text from memory can hold a NUL, which gdb.write refuses.
-                gdb.write("\n".join(out).replace("\0", "\\0") + "\n")
+            # Text from memory can hold a NUL, which gdb.write refuses.
+            return "\n".join(out).replace("\0", "\\0") + "\n" if out else ""
         except (Exception, KeyboardInterrupt) as e:  # the one place that catches everything
-            try:
-                self._one_line(e)
-            except gdb.GdbError as err:
-                if as_json:
-                    gdb.write(json.dumps({"command": self.NAME, "error": str(err)},
-                                         ensure_ascii=False) + "\n")
-                raise
+            err = CommandError(self.failure_line(e))
+            err.output = json.dumps({"command": self.NAME, "error": str(err)},
+                                    ensure_ascii=False) + "\n" if as_json else ""
+            raise err
 
-    def _one_line(self, e):
-        """Raise exception e as the command's one line of error."""
+    def failure_line(self, e):
+        """The one line that says why the command failed with exception e."""
+        host = current()
+        if isinstance(e, CommandError):
+            return str(e)
         if isinstance(e, UsageError):
-            raise gdb.GdbError("%s: %s. Usage: %s%s" % (self.NAME, e, self.USAGE,
-                                                          _truncation_note()))
+            return "%s: %s. Usage: %s%s" % (self.NAME, e, self.USAGE, host.truncation_note())
         if isinstance(e, LjError):
-            raise gdb.GdbError("%s: %s%s" % (self.NAME, e, _truncation_note()))
+            return "%s: %s%s" % (self.NAME, e, host.truncation_note())
         if isinstance(e, KeyboardInterrupt):
-            raise gdb.GdbError("%s: interrupted (Ctrl-C); nothing was changed" % self.NAME)
-        if isinstance(e, gdb.GdbError):
-            raise e
-        if isinstance(e, gdb.error):
-            raise gdb.GdbError("%s: %s" % (self.NAME, str(e).rstrip(".")))
-        if PARAMS.get("debug") is not None and param("debug"):
+            return "%s: interrupted (Ctrl-C); nothing was changed" % self.NAME
+        own = host.error_text(e, self.NAME)
+        if own is not None:
+            return own
+        if param("debug"):
             traceback.print_exception(type(e), e, e.__traceback__)
-        raise gdb.GdbError("%s: internal error (%s: %s); 'set ljgdb debug on' shows a "
-                           "traceback" % (self.NAME, type(e).__name__, e))
-
-    def _write_json(self, arg, from_tty):
-        """--json: one JSON document, {"command": NAME, ...} (docs/json.md);
-        on failure {"command": NAME, "error": the one line}, and the command
-        fails as it does without --json."""
-        doc = {"command": self.NAME}
-        doc.update(self.run_json(arg, from_tty))
-        note = _truncation_note()
-        if note:
-            doc.setdefault("notes", []).append(note[len("; note: "):])
-        gdb.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        return "%s: internal error (%s: %s); %s" % (self.NAME, type(e).__name__, e,
+                                                   host.debug_hint)
 
     def run(self, arg, from_tty):
         raise NotImplementedError
@@ -543,21 +279,15 @@ def _json_flag(arg):
     return _JSON_RE.sub(" ", arg).strip(), True
 
 
-class HelpCommand(gdb.Command):
-    """ljgdb: Lua-level views of a LuaJIT process or core (help ljgdb lists them)."""
-
-    def __init__(self, classes):
-        lines = ["ljgdb: Lua-level views of a LuaJIT process or core.", "", "Commands:"]
-        for c in classes:
-            lines.append("  %-9s %s" % (c.NAME, c.SUMMARY))
-        lines += ["", "Every command takes L=<lua_State *> or G=<global_State *> to choose a "
-                  "state, and --json to print one JSON document (docs/json.md); 'help "
-                  "<command>' tells more.", "In gdb's own commands: bt shows the Lua frames "
-                  "(frame filter ljgdb-lua), print decodes LuaJIT's types (pretty-printer "
-                  "ljgdb).", "Settings: 'show ljgdb' lists them, 'set ljgdb <name> <value>' "
-                  "changes one."]
-        self.__doc__ = "\n".join(lines)
-        super().__init__("ljgdb", gdb.COMMAND_DATA, gdb.COMPLETE_NONE)
-
-    def invoke(self, arg, from_tty):
-        gdb.write(self.__doc__ + "\n")
+def help_text(classes):
+    """The text of 'help ljgdb'."""
+    lines = ["ljgdb: Lua-level views of a LuaJIT process or core.", "", "Commands:"]
+    for c in classes:
+        lines.append("  %-9s %s" % (c.NAME, c.SUMMARY))
+    lines += ["", "Every command takes L=<lua_State *> or G=<global_State *> to choose a "
+              "state, and --json to print one JSON document (docs/json.md); 'help "
+              "<command>' tells more.", "In gdb's own commands: bt shows the Lua frames "
+              "(frame filter ljgdb-lua), print decodes LuaJIT's types (pretty-printer "
+              "ljgdb).", "Settings: 'show ljgdb' lists them, 'set ljgdb <name> <value>' "
+              "changes one."]
+    return "\n".join(lines)

@@ -92,7 +92,7 @@ class _Context(object):
 
     def backtracer(self):
         if self.bt is None and not self.failed:
-            vm = display_vm()
+            vm = display_vm((gdb.error,))
             try:
                 self.bt = Backtracer(vm) if isinstance(vm, VM) else None
             except (LjError, FaultError, CorruptError, gdb.error):

@@ -1,8 +1,6 @@
 """lbt: the Lua backtrace of a thread (or of all of them)."""
-import gdb
-
 from ..gdb_ext.backtrace import Backtracer
-from ..gdb_ext.errors import CorruptError, FaultError, LjError
+from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.frames import cached_proto, frame_locals, frame_upvalues
 from ..gdb_ext.threadscan import ThreadScanner, group
 from .base import LjCommand, UsageError, get_vm, param, split_args
@@ -398,23 +396,3 @@ Example:
         else:
             doc["threads"] = items
         return doc
-
-
-class LuaWhere(gdb.Function):
-    """$lua_where(): where the selected Lua thread stands, as chunk:line of
-its innermost Lua frame (what lthreads shows as 'where'): "-" when it has no
-Lua frame, "?" when that cannot be known at this moment.  For breakpoint
-conditions and scripts:
-  break lj_tab_new if $_streq($lua_where(), "app.lua:42")"""
-
-    def __init__(self):
-        super().__init__("lua_where")
-
-    def invoke(self):
-        try:
-            vm = get_vm()
-            fmt = BtFormat(vm)
-            where = fmt.where(fmt.bt.backtrace(vm.L))
-        except (LjError, UsageError, FaultError, CorruptError) as e:
-            raise gdb.GdbError("$lua_where: %s" % e)
-        return where.split(" ", 1)[0] if where.startswith("?") else where

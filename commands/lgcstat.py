@@ -1,8 +1,6 @@
 """lgcstat: every GC object and every byte the collector counts, per type."""
 import sys
 
-import gdb
-
 from ..gdb_ext import consts as C
 from ..gdb_ext.errors import CorruptError, FaultError, LjError
 from ..gdb_ext.gcstat import HEADER_STRUCT, TYPE_ORDER, HeapWalker
@@ -10,6 +8,7 @@ from ..gdb_ext.jit import TraceObj, jit_state
 from ..gdb_ext.objects import Cdata, Proto, Str, Tab, Thread, Udata
 from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
 from .format import chunk_display, func_text, hexa, proto_site, quote
+from .host import current
 
 TYPE_TEXT = {C.GCT_STR: "string", C.GCT_UPVAL: "upvalue", C.GCT_THREAD: "thread",
              C.GCT_PROTO: "prototype", C.GCT_FUNC: "function", C.GCT_TRACE: "trace",
@@ -68,7 +67,7 @@ Example:
                 progress.clear()
                 progress = None
             if walker.st.objects:
-                gdb.write("\n".join(partial_report(walker.st)) + "\n")
+                current().write("\n".join(partial_report(walker.st)) + "\n")
             raise
         finally:
             if progress is not None:
@@ -90,14 +89,12 @@ class _Progress(object):
         self.shown = False
 
     def __call__(self, n):
-        gdb.write("\rlgcstat: %d objects walked (Ctrl-C stops)..." % n)
-        gdb.flush()
+        current().write("\rlgcstat: %d objects walked (Ctrl-C stops)..." % n)
         self.shown = True
 
     def clear(self):
         if self.shown:
-            gdb.write("\r%s\r" % (" " * 60))
-            gdb.flush()
+            current().write("\r%s\r" % (" " * 60))
 
 
 def data(vm, st, top, by_chunk):

@@ -1,9 +1,9 @@
 """linfo: what LuaJIT this is and where its state lives."""
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.gdbtarget import active_match
 from ..gdb_ext.runtime import jit_version
 from ..gdb_ext.vmstack import locate
 from .base import LjCommand, UsageError, get_vm, split_args
+from .host import current
 from .format import hexa
 
 
@@ -59,7 +59,7 @@ Example:
         if lay.has_cur_L:
             cur = vm.cur_L
             out.append(("cur_L", "(lua_State *)0x%x" % cur if cur else "NULL"))
-        m = active_match()
+        m = current().profile_match()
         prof = m.profile if m is not None else None
         out.append(("layout", "layout profile %s, chosen by %s (the binary has no DWARF for "
                               "LuaJIT); the VM's code labels %s" % (

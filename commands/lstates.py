@@ -1,9 +1,9 @@
 """lstates: every LuaJIT VM in the process."""
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.gdbtarget import frame_candidates
 from ..gdb_ext.state import VM
 from ..gdb_ext.vmfind import list_states
 from .base import LjCommand, UsageError, check_environment, split_args
+from .host import current
 from .format import hexa
 
 
@@ -57,7 +57,7 @@ Example:
         if rest or state is not None:
             raise UsageError("lstates takes no arguments: it lists every Lua state")
         target, lay = check_environment()
-        states, problem = list_states(target, lay, frame_candidates(lay))
+        states, problem = list_states(target, lay, current().frame_candidates(lay))
         items = []
         for s in states:
             vm = VM(target, lay, s.G)

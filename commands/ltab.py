@@ -1,8 +1,5 @@
 """ltab: dump a Lua table."""
-import gdb
-
-from .base import LjCommand, UsageError, eval_value, get_vm, int_option, param, \
-    pointer_target_name, split_args
+from .base import LjCommand, UsageError, get_vm, int_option, operand, param, split_args
 from .format import hexa, table_data, table_header, table_lines
 from ..gdb_ext.objects import Tab, decode_tv
 
@@ -51,22 +48,17 @@ Example:
             raise UsageError("--depth must be at most %d" % MAX_DEPTH)
         limit = int_option(opts, "limit", param("max-entries"), 0)
         expr = " ".join(rest)
-        v = eval_value(expr)
-        tname = pointer_target_name(v)
+        v = operand(expr)
+        tname, addr = v.pointee, v.value
         vm = get_vm(L_expr)
-        t = v.type.strip_typedefs()
-        if (t.tag or t.name) == "GCRef":
+        if v.type_name == "GCRef" and v.ref is not None:
             # A GCRef (L->env, a metatable field): the object it holds.
-            v = v[t.fields()[0].name]
-            tname = None
-        elif (t.tag or t.name) == "TValue" and v.address is not None:
-            v = v.address
-            tname = "TValue"
-        try:
-            addr = int(v) & 0xFFFFFFFFFFFFFFFF
-        except gdb.error:
+            addr, tname = v.ref, None
+        elif v.type_name == "TValue" and v.address is not None:
+            addr, tname = v.address, "TValue"
+        if addr is None:
             raise UsageError("'%s' is a %s, expected a GCtab *, a TValue * or a GCRef"
-                             % (expr, t.tag or t.name or "value"))
+                             % (expr, v.type_name or "value"))
         if tname == "TValue":
             tv = decode_tv(vm, vm.t.u64(addr, "TValue"))
             if tv.kind != "table":

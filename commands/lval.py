@@ -1,12 +1,9 @@
 """lval: decode a TValue, a GC object or a stack slot."""
-import gdb
-
-from ..gdb_ext.errors import CorruptError, FaultError, LjError
+from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.objects import (KIND_GCT, Func, Proto, Str, Tab, Thread, Value, decode_tv,
                                gc_kind_at, looks_like_gc_object, read_object, split_tv)
 from ..gdb_ext import consts as C
-from .base import LjCommand, UsageError, eval_value, get_vm, param, pointer_target_name, \
-    split_args
+from .base import LjCommand, UsageError, get_vm, operand, param, split_args
 from .format import chunk_display, hexa, quote, table_header, value_text
 
 # Pointer types that name a GC object directly.
@@ -59,8 +56,7 @@ Example:
         if len(rest) >= 2 and _is_int(rest[-1]):
             head = " ".join(rest[:-1])
             try:
-                hv = eval_value(head)
-                if pointer_target_name(hv) == "lua_State":
+                if operand(head).pointee == "lua_State":
                     expr, slot = head, int(rest[-1], 0)
             except UsageError:
                 if head == "L":
@@ -71,9 +67,8 @@ Example:
             vm = get_vm(L_expr)
             addr, tname = vm.L, "lua_State"
         else:
-            v = eval_value(expr)
-            addr = int(v) & 0xFFFFFFFFFFFFFFFF if _is_scalar(v) else None
-            tname = pointer_target_name(v)
+            v = operand(expr)
+            addr, tname = v.value, v.pointee
         if slot is not None:
             if not selected:
                 vm = get_vm(L_expr if L_expr is not None else expr)
@@ -98,9 +93,8 @@ Example:
         vm = get_vm(L_expr)
         if addr is None:
             # A TValue (not a pointer): use its address when it has one.
-            t = v.type.strip_typedefs()
-            if (t.tag or t.name) == "TValue" and v.address is not None:
-                return self._tv(vm, int(v.address), "", "raw" in flags, maxs)
+            if v.type_name == "TValue" and v.address is not None:
+                return self._tv(vm, v.address, "", "raw" in flags, maxs)
             raise UsageError("'%s' is not a pointer or an address" % expr)
         if tname in _GC_POINTERS:
             kind = _GC_POINTERS[tname] or gc_kind_at(vm, addr)
@@ -224,31 +218,3 @@ def _is_int(tok):
         return True
     except ValueError:
         return False
-
-
-def _is_scalar(v):
-    from gdb import TYPE_CODE_PTR, TYPE_CODE_INT, TYPE_CODE_ENUM
-    return v.type.strip_typedefs().code in (TYPE_CODE_PTR, TYPE_CODE_INT, TYPE_CODE_ENUM)
-
-
-class LuaValue(gdb.Function):
-    """$lua_value(tv): the Lua value of a TValue (a TValue, a TValue * or an
-address), as lval prints it ('"hello"', '42', 'table: (GCtab *)0x...'), for
-conditions and scripts:
-  break lj_tab_newkey if $_streq($lua_value(key), "\\"sessions\\"")"""
-
-    def __init__(self):
-        super().__init__("lua_value")
-
-    def invoke(self, tv):
-        try:
-            t = tv.type.strip_typedefs()
-            if t.code in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION) and tv.address is not None:
-                addr = int(tv.address)
-            else:
-                addr = int(tv) & 0xFFFFFFFFFFFFFFFF
-            vm = get_vm()
-            return value_text(vm, decode_tv(vm, vm.t.u64(addr, "TValue")),
-                              param("max-string"))
-        except (LjError, UsageError, FaultError, CorruptError, gdb.error, ValueError) as e:
-            raise gdb.GdbError("$lua_value: %s" % e)

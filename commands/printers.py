@@ -43,7 +43,7 @@ def _vm():
     the cache is cleared before each prompt and when the process runs or
     stops."""
     if "vm" not in _cache:
-        _cache["vm"] = display_vm()
+        _cache["vm"] = display_vm((gdb.error,))
     return _cache["vm"]
 
 

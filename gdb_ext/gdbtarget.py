@@ -11,6 +11,7 @@ import gdb  # noqa: F401  (only importable inside gdb)
 
 from . import corefile
 from .errors import FaultError, NotLuaJITError
+from .state import STATE_REGISTERS, register_candidates
 from .target import FLATTEN_DEPTH, Field, MachineFrame, Target, TypeInfo
 
 _ADDR_RE = re.compile(r"0x[0-9a-fA-F]+")
@@ -284,23 +285,18 @@ def _register_reader(frame):
 
 
 def _arch_state_registers():
-    """(register, offset base) pairs that hold VM pointers in VM frames:
-    x64 DISPATCH is r14 (= GG + offsetof(GG_State, dispatch)), arm64 GL is
-    x22 (= G itself); R vm_x64.dasc / vm_arm64.dasc register definitions."""
     try:
         name = gdb.selected_inferior().architecture().name()
     except (gdb.error, AttributeError):
         return ()
-    if "x86-64" in name:
-        return (("r14", "dispatch"),)
-    if "aarch64" in name:
-        return (("x22", "g"),)
-    return ()
+    return STATE_REGISTERS.get("x86_64" if "x86-64" in name else
+                               "aarch64" if "aarch64" in name else name, ())
 
 
 def frame_candidates(lay, max_frames=64):
     """Candidate state pointers from the stack: ('L' or 'G', address, where),
-    innermost frame first.  Reads symbols and registers only."""
+    innermost frame first, up to the first frame without a name (past it
+    gdb unwinds by guessing).  Reads symbols and registers only."""
     out = []
     try:
         frame = gdb.selected_frame()
@@ -344,18 +340,11 @@ def frame_candidates(lay, max_frames=64):
                 break
             block = block.superblock
         if fname is None or fname.startswith("lj_vm_") or fname.startswith("lj_BC_"):
-            for reg, base in regs:
-                try:
-                    v = int(frame.read_register(reg)) & 0xFFFFFFFFFFFFFFFF
-                except (gdb.error, ValueError):
-                    continue
-                if base == "dispatch":
-                    G = v - lay.GG.dispatch + lay.GG.g
-                else:
-                    G = v
-                if G < 0x10000:
-                    continue            # not a pointer (at starti the register is 0)
-                out.append(("G", G, "frame #%d %s: register %s" % (num, fname or "??", reg)))
+            out.extend(register_candidates(lay, regs, _register_reader(frame), num, fname))
+        if fname is None:
+            # Code without a symbol (a JIT trace) has no unwind information:
+            # gdb's frames beyond it are guesses.
+            break
         try:
             frame = frame.older()
         except gdb.error:
@@ -552,18 +541,6 @@ def syscall_names():
 _active = {}
 
 
-class ProfileMatch(object):
-    """The profile in use: how it was chosen, where its anchor symbol is,
-    and whether the VM's code labels hold (this file's code is the
-    profile's)."""
-
-    def __init__(self, profile, base, how, labels):
-        self.profile = profile
-        self.base = base
-        self.how = how
-        self.labels = labels
-
-
 def active_match():
     """The ProfileMatch for the loaded files when gdb has no DWARF for
     LuaJIT's types, else None; chosen once per set of files."""
@@ -597,19 +574,6 @@ def _anchor_address(prof):
         return None
 
 
-def _code_matches(prof, base):
-    """The VM's machine code in memory is the profile's (its sha256)."""
-    import hashlib
-    if base is None or prof.code_sha256 is None or prof.vm_begin is None or prof.vm_end is None:
-        return False
-    try:
-        data = gdb.selected_inferior().read_memory(base + prof.vm_begin,
-                                                   prof.vm_end - prof.vm_begin).tobytes()
-    except (gdb.error, gdb.MemoryError, ValueError):
-        return False
-    return hashlib.sha256(data).hexdigest() == prof.code_sha256
-
-
 _why_none = [None]      # why no profile was chosen by version string, if one had it
 
 
@@ -619,24 +583,12 @@ def profile_failure():
     return _why_none[0] if active_match() is None else None
 
 
+def _read_memory(addr, n):
+    return gdb.selected_inferior().read_memory(addr, n).tobytes()
+
+
 def _choose(objfiles):
     from . import profiles
-    _why_none[0] = None
-    known = profiles.by_build_id()
-    for o in objfiles:
-        bid = getattr(o, "build_id", None)
-        if bid and bid in known:
-            prof = known[bid]
-            return ProfileMatch(prof, _anchor_address(prof), "the build-id %s" % bid, True)
-    found = luajit_symbol()
-    if found is None:
-        return None
-    version = profiles.file_version(found[1])
-    arch = GdbTarget().arch
-    cands = profiles.by_version(version, arch) if version else []
-    if not cands:
-        _why_none[0] = None
-        return None
     from .layout import Layout
     from .vmfind import list_states
 
@@ -644,20 +596,11 @@ def _choose(objfiles):
         t = _ProfileTarget(prof)
         lay = Layout(t)
         return list_states(t, lay, frame_candidates(lay))[0]
-    fits = profiles.consistent(cands, states_under)
-    if len(fits) != 1:
-        _why_none[0] = (
-            "%d layout profile%s %s LuaJIT's version string %r, but the process's memory fits "
-            "%s" % (len(cands), "" if len(cands) == 1 else "s",
-                    "has" if len(cands) == 1 else "have", version,
-                    "none of them" if not fits else "%d of them (%s): no one layout is sure" % (
-                        len(fits), ", ".join(os.path.basename(p.path) for p in fits))))
-        return None
-    prof = fits[0]
-    base = _anchor_address(prof)
-    return ProfileMatch(prof, base, "the version string %r and a global_State consistent "
-                        "under its layout (of %d profiles with that version)"
-                        % (version, len(cands)), _code_matches(prof, base))
+    found = luajit_symbol()
+    match, _why_none[0] = profiles.choose(
+        [getattr(o, "build_id", None) for o in objfiles], found[1] if found else None,
+        GdbTarget().arch, states_under, _anchor_address, _read_memory)
+    return match
 
 
 class _ProfileTarget(GdbTarget):

@@ -152,3 +152,60 @@ def consistent(candidates, states_under):
         except (NotLuaJITError, FaultError, CorruptError):
             continue
     return out
+
+
+class ProfileMatch(object):
+    """The profile in use: how it was chosen, where its anchor symbol is,
+    and whether the VM's code labels hold (this file's code is the
+    profile's)."""
+
+    def __init__(self, profile, base, how, labels):
+        self.profile = profile
+        self.base = base
+        self.how = how
+        self.labels = labels
+
+
+def code_matches(prof, base, read):
+    """The VM's machine code in memory is the profile's (its sha256);
+    read(addr, n) gives memory or raises."""
+    import hashlib
+    if base is None or prof.code_sha256 is None or prof.vm_begin is None or prof.vm_end is None:
+        return False
+    try:
+        data = read(base + prof.vm_begin, prof.vm_end - prof.vm_begin)
+    except Exception:       # any backend's read failure: then the labels do not hold
+        return False
+    return hashlib.sha256(data).hexdigest() == prof.code_sha256
+
+
+def choose(build_ids, luajit_file, arch, states_under, anchor_address, read):
+    """(ProfileMatch or None, why none fits though profiles have the
+    version, or None).  build_ids: of the loaded files; luajit_file: the
+    file that holds LuaJIT's code (or None); states_under(profile): the VMs
+    found under that layout; anchor_address(profile): where its anchor
+    symbol is; read(addr, n): memory."""
+    known = by_build_id()
+    for bid in build_ids:
+        if bid and bid in known:
+            prof = known[bid]
+            return ProfileMatch(prof, anchor_address(prof), "the build-id %s" % bid, True), None
+    if luajit_file is None:
+        return None, None
+    version = file_version(luajit_file)
+    cands = by_version(version, arch) if version else []
+    if not cands:
+        return None, None
+    fits = consistent(cands, states_under)
+    if len(fits) != 1:
+        return None, (
+            "%d layout profile%s %s LuaJIT's version string %r, but the process's memory fits "
+            "%s" % (len(cands), "" if len(cands) == 1 else "s",
+                    "has" if len(cands) == 1 else "have", version,
+                    "none of them" if not fits else "%d of them (%s): no one layout is sure" % (
+                        len(fits), ", ".join(os.path.basename(p.path) for p in fits))))
+    prof = fits[0]
+    base = anchor_address(prof)
+    return ProfileMatch(prof, base, "the version string %r and a global_State consistent "
+                        "under its layout (of %d profiles with that version)"
+                        % (version, len(cands)), code_matches(prof, base, read)), None

@@ -234,6 +234,29 @@ class _Bare(object):
         self.G = G
 
 
+# Registers that hold a VM pointer while the VM's own code runs (and in its
+# frames, being callee-saved): x64 DISPATCH is r14 (= GG +
+# offsetof(GG_State, dispatch)), arm64 GL is x22 (= G itself); R
+# vm_x64.dasc / vm_arm64.dasc register definitions.
+STATE_REGISTERS = {"x86_64": (("r14", "dispatch"),), "aarch64": (("x22", "g"),)}
+
+
+def register_candidates(lay, regs, read, num, fname):
+    """Candidates ('G', address, where) from the registers of a VM frame:
+    regs is STATE_REGISTERS' entry, read(name) a register's value or None,
+    num and fname the frame's number and name (for `where`)."""
+    out = []
+    for reg, base in regs:
+        v = read(reg)
+        if v is None:
+            continue
+        G = v - lay.GG.dispatch + lay.GG.g if base == "dispatch" else v
+        if G < 0x10000:
+            continue            # not a pointer (at starti the register is 0)
+        out.append(("G", G, "frame #%d %s: register %s" % (num, fname or "??", reg)))
+    return out
+
+
 def make_vm(target, lay, explicit_L=None, candidates=(), explicit_G=None, search=True):
     """Choose the state.  explicit_L (from L=<expr>) wins, then explicit_G
     (G=<expr>); otherwise the first valid candidate (kind 'L' or 'G',

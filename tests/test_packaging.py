@@ -57,6 +57,14 @@ def test_install_in_a_virtualenv(tmp_path):
                           stderr=subprocess.STDOUT, cwd=str(tmp_path), env=env)
     assert prof.returncode == 0 and b'"build_id"' in prof.stdout, prof.stdout[-2000:]
     assert os.path.isdir(os.path.join(site, "profiles"))
+    # The installed core reader (python3 -m ljgdb CORE ...) prints what the
+    # checkout's prints, on a core of that host.
+    stop = __import__("harness").Stop("r21-gc64", "bt.lua", ["lbt"], str(tmp_path / "run"),
+                                      args=["nest"])
+    reader = subprocess.run([py, "-m", "ljgdb", stop.core, host, "lbt"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, cwd=str(tmp_path), env=env)
+    assert reader.returncode == 0, reader.stdout.decode()[-2000:]
+    assert reader.stdout.decode().rstrip("\n") == stop.out("core", "lbt").rstrip("\n")
     # --append adds it to ~/.gdbinit once.
     home = str(tmp_path / "home")
     os.makedirs(home)

@@ -1,0 +1,184 @@
+"""The core reader: ljgdb's commands on a core file without gdb.
+
+  python3 -m ljgdb CORE [BINARY] COMMAND [ARGS...]
+
+CORE is an ELF core (from the kernel, systemd-coredump or gcore); BINARY is
+the program that wrote it (by default the core's own record of it).  The
+files the core names are read from where the core says they were mapped;
+LuaJIT's layout comes from DWARF (the file's own or its separate debug file
+under /usr/lib/debug) or from a layout profile.  The output is what the
+command prints inside gdb on the same core."""
+import os
+import re
+import shlex
+import sys
+
+from ..gdb_ext import corefile
+from ..gdb_ext.errors import LjError
+from .base import CommandError, UsageError, help_text
+from .host import SETTINGS, Host, Operand, install
+
+USAGE = "python3 -m ljgdb CORE [BINARY] COMMAND [ARGS...]  (or --help)"
+
+
+class CoreHost(Host):
+    """The Host of the core reader: one core, its files, default settings
+    unless --set changed them."""
+
+    name = "core"
+    debug_hint = "--set debug=on (before CORE) shows a traceback"
+
+    def __init__(self, path, executable=None, settings=None):
+        self.path = path
+        self.executable = executable
+        self.settings = {k: v[1] for k, v in SETTINGS.items()}
+        self.settings.update(settings or {})
+        self._target = self._lay = None
+
+    def target_and_layout(self):
+        if self._lay is None:
+            from ..gdb_ext.coredump import Core
+            from ..gdb_ext.coretarget import open_target
+            from ..gdb_ext.layout import Layout
+            try:
+                core = Core(self.path, self.executable)
+            except (OSError, ValueError) as e:
+                raise LjError(str(e))
+            target = open_target(core)
+            self._lay = Layout(target)
+            self._target = target
+        return self._target, self._lay
+
+    def check_environment(self):
+        target, lay = self.target_and_layout()
+        if self.param("check-build-id"):
+            from ..gdb_ext.coretarget import core_mismatch
+            mismatch = core_mismatch(target.core, self.path)
+            if mismatch:
+                raise LjError("%s; give the files that wrote the core (python3 -m ljgdb CORE "
+                              "BINARY ..., with the same library versions), or --set "
+                              "check-build-id=off to go on at your own risk" % mismatch)
+        return target, lay
+
+    def frame_candidates(self, lay):
+        from ..gdb_ext.coretarget import frame_candidates
+        return frame_candidates(self._target, lay)
+
+    def operand(self, expr, what="expression"):
+        return parse_operand(expr, what)
+
+    def split(self, arg):
+        try:
+            return shlex.split(arg or "")
+        except ValueError as e:
+            raise UsageError(str(e))
+
+    def param(self, name):
+        return self.settings[name]
+
+    def write(self, text):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    def error_text(self, e, name):
+        if isinstance(e, ImportError):
+            return ("%s: the core reader reads DWARF with pyelftools (pip install pyelftools, or "
+                    "Debian's python3-pyelftools): %s" % (name, e))
+        return None
+
+    def truncation_note(self):
+        cut = corefile.truncation(self.path)
+        if not cut:
+            return ""
+        return ("; note: the core file is truncated (%d of its %d bytes), so memory past its "
+                "end is missing: get a complete core" % cut)
+
+    def profile_match(self):
+        self.target_and_layout()
+        return self._target.match
+
+
+_NUMBER = r"(-?(?:0[xX][0-9a-fA-F]+|[0-9]+))"
+_CAST_RE = re.compile(r"^\(\s*(?:struct\s+|union\s+)?([A-Za-z_][A-Za-z_0-9]*)\s*(\*+)\s*\)\s*"
+                      + _NUMBER + r"$")
+_NUMBER_RE = re.compile("^" + _NUMBER + "$")
+
+
+def parse_operand(expr, what="expression"):
+    """What the core reader takes where gdb takes an expression: a number
+    (an address) or a pointer cast of one, (GCtab *)0x7f...; anything else
+    is a UsageError that says so."""
+    text = expr.strip()
+    m = _NUMBER_RE.match(text)
+    if m:
+        return Operand(value=int(m.group(1), 0) & 0xFFFFFFFFFFFFFFFF)
+    m = _CAST_RE.match(text)
+    if m:
+        pointee = m.group(1) if len(m.group(2)) == 1 else "pointer"
+        return Operand(value=int(m.group(3), 0) & 0xFFFFFFFFFFFFFFFF, pointee=pointee)
+    raise UsageError("the core reader takes an address, 0x7f... or a cast such as (GCtab *)0x7f..., "
+                     "where gdb takes an expression; %s '%s' is not one" % (what, expr))
+
+
+def _commands():
+    from . import command_classes
+    return {c.NAME: c for c in command_classes(with_gdb_only=False)}
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cmds = _commands()
+    settings = {}
+    while argv and argv[0].startswith("--set"):
+        opt = argv.pop(0)
+        val = opt[len("--set="):] if opt.startswith("--set=") else (argv.pop(0) if argv else "")
+        name, _, value = val.partition("=")
+        if name not in SETTINGS or not value:
+            return _fail("--set takes NAME=VALUE with NAME one of %s"
+                         % ", ".join(sorted(SETTINGS)))
+        kind = SETTINGS[name][0]
+        if kind == "bool" and value in ("on", "off"):
+            settings[name] = value == "on"
+        elif kind == "uint" and value.isdigit():
+            settings[name] = int(value)
+        else:
+            return _fail("--set %s takes %s" % (name, "on or off" if kind == "bool"
+                                                 else "a number"))
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write("usage: %s\n\n%s\n\nOptions before CORE: --set NAME=VALUE (%s).\n"
+                         % (USAGE, help_text(list(cmds.values())).split("\nIn gdb's")[0],
+                            ", ".join(sorted(SETTINGS))))
+        return 0 if argv else 2
+    core = argv.pop(0)
+    binary = None
+    if argv and argv[0] not in cmds:
+        if not os.path.exists(argv[0]):
+            return _fail("'%s' is neither a command (%s) nor a file" % (argv[0], ", ".join(cmds)))
+        binary = argv.pop(0)
+    if not argv:
+        return _fail("name a command (%s) after the core%s" % (", ".join(cmds),
+                                                               " and the binary" if binary else ""))
+    name = argv.pop(0)
+    if name not in cmds:
+        return _fail("'%s' is not a command of the core reader (%s)" % (name, ", ".join(cmds)))
+    for path, what in ((core, "core file"), (binary, "binary")):
+        if path is not None and not os.path.isfile(path):
+            return _fail("%s '%s' does not exist or is not a file" % (what, path))
+    install(CoreHost(core, binary, settings))
+    if argv and argv[0] in ("-h", "--help"):
+        sys.stdout.write((cmds[name].__doc__ or "").replace("(gdb) ", "$ ") + "\n")
+        return 0
+    try:
+        out = cmds[name]().execute(" ".join(shlex.quote(a) for a in argv))
+    except CommandError as e:
+        if e.output:
+            sys.stdout.write(e.output)
+        sys.stderr.write("%s\n" % e)
+        return 1
+    sys.stdout.write(out)
+    return 0
+
+
+def _fail(line):
+    sys.stderr.write("ljgdb: %s; usage: %s\n" % (line, USAGE))
+    return 1

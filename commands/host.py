@@ -1,0 +1,117 @@
+"""Where the commands run: inside gdb (commands.gdbhost) or in the core
+reader without gdb (commands.corehost, python3 -m ljgdb CORE ...).
+
+A command parses its argument, asks the engine and formats; what it needs
+from its surroundings goes through the one Host that is current:
+
+  target_and_layout()   the Target and Layout to read with, or LjError
+  check_environment()   the same, after checking there is memory to read
+                        (a stopped process or a core that fits the files)
+  frame_candidates(lay) state pointers the stack frames hold (gdbtarget's
+                        shape: ('L' or 'G', address, where))
+  operand(expr, what)   an Operand: what an argument expression denotes
+  split(arg)            the words of a command line, as gdb splits them
+  param(name)           a setting's value (SETTINGS gives the defaults)
+  write(text)           text out (partial reports before an error line)
+  error_text(e, name)   the one line of command `name` failing with one of
+                        the host's own exceptions, or None
+  truncation_note()     '; note: ...' when the core file is cut short
+  profile_match()       the layout profile in use (profiles.ProfileMatch)
+"""
+
+# name -> (kind, default, doc, set_doc, show_doc); kind is 'uint' or 'bool'.
+SETTINGS = {
+    "max-string": (
+        "uint", 200,
+        "Bytes of a Lua string shown before it is cut (its length is shown).",
+        "Set the number of string bytes ljgdb shows.", "Bytes of a string ljgdb shows"),
+    "max-entries": (
+        "uint", 100,
+        "Entries of a table ltab shows before it stops.",
+        "Set the number of table entries ljgdb shows.", "Table entries ljgdb shows"),
+    "heap-cache": (
+        "uint", 1024,
+        "Megabytes of heap memory a heap walk (lgcstat) keeps read at most.\n"
+        "Heaps larger than this are walked in address order where LuaJIT's lists allow.",
+        "Set the megabytes of memory a heap walk keeps.", "Megabytes a heap walk keeps"),
+    "check-build-id": (
+        "bool", True,
+        "Refuse a core whose ELF build-id at LuaJIT's address differs from the loaded file's.\n"
+        "Off: read it anyway (a core from before a library upgrade, a debug file added by\n"
+        "add-symbol-file); structures that changed between the two builds read wrong.",
+        "Set whether ljgdb checks a core's build-ids.", "Whether ljgdb checks a core's build-ids"),
+    "debug": (
+        "bool", False,
+        "Show a Python traceback when an ljgdb command fails unexpectedly.",
+        "Set whether ljgdb shows tracebacks.", "Whether ljgdb shows tracebacks"),
+}
+
+
+class Operand(object):
+    """What an argument expression denotes, in the terms the commands ask:
+    value: its number when it is a pointer, an integer or an enum, else None
+    pointee: the name of the type a pointer points to ('GCtab', 'void'), or
+             None when it is not a pointer
+    type_name: the name of a struct or union value ('TValue', 'GCRef'), else
+             None; address: where such a value is (None when nowhere)
+    ref: for a GCRef value, the pointer it holds"""
+
+    __slots__ = ("value", "pointee", "type_name", "address", "ref")
+
+    def __init__(self, value=None, pointee=None, type_name=None, address=None, ref=None):
+        self.value = value
+        self.pointee = pointee
+        self.type_name = type_name
+        self.address = address
+        self.ref = ref
+
+
+class Host(object):
+    """The interface; see the module's text."""
+
+    name = "host"
+    debug_hint = "'set ljgdb debug on' shows a traceback"
+
+    def target_and_layout(self):
+        raise NotImplementedError
+
+    def check_environment(self):
+        raise NotImplementedError
+
+    def frame_candidates(self, lay):
+        return []
+
+    def operand(self, expr, what="expression"):
+        raise NotImplementedError
+
+    def split(self, arg):
+        raise NotImplementedError
+
+    def param(self, name):
+        return SETTINGS[name][1]
+
+    def write(self, text):
+        raise NotImplementedError
+
+    def error_text(self, e, name):
+        return None
+
+    def truncation_note(self):
+        return ""
+
+    def profile_match(self):
+        return None
+
+
+_current = [None]
+
+
+def current():
+    if _current[0] is None:
+        raise RuntimeError("no ljgdb host: load ljgdb.py in gdb, or run python3 -m ljgdb")
+    return _current[0]
+
+
+def install(host):
+    _current[0] = host
+    return host

@@ -1,0 +1,274 @@
+"""Target backend over a core file without gdb (the core reader, python3 -m
+ljgdb CORE ...): memory, threads and loaded files from gdb_ext.coredump,
+LuaJIT's layout from the DWARF of the file that holds LuaJIT (read once
+with pyelftools and kept as a layout profile in a cache directory, by
+build-id) or from a shipped layout profile (gdb_ext.profiles), as the gdb
+backend takes one.  Nothing here imports gdb."""
+import json
+import os
+
+from . import corefile, profiles
+from .errors import LjError, NotLuaJITError
+from .state import STATE_REGISTERS, register_candidates
+from .target import MachineFrame, Target
+from .vmstack import VM_CODE_PREFIXES
+
+# Functions every LuaJIT build exports (as gdbtarget.LUAJIT_SYMBOLS).
+LUAJIT_SYMBOLS = ("luaL_newstate", "lua_newstate", "luaJIT_setmode", "lua_pcall")
+
+
+def cache_dir():
+    """Where layouts read from DWARF are kept, by build-id."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "ljgdb", "layouts")
+
+
+class CoreTarget(Target):
+    """A core file read with gdb_ext.coredump.Core.  layout: the Profile
+    (gdb_ext.profiles) LuaJIT's types come from; match: the ProfileMatch
+    when that profile was chosen for a build without DWARF (its VM labels
+    name code the symbol table does not), else None."""
+
+    description = "core file"
+
+    def __init__(self, core, layout=None, match=None, thread=0):
+        super().__init__()
+        self.core = core
+        self.layout = layout
+        self.match = match
+        self.thread = thread
+        self.arch = "x86_64"
+        self._frames = None
+        self.unwind_stop = None
+        self._blocks = {}            # file -> framevars.DwarfBlocks
+
+    def read_raw(self, addr, n):
+        return self.core.read(addr, n)
+
+    def symbol(self, name):
+        addr = self.core.symbol(name)
+        m = self.match
+        if addr is None and m is not None and m.labels and m.base is not None:
+            off = m.profile.symbol_offset(name)
+            if off is not None:
+                addr = m.base + off
+        return addr
+
+    def symbolize(self, addr):
+        name = self.core.symbolize(addr)
+        m = self.match
+        if name is None and m is not None and m.labels and m.base is not None:
+            name = m.profile.symbol_at(addr - m.base)
+        return name
+
+    def objfile_of(self, addr):
+        return self.core.objfile_of(addr)
+
+    def type_info(self, name):
+        return self.layout.type_info(name) if self.layout is not None else None
+
+    def constant(self, name):
+        return self.layout.constant(name) if self.layout is not None else None
+
+    def enum_members(self, name):
+        return self.layout.enum_members(name) if self.layout is not None else None
+
+    def regions(self):
+        return self.core.regions()
+
+    def machine_frames(self, max_frames=64):
+        """The selected thread's frames as the unwind information (CFI) of
+        the loaded files gives them, with a frame for each function
+        inlined at a pc (as gdb shows them); the unwinder's reason for
+        stopping early is kept in self.unwind_stop."""
+        return [f[0] for f in self.frame_facts()[:max_frames]]
+
+    def frame_facts(self):
+        """[(MachineFrame, variables, link-time pc, load bias, frame base,
+        CFA)]: each frame with what framevars.read_variables needs."""
+        if self._frames is not None:
+            return self._frames
+        from .framevars import register_reader
+        self._frames = out = []
+        threads = self.core.threads
+        if not threads:
+            self.unwind_stop = "the core has no thread"
+            return out
+        frames, self.unwind_stop = self.core.unwind(threads[self.thread].regs, 64)
+        for i, (pc, regs) in enumerate(frames):
+            # (A caller's pc is a return address: the call is before it.)
+            lookup = pc if i == 0 else pc - 1
+            cfa = frames[i + 1][1].get("rsp") if i + 1 < len(frames) else None
+            img = self.core.image_of(lookup)
+            blocks = self._dwarf_blocks(img)
+            bias = img.bias if img is not None else 0
+            chain = blocks.chain(lookup - bias) if blocks is not None else []
+            reg = register_reader(frames, i)
+            if not chain:
+                name = self.symbolize(lookup)
+                out.append((MachineFrame(len(out), pc, name, False, reg), (), lookup - bias,
+                            bias, None, cfa))
+                continue
+            for name, variables, frame_base in chain:
+                debug = not (name or "").startswith(VM_CODE_PREFIXES)
+                out.append((MachineFrame(len(out), pc, name, debug, reg), variables,
+                            lookup - bias, bias, frame_base, cfa))
+        return out
+
+
+    def _dwarf_blocks(self, img):
+        """The framevars.DwarfBlocks of img's DWARF (one per file), or None."""
+        if img is None:
+            return None
+        if img.path not in self._blocks:
+            from .framevars import DwarfBlocks
+            src = _dwarf_file(img)
+            self._blocks[img.path] = DwarfBlocks(src) if src is not None else None
+        return self._blocks[img.path]
+
+
+def frame_candidates(target, lay):
+    """Candidate state pointers from the selected thread's frames, as
+    gdbtarget.frame_candidates takes them from gdb: in each frame, its C
+    variables of type lua_State * or global_State * (gdb_ext.framevars),
+    then in the VM's frames its registers; up to the first frame without a
+    name (a JIT trace: no unwind information)."""
+    from .framevars import read_variables
+    out = []
+    regs = STATE_REGISTERS.get(target.arch, ())
+    for mf, variables, vaddr, bias, frame_base, cfa in target.frame_facts():
+        for name, kind, v in read_variables(variables, vaddr, mf.reg, cfa, frame_base, bias,
+                                            target.read, target.ptr_size):
+            out.append((kind, v, "frame #%d %s: %s" % (mf.level, mf.name or "??", name)))
+        if mf.name is None or mf.name.startswith(("lj_vm_", "lj_BC_")):
+            out.extend(register_candidates(lay, regs, mf.reg, mf.level, mf.name))
+        if mf.name is None:
+            break
+    return out
+
+
+def _dwarf_file(img):
+    """The file with img's DWARF (its separate debug file, or itself), or None."""
+    if img.debug_path and _has_dwarf(img.debug_path):
+        return img.debug_path
+    return img.file if img.file and _has_dwarf(img.file) else None
+
+
+def _cached(img, kind, make):
+    """make()'s JSON document for img, kept in cache_dir() by build-id."""
+    path = os.path.join(cache_dir(), "%s.%s.json" % (img.build_id, kind)) \
+        if img.build_id else None
+    if path and os.path.exists(path):
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            pass
+    doc = make()
+    if path:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = "%s.%d" % (path, os.getpid())
+            with open(tmp, "w") as f:
+                json.dump(doc, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass        # no cache: read again next time
+    return doc
+
+
+_dwarf = {}
+
+
+def _has_dwarf(path):
+    if path not in _dwarf:
+        try:
+            from elftools.elf.elffile import ELFFile
+            with open(path, "rb") as f:
+                _dwarf[path] = ELFFile(f).get_section_by_name(".debug_info") is not None
+        except Exception:       # unreadable or not ELF: no debug info to use
+            _dwarf[path] = False
+    return _dwarf[path]
+
+
+# --------------------------------------------------------------------------
+# Opening a core: the files, LuaJIT's image and its layout.
+
+def luajit_image(core):
+    """(symbol, Image) of the loaded file that holds LuaJIT, or None."""
+    for name in LUAJIT_SYMBOLS:
+        addr = core.symbol(name)
+        if addr is None:
+            continue
+        path = core.objfile_of(addr)
+        for img in core.images:
+            if img.path == path:
+                return name, img
+    return None
+
+
+def dwarf_layout(img):
+    """The Profile of LuaJIT's layout from the DWARF of img (its separate
+    debug file or itself), read once per build-id (cache_dir()); None when
+    neither has DWARF."""
+    src = _dwarf_file(img)
+    if src is None:
+        return None
+    from ..profile import make_profile
+    doc = _cached(img, "layout", lambda: make_profile(src, img.file if src != img.file else None))
+    return profiles.Profile(doc, src)
+
+
+def open_target(core):
+    """The CoreTarget of a coredump.Core: LuaJIT's layout from DWARF, else
+    from a layout profile (by build-id, else by version string and the
+    memory), else NotLuaJITError saying what is missing."""
+    found = luajit_image(core)
+    if found is None:
+        raise NotLuaJITError("no LuaJIT in the core's files: none of %s is among the symbols "
+                             "of %s" % (", ".join(LUAJIT_SYMBOLS[:3]), ", ".join(
+                                 img.path for img in core.images) or "its files"))
+    name, img = found
+    lay = dwarf_layout(img)
+    if lay is not None:
+        return CoreTarget(core, lay)
+    from .layout import Layout
+    from .vmfind import list_states
+
+    def states_under(prof):
+        t = CoreTarget(core, prof)
+        lo = Layout(t)
+        return list_states(t, lo, frame_candidates(t, lo))[0]
+
+    def anchor(prof):
+        return core.symbol(prof.anchor) if prof.anchor else None
+    match, why = profiles.choose([i.build_id for i in core.images], img.file, "x86_64",
+                                 states_under, anchor, core.read)
+    if match is None:
+        raise LjError(
+            "LuaJIT is in %s (it has the symbol %s) but without debug info%s; give the core "
+            "reader the file with its DWARF (a -g build, or install its debug file under "
+            "/usr/lib/debug), or put the layout profile of this build%s (python3 -m "
+            "ljgdb.profile on its debug file) in a directory named by $LJGDB_PROFILES"
+            % (img.path, name, ", and %s" % why if why else "",
+               " (build-id %s)" % img.build_id if img.build_id else ""))
+    return CoreTarget(core, match.profile, match)
+
+
+def core_mismatch(core, path):
+    """None when the file holding LuaJIT is the one the core was written
+    with (or when that cannot be told); else a text naming both build-ids:
+    the core keeps the first page of each ELF image with its build-id."""
+    found = luajit_image(core)
+    if found is None or not found[1].build_id:
+        return None
+    img = found[1]
+    ids = corefile.build_ids(path)
+    if not ids or img.build_id in ids.values():
+        return None
+    theirs = ids.get(img.start)
+    msg = "the core file does not match %s: it has build-id %s" % (img.path, img.build_id)
+    if theirs:
+        msg += ", the core holds build-id %s in its place (at 0x%x)" % (theirs, img.start)
+    return msg
+

@@ -1,0 +1,244 @@
+"""The core reader (python3 -m ljgdb CORE ..., no gdb) against gdb with
+ljgdb on the same cores: every command's output must be the same, on every
+variant, at a C call (gcore) and at random moments of a spinning VM
+(kernel cores: interpreter, traces, GC, coroutines).
+
+gdb's output is the reference here: the other tests hold gdb's output to
+LuaJIT's own view; this one holds the second backend (gdb_ext.coretarget,
+coredump, framevars) to the first.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import moments
+from harness import ALL_VARIANTS, LOADER, ROOT, Stop, _cut, _wrap, run_gdb
+
+CORERUN = os.path.join(ROOT, "tests", "corerun.py")
+# Commands that take no address: the same text on any core.
+PLAIN = ["linfo", "lstates", "lbt", "lbt full", "lbt --all", "lbt --all --group", "lbt --folded",
+         "lthreads", "lgcstat", "lgcstat --top 5", "lgcstat --by-chunk", "ltrace", "lmcode",
+         "lbt L=8", "ltab", "linfo extra", "lval (GCtab *)0", "lgcstat --top x",
+         "linfo --json", "lbt full --json", "lthreads --json", "lgcstat --json",
+         "lstates --json", "ltrace --json", "lmcode --json", "lbt --all --group --json"]
+
+
+def core_reader(core, binary, commands, env=None):
+    """[(output, error line or None)] of each command in the core reader."""
+    p = subprocess.run([sys.executable, CORERUN, core, binary], input=json.dumps(commands).encode(),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600,
+                       env=dict(os.environ, **(env or {})))
+    assert p.returncode == 0, p.stderr.decode()[-3000:]
+    return json.loads(p.stdout)
+
+
+def gdb_on_core(core, binary, commands, cwd, env=None):
+    text = run_gdb(["-ex", "source " + LOADER, "-ex", "core-file " + core] + _wrap(commands) +
+                   [binary], cwd=cwd, env=env)
+    return [out for _, out in _cut(text, commands)]
+
+
+def differs(core_out, gdb_out, cmd):
+    """None when the core reader printed what gdb printed, else a text
+    showing both.  gdb prints a failing command's error line where its
+    output would be (batch mode writes it to the same stream)."""
+    out, err = core_out
+    mine = (out or "") + (err + "\n" if err else "")
+    if gdb_out is not None and mine.rstrip("\n") == gdb_out.rstrip("\n"):
+        return None
+    return "%s:\n--- gdb:\n%s\n--- core reader:\n%s" % (cmd, gdb_out, mine)
+
+
+# gdb makes frames the core reader does not: a tail call's caller (from the
+# DWARF call-site records: "tail call frame") and a parameter's value at the
+# call (L@entry).  Where those frames are, the frames named in lstates'
+# "found by" and in linfo's "selected L" differ; what was found does not.
+_FRAME_NAMED = re.compile(r"frame #\d+ [^:;\])]*: [A-Za-z0-9_ ]+")
+
+
+def without_frame_names(text):
+    """text with each 'frame #N function: variable' as 'frame', and a list
+    of them as one."""
+    return re.sub(r"frame(; frame)+", "frame", _FRAME_NAMED.sub("frame", text))
+
+
+def _value_commands(stop):
+    """Commands with addresses from this run: its L (gdb's value of the C
+    variable), every stack slot, the table of slot 9."""
+    L = int(stop.out("live", "print/x (unsigned long)L").split("= ", 1)[1], 16)
+    table = next(int(r[3].rsplit(" ", 1)[1], 16) for r in stop.expected
+                 if r[0] == "slot" and r[2] == "table")
+    Ls = "(lua_State *)0x%x" % L
+    cmds = ["lval %s %d" % (Ls, i) for i in range(1, 23)]
+    cmds += ["lval --raw %s 2" % Ls, "lval --json %s 17" % Ls, "ltab (GCtab *)0x%x --depth 2" % table,
+             "ltab 0x%x --limit 2" % table, "lval 0x%x" % table, "lval (GCtab *)0x%x" % table,
+             "ltab --json (GCtab *)0x%x --depth 2" % table, "lbt L=%s" % Ls,
+             "lbt full L=0x%x" % L, "linfo G=0x8", "lval %s 99" % Ls]
+    return cmds
+
+
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
+def test_same_as_gdb_at_a_c_call(variant, tmp_path):
+    stop = Stop(variant, "values.lua", ["print/x (unsigned long)L"], str(tmp_path))
+    cmds = PLAIN + _value_commands(stop)
+    want = gdb_on_core(stop.core, stop.build["host"], cmds, str(tmp_path))
+    got = core_reader(stop.core, stop.build["host"], cmds)
+    assert len(want) == len(got) == len(cmds)
+    bad = [d for d in map(differs, got, want, cmds) if d]
+    assert not bad, "\n".join(bad)
+
+
+# Kernel cores at random moments (SIGABRT into a spinning VM): shapes that
+# stop in the interpreter, in traces, in the GC and across coroutines.
+MOMENT_SHAPES = ("interp", "jit", "gc", "coswitch", "jitcall", "alloc")
+MOMENT_COMMANDS = ["lbt", "lbt full", "linfo", "lthreads", "lgcstat", "lstates", "ltrace",
+                   "lbt --json"]
+
+
+@pytest.mark.parametrize("variant", ("r21-gc64", "r20-x64", "or-x64"))
+def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
+    if moments.kernel_cores_possible():
+        pytest.skip(moments.kernel_cores_possible())
+    build = moments.manifest()[variant]
+    compared, bad = 0, []
+    for k, shape in enumerate(MOMENT_SHAPES):
+        work = str(tmp_path / shape)
+        results = moments.sample(variant, shape, "abort", 2, 1000 + k, work,
+                                 commands=MOMENT_COMMANDS)
+        for i, (_, _, outs) in enumerate(results):
+            core = os.path.join(work, "c%d" % i, "core")
+            got = core_reader(core, build["host"], MOMENT_COMMANDS, env=moments._env(build))
+            for cmd, g, c in zip(MOMENT_COMMANDS, outs, got):
+                # (The moments' gdb driver marks an error line "gdb error: ".)
+                g = re.sub(r"^gdb error: ", "", g, flags=re.M)
+                if cmd in ("lstates", "linfo"):
+                    g, c = without_frame_names(g), [without_frame_names(c[0] or ""), c[1]]
+                bad.append(differs(c, g, "%s (%s, %s core %d)" % (cmd, variant, shape, i)))
+                compared += 1
+    assert not any(bad), "\n".join(d for d in bad if d)
+    assert compared == len(MOMENT_SHAPES) * 2 * len(MOMENT_COMMANDS)
+
+
+# --- the command line ------------------------------------------------------
+
+def _cli(args, cwd=ROOT):
+    p = subprocess.run([sys.executable, "-m", "ljgdb"] + args, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, cwd=cwd, timeout=300)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+@pytest.fixture(scope="module")
+def nest_core(tmp_path_factory):
+    tmp = str(tmp_path_factory.mktemp("nest"))
+    stop = Stop("r21-gc64", "bt.lua", ["lbt"], tmp, args=["nest"])
+    return stop
+
+
+def test_cli_prints_what_gdb_prints(nest_core):
+    """python3 -m ljgdb CORE BINARY lbt from the checkout's root, and with
+    the binary left out (the core names it)."""
+    code, out, err = _cli([nest_core.core, nest_core.build["host"], "lbt"])
+    assert code == 0 and err == "", err
+    assert out.rstrip("\n") == nest_core.out("core", "lbt").rstrip("\n")
+    code, out2, err = _cli([nest_core.core, "lbt"])
+    assert code == 0 and out2 == out, err
+
+
+def test_cli_bad_input_is_one_line(nest_core, tmp_path):
+    notcore = str(tmp_path / "text")
+    with open(notcore, "w") as f:
+        f.write("not a core\n")
+    cases = [
+        ([notcore, "lbt"], r"is not an ELF file"),
+        ([str(tmp_path / "missing"), "lbt"], r"does not exist"),
+        ([nest_core.core, "lfoo"], r"'lfoo' is neither a command .* nor a file"),
+        ([nest_core.core, nest_core.build["host"], "lfoo"], r"'lfoo' is not a command"),
+        ([nest_core.core, "lval", "L->base"], r"takes an address"),
+        ([nest_core.core, "lbt", "--bogus"], r"unknown option '--bogus'"),
+        (["--set", "max-string=x", nest_core.core, "lbt"], r"--set max-string takes a number"),
+    ]
+    for args, want in cases:
+        code, out, err = _cli(args)
+        assert code == 1, (args, out, err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, (args, err)
+        assert re.search(want, err), (args, err)
+
+
+def test_cli_refuses_a_core_of_another_binary(nest_core):
+    """The binary given is not the one that wrote the core (another build):
+    one line naming both build-ids; --set check-build-id=off reads anyway."""
+    other = moments.manifest()["r21-x64"]["host"]
+    code, out, err = _cli([nest_core.core, other, "lbt"])
+    assert code == 1 and out == "", out
+    assert re.match(r"lbt: the core file does not match %s: it has build-id [0-9a-f]+, the core "
+                    r"holds build-id [0-9a-f]+ in its place" % re.escape(other), err), err
+    assert len(err.strip().splitlines()) == 1
+
+
+# --- stripped binaries: the layout from a profile, as gdb takes it ----------
+
+@pytest.mark.parametrize("variant", ["r21-gc64", "r20-x64"])
+def test_stripped_core_through_a_profile(variant, tmp_path):
+    host = moments.manifest()[variant]["host"]
+    stripped = str(tmp_path / "host")
+    subprocess.run(["strip", "-o", stripped, host], check=True)
+    profs = str(tmp_path / "profs")
+    os.makedirs(profs)
+    p = subprocess.run([sys.executable, "-m", "ljgdb.profile", host, "-o",
+                        os.path.join(profs, variant + ".json")], cwd=ROOT)
+    assert p.returncode == 0
+    cmds = ["lbt", "lbt full", "lthreads", "lgcstat", "ltrace", "linfo", "lstates"]
+    env = {"LJGDB_PROFILES": profs}
+    stop = Stop(variant, "bt.lua", cmds, str(tmp_path / "run"), args=["nest"], env=env,
+                host=stripped)
+    assert "layout profile %s.json" % variant in stop.out("core", "linfo")
+    got = core_reader(stop.core, stripped, cmds, env=env)
+    bad = [d for d in map(differs, got, [stop.out("core", c) for c in cmds], cmds) if d]
+    assert not bad, "\n".join(bad)
+    # No profile: one line that says what is missing.
+    out, err = core_reader(stop.core, stripped, ["lbt"], env={"LJGDB_PROFILES": "none"})[0]
+    assert out == "" and err.startswith("lbt: LuaJIT is in %s (it has the symbol " % stripped), err
+    assert "layout profile of this build (build-id " in err and "\n" not in err, err
+
+
+# --- the crash collector (examples/lua-core-collector.sh) ------------------
+
+def test_crash_collector_writes_the_lua_backtrace(tmp_path):
+    """A kernel core of a program killed by SIGSEGV inside Lua code's C call,
+    piped to the collector as the kernel pipes it (core_pattern '|...'):
+    the collector keeps the core and writes lbt full, lthreads and linfo,
+    whose frames are the ones the Lua program recorded."""
+    if moments.kernel_cores_possible():
+        pytest.skip(moments.kernel_cores_possible())
+    build = moments.manifest()["r21-gc64"]
+    work = str(tmp_path)
+    expected = os.path.join(work, "expected.txt")
+    p = subprocess.run(["bash", "-c", 'ulimit -c unlimited; exec "$@"', "sh", build["host"],
+                        os.path.join(moments.LUA_DIR, "bt.lua"), expected, "crash"], cwd=work,
+                       env=dict(os.environ, **moments._env(build)), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=120)
+    assert p.returncode == -11, p.returncode
+    core = os.path.join(work, "core")
+    assert os.path.exists(core)
+    dest = os.path.join(work, "crashes")
+    with open(core, "rb") as f:
+        c = subprocess.run(["sh", os.path.join(ROOT, "examples", "lua-core-collector.sh"), "4242",
+                            "host", "1700000000"], stdin=f, timeout=300,
+                           env=dict(os.environ, LJGDB_CORE_DIR=dest))
+    assert c.returncode == 0
+    kept = os.path.join(dest, "core.host.4242.1700000000")
+    with open(kept, "rb") as a, open(core, "rb") as b:
+        assert a.read() == b.read()
+    with open(kept + ".lua.txt") as f:
+        report = f.read()
+    from harness import read_expected, chunk_display
+    recs = [r for r in read_expected(expected) if r[0] == "main" and r[1] == "frame"]
+    assert recs, read_expected(expected)
+    lines = re.findall(r"^#\d+ +(\S+)$", report.split("== lthreads")[0], re.M)
+    want = ["%s:%s" % (chunk_display(r[4]), r[5]) for r in recs if r[3] in ("Lua", "main")]
+    assert [x for x in lines if not x.startswith(("C:", "["))] == want, report
+    assert "== lthreads" in report and "== linfo" in report and "Traceback" not in report
