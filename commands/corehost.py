@@ -146,7 +146,8 @@ def main(argv=None):
                                                  else "a number"))
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write("usage: %s\n\n%s\n\nOptions before CORE: --set NAME=VALUE (%s).\n"
-                         % (USAGE, help_text(list(cmds.values())).split("\nIn gdb's")[0],
+                         % (USAGE, help_text(list(cmds.values())).split("\nIn gdb's")[0].replace(
+                             "'help <command>' tells more", "CORE COMMAND --help tells more"),
                             ", ".join(sorted(SETTINGS))))
         return 0 if argv else 2
     core = argv.pop(0)

@@ -41,6 +41,7 @@ class CoreTarget(Target):
         self._frames = None
         self.unwind_stop = None
         self._blocks = {}            # file -> framevars.DwarfBlocks
+        self._chains = {}            # Image -> {link-time pc (hex): chain}
 
     def read_raw(self, addr, n):
         return self.core.read(addr, n)
@@ -100,9 +101,8 @@ class CoreTarget(Target):
             lookup = pc if i == 0 else pc - 1
             cfa = frames[i + 1][1].get("rsp") if i + 1 < len(frames) else None
             img = self.core.image_of(lookup)
-            blocks = self._dwarf_blocks(img)
             bias = img.bias if img is not None else 0
-            chain = blocks.chain(lookup - bias) if blocks is not None else []
+            chain = self._chain(img, lookup - bias)
             reg = register_reader(frames, i)
             if not chain:
                 name = self.symbolize(lookup)
@@ -113,18 +113,28 @@ class CoreTarget(Target):
                 debug = not (name or "").startswith(VM_CODE_PREFIXES)
                 out.append((MachineFrame(len(out), pc, name, debug, reg), variables,
                             lookup - bias, bias, frame_base, cfa))
+        for img, chains in self._chains.items():
+            if chains.pop(None, False):
+                _save(img, "frames", chains)
         return out
 
-
-    def _dwarf_blocks(self, img):
-        """The framevars.DwarfBlocks of img's DWARF (one per file), or None."""
-        if img is None:
-            return None
-        if img.path not in self._blocks:
-            from .framevars import DwarfBlocks
-            src = _dwarf_file(img)
-            self._blocks[img.path] = DwarfBlocks(src) if src is not None else None
-        return self._blocks[img.path]
+    def _chain(self, img, vaddr):
+        """framevars.DwarfBlocks.chain of img's DWARF at link-time address
+        vaddr; the answers are kept by build-id (cache_dir()), as the same
+        pcs come back core after core of one program."""
+        if img is None or _dwarf_file(img) is None:
+            return []
+        chains = self._chains.get(img)
+        if chains is None:
+            chains = self._chains[img] = _load(img, "frames") or {}
+        key = "%x" % vaddr
+        if key not in chains:
+            if img.path not in self._blocks:
+                from .framevars import DwarfBlocks
+                self._blocks[img.path] = DwarfBlocks(_dwarf_file(img))
+            chains[key] = self._blocks[img.path].chain(vaddr)
+            chains[None] = True         # (changed: to be saved)
+        return chains[key]
 
 
 def frame_candidates(target, lay):
@@ -154,26 +164,43 @@ def _dwarf_file(img):
     return img.file if img.file and _has_dwarf(img.file) else None
 
 
-def _cached(img, kind, make):
-    """make()'s JSON document for img, kept in cache_dir() by build-id."""
-    path = os.path.join(cache_dir(), "%s.%s.json" % (img.build_id, kind)) \
+def _cache_path(img, kind):
+    return os.path.join(cache_dir(), "%s.%s.json" % (img.build_id, kind)) \
         if img.build_id else None
+
+
+def _load(img, kind):
+    """The JSON document kept for img's build, or None."""
+    path = _cache_path(img, kind)
     if path and os.path.exists(path):
         try:
             with open(path) as f:
                 return json.load(f)
         except (OSError, ValueError):
             pass
-    doc = make()
-    if path:
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = "%s.%d" % (path, os.getpid())
-            with open(tmp, "w") as f:
-                json.dump(doc, f)
-            os.replace(tmp, path)
-        except OSError:
-            pass        # no cache: read again next time
+    return None
+
+
+def _save(img, kind, doc):
+    path = _cache_path(img, kind)
+    if not path:
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = "%s.%d" % (path, os.getpid())
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass        # no cache: read again next time
+
+
+def _cached(img, kind, make):
+    """make()'s JSON document for img, kept in cache_dir() by build-id."""
+    doc = _load(img, kind)
+    if doc is None:
+        doc = make()
+        _save(img, kind, doc)
     return doc
 
 

@@ -11,7 +11,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import ljgdb  # noqa: E402,F401  (the checkout as the package ljgdb)
+__import__("ljgdb")  # the checkout as the package ljgdb
 from ljgdb.commands import command_classes  # noqa: E402
 from ljgdb.commands.base import CommandError  # noqa: E402
 from ljgdb.commands.corehost import CoreHost  # noqa: E402

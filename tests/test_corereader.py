@@ -61,8 +61,10 @@ _FRAME_NAMED = re.compile(r"frame #\d+ [^:;\])]*: [A-Za-z0-9_ ]+")
 
 
 def without_frame_names(text):
-    """text with each 'frame #N function: variable' as 'frame', and a list
-    of them as one."""
+    """text with each 'frame #N function: variable' as 'frame', a list of
+    them as one, and without how linfo's selected L was chosen (a pointer
+    to the same L or to its G may come first in the two frame lists)."""
+    text = re.sub(r"^(selected L: +\S+ \S+)  \[.*\]$", r"\1", text, flags=re.M)
     return re.sub(r"frame(; frame)+", "frame", _FRAME_NAMED.sub("frame", text))
 
 
