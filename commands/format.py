@@ -76,7 +76,7 @@ def _controls(text):
 
 def proto_site(vm, proto_addr):
     """'chunk:firstline' of a proto (cached for the command's VM object)."""
-    cache = vm.__dict__.setdefault("_sites", {})
+    cache = vm.cache("sites")
     site = cache.get(proto_addr)
     if site is None:
         pt = Proto(vm, proto_addr)
@@ -95,9 +95,10 @@ def func_text(vm, addr):
     if fn.kind == "c":
         sym = vm.t.symbolize(fn.cfunc)
         return "function: (GCfuncC *)0x%x C:%s" % (addr, sym or "0x%x" % fn.cfunc)
-    names = vm.__dict__.get("_ffnames")
-    if names is None:
-        names = vm._ffnames = builtin_names(vm)
+    cache = vm.cache("ffnames")
+    if "names" not in cache:
+        cache["names"] = builtin_names(vm)
+    names = cache["names"]
     # The name lbt gives it (package.loaded, then the build's FF_* names).
     return "function: (GCfuncC *)0x%x [builtin#%s]" % (addr, names.get(fn.ffid, fn.ffid))
 

@@ -30,14 +30,14 @@ class BtFormat(object):
 
     def key_text(self, key):
         """Text of a frame key (Backtracer.frame_key, gdb_ext.threadscan)."""
-        cache = self.__dict__.setdefault("_key_text", {})
+        cache = self.vm.cache("key_text")
         text = cache.get(key)
         if text is None:
             if key[0] == "L":
                 pt = cached_proto(self.vm, key[1])
-                src = pt.__dict__.get("_display")
+                src = pt.memo.get("display")
                 if src is None:
-                    src = pt._display = chunk_display(pt.chunk(self.vm))
+                    src = pt.memo["display"] = chunk_display(pt.chunk(self.vm))
                 text = "%s:%s" % (src, key[2] if key[2] is not None else "?")
             elif key[0] == "F":
                 name = self.bt.names.get(key[1])

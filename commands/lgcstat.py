@@ -10,9 +10,7 @@ from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
 from .format import chunk_display, func_text, hexa, proto_site, quote
 from .host import current
 
-TYPE_TEXT = {C.GCT_STR: "string", C.GCT_UPVAL: "upvalue", C.GCT_THREAD: "thread",
-             C.GCT_PROTO: "prototype", C.GCT_FUNC: "function", C.GCT_TRACE: "trace",
-             C.GCT_CDATA: "cdata", C.GCT_TAB: "table", C.GCT_UDATA: "userdata"}
+TYPE_TEXT = C.GCT_TEXT
 
 
 class LGcStat(LjCommand):

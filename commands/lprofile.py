@@ -229,7 +229,7 @@ Example:
         period = 1.0 / hz
         # What the VM's machine code says (gdb_ext.vmstack) holds for the
         # whole run: kept from sample to sample.
-        code = {"_code_facts": {}, "_base_dead": {}}
+        code = {}               # caches every sample's VM shares (VM code facts)
         start = time.monotonic()
         deadline = start
         try:
@@ -275,9 +275,7 @@ Example:
             mframes = t.machine_frames(MAX_MACHINE_FRAMES)
             if not mframes:
                 continue
-            vm = VM(t, lay, G)
-            vm._mframes = mframes
-            vm.__dict__.update(code)
+            vm = VM(t, lay, G, mframes=mframes, caches=code)
             keys = thread_stack(vm, mframes)
             if keys is None:
                 continue

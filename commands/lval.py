@@ -7,10 +7,8 @@ from .base import LjCommand, UsageError, get_vm, operand, param, split_args
 from .format import chunk_display, hexa, quote, table_header, value_text
 
 # Pointer types that name a GC object directly.
-_GC_POINTERS = {"GCstr": "str", "GCtab": "table", "GCfunc": "func", "GCfuncL": "func",
-                "GCfuncC": "func", "GCproto": "proto", "GCupval": "upval", "GCudata": "udata",
-                "GCcdata": "cdata", "GCtrace": "trace", "lua_State": "thread", "GCobj": None,
-                "GChead": None}
+_GC_POINTERS = dict({s: kind for _, kind, _, s in C.GC_TYPES}, GCfunc="func", GCfuncC="func",
+                    GCobj=None, GChead=None)
 
 
 class LVal(LjCommand):

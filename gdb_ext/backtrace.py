@@ -74,7 +74,7 @@ class Backtracer(object):
         (R lj_vmevent.h:40) on; None elsewhere."""
         if self._vmthread is False:
             self._vmthread = None
-            if self.vm.lay.G.has("vmthref"):
+            if self.vm.lay.has_vmthref:
                 try:
                     self._vmthread = self.vm.gref(self.vm.G + self.vm.lay.G.vmthref, "g->vmthref")
                 except FaultError:

@@ -51,9 +51,24 @@ GCT_TRACE = 9
 GCT_CDATA = 10
 GCT_TAB = 11
 GCT_UDATA = 12
-GCT_NAMES = {GCT_STR: "str", GCT_UPVAL: "upval", GCT_THREAD: "thread", GCT_PROTO: "proto",
-             GCT_FUNC: "func", GCT_TRACE: "trace", GCT_CDATA: "cdata", GCT_TAB: "tab",
-             GCT_UDATA: "udata"}
+# Every GC type once: (gct, the engine's name of the kind, lgcstat's word
+# for it, the struct of its fixed header: what one object costs at least).
+# The other tables of type names are made from this one.
+GC_TYPES = (
+    (GCT_STR, "str", "string", "GCstr"),
+    (GCT_UPVAL, "upval", "upvalue", "GCupval"),
+    (GCT_THREAD, "thread", "thread", "lua_State"),
+    (GCT_PROTO, "proto", "prototype", "GCproto"),
+    (GCT_FUNC, "func", "function", "GCfuncL"),
+    (GCT_TRACE, "trace", "trace", "GCtrace"),
+    (GCT_CDATA, "cdata", "cdata", "GCcdata"),
+    (GCT_TAB, "table", "table", "GCtab"),
+    (GCT_UDATA, "udata", "userdata", "GCudata"),
+)
+GCT_NAMES = {g: kind for g, kind, _, _ in GC_TYPES}          # gct -> kind
+KIND_GCT = {kind: g for g, kind, _, _ in GC_TYPES}           # kind -> gct
+GCT_TEXT = {g: text for g, _, text, _ in GC_TYPES}           # gct -> lgcstat's word
+HEADER_STRUCT = {g: struct for g, _, _, struct in GC_TYPES}  # gct -> header struct
 
 # GC64 TValue split, R lj_obj.h: itype(o) = (uint32_t)(o->it64 >> 47),
 # pointers are the low 47 bits (LJ_GCVMASK).

@@ -396,7 +396,7 @@ def proto_debug_block(vm, pt, start):
 
 def cached_proto(vm, addr):
     """Proto objects are read once per VM object (one command)."""
-    cache = vm.__dict__.setdefault("_protos", {})
+    cache = vm.cache("protos")
     pt = cache.get(addr)
     if pt is None:
         pt = cache[addr] = Proto(vm, addr)
@@ -408,9 +408,9 @@ def local_names(vm, pt, pos):
     order (R lj_debug.c debug_varname, applied for every slot)."""
     if pos is None or not pt.varinfo:
         return []
-    ranges = pt.__dict__.get("_varranges")
+    ranges = pt.memo.get("varranges")
     if ranges is None:
-        ranges = pt._varranges = _var_ranges(vm, pt)
+        ranges = pt.memo["varranges"] = _var_ranges(vm, pt)
     out = []
     slot = 0
     for name, startpc, endpc in ranges:
@@ -453,10 +453,10 @@ def upvalue_names(vm, pt):
     """Names of a proto's upvalues (uvinfo: NUL-terminated, sizeuv of them)."""
     if not pt.uvinfo or not pt.sizeuv:
         return []
-    names = pt.__dict__.get("_uvnames")
+    names = pt.memo.get("uvnames")
     if names is None:
         data = proto_debug_block(vm, pt, pt.uvinfo)
-        names = pt._uvnames = [n.decode("utf-8", "replace")
+        names = pt.memo["uvnames"] = [n.decode("utf-8", "replace")
                                for n in data.split(b"\0")[:pt.sizeuv]]
     return names
 
@@ -597,7 +597,7 @@ def trace_snapshot(vm, traceno, mpcs):
     if not T_addr:
         return None
     T = Trace(vm, T_addr)
-    if not ss.has("mcofs"):
+    if not lay.snap_mcofs:
         # 2.0 keeps no machine-code offsets in snapshots: the trace's start.
         pc = vm.t.uint(T_addr + lay.trace.startpc, lay.mref_size, "trace startpc")
         return Snapshot(traceno, T_addr, None, pc + 4, 0, {}, exact=False)

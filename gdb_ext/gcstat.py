@@ -32,13 +32,12 @@ from operator import itemgetter
 from . import consts as C
 from .errors import CorruptError, FaultError, NotLuaJITError
 from .pages import P64, P64_MASK, PAGE, PAGE_MASK, PageCache
+from .objects import ctype_size
 
 TYPE_ORDER = (C.GCT_STR, C.GCT_UPVAL, C.GCT_THREAD, C.GCT_PROTO, C.GCT_FUNC, C.GCT_TRACE,
               C.GCT_CDATA, C.GCT_TAB, C.GCT_UDATA)
 # Struct that holds the fixed header of each type (what one object costs at least).
-HEADER_STRUCT = {C.GCT_STR: "GCstr", C.GCT_UPVAL: "GCupval", C.GCT_THREAD: "lua_State",
-                 C.GCT_PROTO: "GCproto", C.GCT_FUNC: "GCfuncL", C.GCT_TRACE: "GCtrace",
-                 C.GCT_CDATA: "GCcdata", C.GCT_TAB: "GCtab", C.GCT_UDATA: "GCudata"}
+HEADER_STRUCT = C.HEADER_STRUCT
 
 _CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 # lj_obj.h: cdataisv(cd) = marked & 0x80 (a VLA/VLS with a GCcdataVar below).
@@ -180,10 +179,7 @@ class HeapWalker(object):
         self.sz_ud = lay.ud.size
         self.sz_cd = lay.cd.size
         self.sz_tr = (lay.trace.size + 7) & ~7 if lay.trace is not None else 0
-        # lj_str_size (padded to 4) came with g->str, the StrInternState
-        # (R "Redesign and harden string interning", 2.1 of 2020); 2.0 and
-        # older 2.1 (Tarantool's fork) size strings as sizestring: len + 1.
-        self.str_rounded = lay.G.has("str.mask")
+        self.str_rounded = lay.str_rounded
         self.udtype_buffer = vm.t.constant("UDTYPE_BUFFER")
         sbx = lay.s.get("SBufExt") if "SBufExt" in lay.s else None
         if sbx is None:
@@ -503,7 +499,7 @@ class HeapWalker(object):
                 return ln + extra
             size = self.ctsizes.get(ctypeid)
             if size is None:
-                size = self.ctsizes[ctypeid] = self.sz_cd + self._ctype_size(ctypeid)
+                size = self.ctsizes[ctypeid] = self.sz_cd + ctype_size(self.vm, ctypeid)
             return size
         if gct == C.GCT_UDATA:
             udtype, ln = self.rd_ud(buf, off)
@@ -537,35 +533,6 @@ class HeapWalker(object):
         if L & SBUF_NOT_OWNED or e < b:
             return 0
         return e - b
-
-    def _ctype_size(self, ctypeid):
-        """Payload size of a fixed-size cdata (R lj_cdata.c lj_cdata_free:
-        ctype_raw, then the size if ctype_hassize, else a pointer)."""
-        vm, lay = self.vm, self.lay
-        cts_s, ct_s = lay.s.get("CTState"), lay.s.get("CType")
-        cts = vm.mref(vm.G + lay.G.ctype_state, "g->ctype_state") if \
-            lay.G.has("ctype_state") else 0
-        if not cts or cts_s is None or ct_s is None:
-            raise CorruptError("cdata of ctype %d but no FFI state (g->ctype_state)" % ctypeid)
-        tab = vm.t.ptr(cts + cts_s.tab, "CTState.tab")
-        top = vm.t.u32(cts + cts_s.top, "CTState.top")
-        attrib = vm.t.constant("CT_ATTRIB")
-        hassize = vm.t.constant("CT_HASSIZE")
-        if attrib is None or hassize is None:
-            raise CorruptError("debug info lacks the CT_* enumerators (lj_ctype.h)")
-        cid = ctypeid
-        for _ in range(64):
-            if cid >= top:
-                raise CorruptError("ctype id %d is past the ctype table (%d entries)"
-                                   % (cid, top))
-            rec = vm.t.read(tab + cid * ct_s.size, ct_s.size, "CType %d" % cid)
-            info = int.from_bytes(rec[ct_s.info:ct_s.info + 4], "little")
-            if info >> 28 != attrib:
-                if info >> 28 <= hassize:
-                    return int.from_bytes(rec[ct_s.size_:ct_s.size_ + 4], "little")
-                return lay.ptr_size
-            cid = info & 0xFFFF
-        raise CorruptError("ctype %d: attribute chain too long" % ctypeid)
 
     def _chunk_add(self, pt, sz):
         c = self.st.chunks.get(pt)
@@ -639,7 +606,7 @@ class HeapWalker(object):
                     "%d slots of %d bytes" % (mask + 1, self.ref_size)))
         sb = lay.sbuf
         tb = vm.G + lay.G.tmpbuf
-        if sb.has("sz"):                       # 2.0: SBuf {buf, n, sz}
+        if lay.sbuf_sized:                     # 2.0: SBuf {buf, n, sz}
             size = t.u32(tb + sb.sz, "g->tmpbuf.sz")
         else:
             # MRefs: 4 bytes in an X64 build of Tarantool's fork, pointers
@@ -669,13 +636,13 @@ class HeapWalker(object):
                         (snap.size if snap is not None else 12), "snapshot buffer"))
             out.append(("J->snapmapbuf", t.u32(J + Js.sizesnapmap, "J->sizesnapmap") * 4,
                         "snapshot map buffer"))
-            if Js.has("k64"):
+            if lay.has_k64:
                 k64 = self._k64_bytes(J + Js.k64)
                 if k64 is not None:
                     out.append(("J->k64", k64[0], "%d chained arrays of 64-bit IR constants"
                                 % k64[1]))
         cts_s, ct_s = lay.s.get("CTState"), lay.s.get("CType")
-        if lay.G.has("ctype_state") and cts_s is not None and ct_s is not None:
+        if lay.has_ctype_state and cts_s is not None and ct_s is not None:
             cts = vm.mref(vm.G + lay.G.ctype_state, "g->ctype_state")
             if cts:
                 sizetab = t.u32(cts + cts_s.sizetab, "CTState.sizetab")

@@ -200,7 +200,7 @@ def snapshots(vm, T):
     if ss is None or not T.nsnap:
         return []
     data = vm.t.read(T.snap, ss.size * T.nsnap, "snapshots of trace %d" % T.traceno)
-    has_mcofs = ss.has("mcofs")
+    has_mcofs = lay.snap_mcofs
     out = []
     for i in range(T.nsnap):
         b = i * ss.size

@@ -149,6 +149,23 @@ class Layout(object):
         else:
             raise NotLuaJITError("global_State has neither str.tab nor strhash: unknown LuaJIT version")
         self.has_lightudseg = self.G.has("gc.lightudseg")
+        # lj_str_size (padded to 4) came with g->str, the StrInternState
+        # (R "Redesign and harden string interning", 2.1 of 2020); 2.0 and
+        # older 2.1 (Tarantool's fork) size strings as sizestring: len + 1.
+        self.str_rounded = self.strtab_kind == "str"
+        # g->vmthref: the thread upstream 2.1 runs finalizers on (2.1 rolling).
+        self.has_vmthref = self.G.has("vmthref")
+        # 2.0 sets g->jit_L only while a trace runs; 2.1 has g->cur_L.
+        self.has_jit_L = self.G.has("jit_L")
+        self.has_jit_base = self.G.has("jit_base")
+        self.has_ctype_state = self.G.has("ctype_state")
+        # 2.0's SBuf is {buf, n, sz}; 2.1's {w, e, b, L}.
+        self.sbuf_sized = self.sbuf.has("sz")
+        # 2.0 chains 64-bit IR constants in J->k64; 2.1 keeps them in the IR.
+        self.has_k64 = self.J is not None and self.J.has("k64")
+        # 2.1 snapshots keep the machine-code offset of their exit (mcofs).
+        ss = s["SnapShot"]
+        self.snap_mcofs = ss is not None and ss.has("mcofs")
         self.sizeof_gcstr = self.str.size
         self.gcstate_size = self.G.field("gc.total").size
         # Light userdata split (GC64 with segments, lj_obj.h LJ_LIGHTUD_BITS_*)

@@ -56,13 +56,11 @@ _TAG_KIND = {
     C.LJ_TFUNC: "func", C.LJ_TTRACE: "trace", C.LJ_TCDATA: "cdata", C.LJ_TTAB: "table",
     C.LJ_TUDATA: "udata",
 }
-_GC_KINDS = frozenset(("str", "upval", "thread", "proto", "func", "trace", "cdata", "table", "udata"))
+_GC_KINDS = frozenset(C.KIND_GCT)
 _LUA_TYPE = {"false": "boolean", "true": "boolean", "lightud": "userdata", "int": "number",
              "str": "string", "func": "function", "udata": "userdata"}
-KIND_GCT = {"str": C.GCT_STR, "upval": C.GCT_UPVAL, "thread": C.GCT_THREAD,
-            "proto": C.GCT_PROTO, "func": C.GCT_FUNC, "trace": C.GCT_TRACE,
-            "cdata": C.GCT_CDATA, "table": C.GCT_TAB, "udata": C.GCT_UDATA}
-GCT_KIND = {v: k for k, v in KIND_GCT.items()}
+KIND_GCT = C.KIND_GCT
+GCT_KIND = C.GCT_NAMES
 
 
 def split_tv(lay, raw):
@@ -287,6 +285,7 @@ class Proto(GCObj):
                      "uvinfo", "varinfo", "k", "uv"):
             setattr(self, name, self._f(vm, name))
         self.bc = addr + vm.lay.pt.size
+        self.memo = {}          # what is worked out from it once (frames.py, lbt)
 
     def chunk(self, vm, limit=4096):
         try:
@@ -329,19 +328,34 @@ class Cdata(GCObj):
 
 
 def ctype_size(vm, ctypeid):
-    """sizeof the ctype with this id, from g->ctype_state (None if unknown)."""
+    """Payload size of a fixed-size cdata of ctype `ctypeid`, from
+    g->ctype_state (R lj_cdata.c lj_cdata_free: ctype_raw, then the size if
+    ctype_hassize, else a pointer's).  CorruptError when it cannot be read
+    (no FFI state, an id past the table)."""
     lay = vm.lay
     cts_s, ct_s = lay.s.get("CTState"), lay.s.get("CType")
-    if cts_s is None or ct_s is None or not lay.G.has("ctype_state"):
-        return None
-    cts = vm.t.uint(vm.G + lay.G.ctype_state, lay.mref_size, "g->ctype_state")
-    if not cts:
-        return None
+    cts = vm.t.uint(vm.G + lay.G.ctype_state, lay.mref_size, "g->ctype_state") if \
+        vm.G is not None and lay.has_ctype_state else 0
+    if not cts or cts_s is None or ct_s is None:
+        raise CorruptError("cdata of ctype %d but no FFI state (g->ctype_state)" % ctypeid)
     tab = vm.t.ptr(cts + cts_s.tab, "CTState.tab")
     top = vm.t.u32(cts + cts_s.top, "CTState.top")
-    if ctypeid >= top:
-        raise CorruptError("ctype id %d is past the ctype table (%d entries)" % (ctypeid, top))
-    return vm.t.u32(tab + ctypeid * ct_s.size + ct_s.size_, "CType.size")
+    attrib = vm.t.constant("CT_ATTRIB")
+    hassize = vm.t.constant("CT_HASSIZE")
+    if attrib is None or hassize is None:
+        raise CorruptError("debug info lacks the CT_* enumerators (lj_ctype.h)")
+    cid = ctypeid
+    for _ in range(64):
+        if cid >= top:
+            raise CorruptError("ctype id %d is past the ctype table (%d entries)" % (cid, top))
+        rec = vm.t.read(tab + cid * ct_s.size, ct_s.size, "CType %d" % cid)
+        info = int.from_bytes(rec[ct_s.info:ct_s.info + 4], "little")
+        if info >> 28 != attrib:
+            if info >> 28 <= hassize:
+                return int.from_bytes(rec[ct_s.size_:ct_s.size_ + 4], "little")
+            return lay.ptr_size
+        cid = info & 0xFFFF
+    raise CorruptError("ctype %d: attribute chain too long" % ctypeid)
 
 
 class Thread(GCObj):

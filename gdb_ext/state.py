@@ -12,8 +12,26 @@ from .errors import CorruptError, FaultError, NotLuaJITError
 from .objects import Thread
 
 
-class VM(object):
-    def __init__(self, target, layout, G, L=None, L_source=None):
+class _Caches(object):
+    """What a command works out once per VM object (one command) and keeps:
+    cache(name) is the VM's own dict of that name (protos read, VM code
+    facts, proto sites ...), made on first use."""
+
+    def cache(self, name):
+        c = self._caches.get(name)
+        if c is None:
+            c = self._caches[name] = {}
+        return c
+
+
+class VM(_Caches):
+    def __init__(self, target, layout, G, L=None, L_source=None, mframes=None, caches=None):
+        """mframes: the selected OS thread's machine frames when the caller
+        has them already; caches: the caches of another VM object of the
+        same stopped process to share (lprofile's samples)."""
+        self._caches = caches if caches is not None else {}
+        if mframes is not None:
+            self._mframes = mframes
         self.t = target
         self.lay = layout
         self.G = G
@@ -160,7 +178,7 @@ class VM(object):
         return r
 
     def _innermost_cframe_thread(self):
-        if self.lay.G.has("jit_L"):
+        if self.lay.has_jit_L:
             try:
                 jl = self.gref(self.G + self.lay.G.jit_L, "g->jit_L")
                 if jl:
@@ -186,9 +204,9 @@ class VM(object):
         vm_x64.dasc vm_exit_handler); 2.0 leaves it and clears g->jit_L
         instead (20 vm_x86.dasc vm_exit_handler), so there it counts only
         while jit_L is set."""
-        if not self.lay.G.has("jit_base"):
+        if not self.lay.has_jit_base:
             return 0
-        if not self.lay.has_cur_L and self.lay.G.has("jit_L"):
+        if not self.lay.has_cur_L and self.lay.has_jit_L:
             if not self.gref(self.G + self.lay.G.jit_L, "g->jit_L"):
                 return 0
         return self.mref(self.G + self.lay.G.jit_base, "g->jit_base")
@@ -225,10 +243,11 @@ def check_global(target, lay, G, via=None):
     return G
 
 
-class _Bare(object):
+class _Bare(_Caches):
     """Just enough of a VM for decoding a thread header."""
 
     def __init__(self, t, lay, G=None):
+        self._caches = {}
         self.t = t
         self.lay = lay
         self.G = G

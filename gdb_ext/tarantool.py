@@ -34,10 +34,10 @@ def fibers(vm):
     """{lua_State address: Fiber} for the fibers of Tarantool's main cord
     that run Lua, or {} when this process is not Tarantool.  Raises
     FaultError/CorruptError when the fiber list cannot be read."""
-    cache = vm.__dict__.get("_fibers")
-    if cache is not None:
-        return cache
-    out = vm._fibers = {}
+    cache = vm.cache("fibers")
+    if "by_L" in cache:
+        return cache["by_L"]
+    out = cache["by_L"] = {}
     t = vm.t
     cord_t = t.type_info("cord")
     fiber_t = t.type_info("fiber")

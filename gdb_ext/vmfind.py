@@ -80,10 +80,7 @@ def check_state(t, lay, G, L):
         if not (th.stack and 0 < th.stacksize < (1 << 28) and
                 th.stack <= th.base <= th.top <= th.stack + 8 * th.stacksize):
             return "the main thread's stack fields are not consistent"
-        if lay.G.has("str.mask"):
-            mask = t.u32(G + lay.G.str_mask, "g->str.mask")
-        else:
-            mask = t.u32(G + lay.G.strmask, "g->strmask")
+        mask = t.u32(G + lay.o_strmask, "the string table's mask")
         if mask & (mask + 1):
             return "the string table's mask 0x%x is not 2^n-1" % mask
         vs = t.i32(G + lay.G.vmstate, "g->vmstate")

@@ -371,7 +371,7 @@ class _Locator(object):
         """find(start, first `size` bytes of VM symbol `name`'s code) -> an
         address or None, computed once per VM object; None when the symbol
         or its code cannot be read."""
-        cache = self.vm.__dict__.setdefault("_code_facts", {})
+        cache = self.vm.cache("code_facts")
         key = (kind, name)
         if key not in cache:
             start = self.vm.t.symbol(name)
@@ -414,7 +414,7 @@ class _Locator(object):
         the VM stores L->base for; 'rb' when RB holds BASE; or None."""
         if self.arch != "x86_64":
             return None
-        cache = self.vm.__dict__.setdefault("_base_dead", {})
+        cache = self.vm.cache("base_dead")
         if vmf.pc in cache:
             return cache[vmf.pc]
         ans = None

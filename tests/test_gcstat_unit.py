@@ -93,14 +93,14 @@ def build(variant):
     # Tables: an empty one, one with array and hash parts, one colocated.
     t1 = h.new_tab()
     h.put("GCtab", t1, "hmask", 0)
-    add("tab", h.size("GCtab"))
+    add("table", h.size("GCtab"))
     t2 = h.new_tab(array=[h.tv_num(1.0)] * 3, pairs=[(h.tv_num(2.0), h.tv_num(3.0))] * 2)
-    add("tab", h.size("GCtab") + 3 * 8 + 2 * h.size("Node"))
+    add("table", h.size("GCtab") + 3 * 8 + 2 * h.size("Node"))
     t3 = h.new_tab()
     h.put("GCtab", t3, "hmask", 0)
     h.put("GCtab", t3, "asize", 4)
     h.put("GCtab", t3, "colo", 4)                    # colocated array of 4
-    add("tab", h.size("GCtab") + 4 * 8)
+    add("table", h.size("GCtab") + 4 * 8)
     # Functions: Lua with 2 upvalues, C with 1.
     fn, pt = h.new_lua_func(b"@x.lua", 1)
     h.put("GCfuncL", fn, "nupvalues", 2)
