@@ -272,12 +272,14 @@ def gdb_operand(v):
         pointee = tt.name or tt.strip_typedefs().tag or tt.strip_typedefs().name
     value = None
     if t.code in (gdb.TYPE_CODE_PTR, gdb.TYPE_CODE_INT, gdb.TYPE_CODE_ENUM,
-                  gdb.TYPE_CODE_BOOL, gdb.TYPE_CODE_CHAR):
+                  gdb.TYPE_CODE_BOOL, gdb.TYPE_CODE_CHAR, gdb.TYPE_CODE_FLT):
+        # (A floating-point value as C converts it: a trace number that Lua
+        # wrote as a number.)
         try:
             value = int(v) & 0xFFFFFFFFFFFFFFFF
         except (gdb.error, ValueError, TypeError):
             value = None
-    return Operand(value=value, pointee=pointee)
+    return Operand(value=value, pointee=pointee, floating=t.code == gdb.TYPE_CODE_FLT)
 
 
 @contextlib.contextmanager

@@ -54,11 +54,14 @@ class Operand(object):
              None when it is not a pointer
     type_name: the name of a struct or union value ('TValue', 'GCRef'), else
              None; address: where such a value is (None when nowhere)
-    ref: for a GCRef value, the pointer it holds"""
+    ref: for a GCRef value, the pointer it holds
+    floating: value is a floating-point number converted (as C does)"""
 
-    __slots__ = ("value", "pointee", "type_name", "address", "ref")
+    __slots__ = ("value", "pointee", "type_name", "address", "ref", "floating")
 
-    def __init__(self, value=None, pointee=None, type_name=None, address=None, ref=None):
+    def __init__(self, value=None, pointee=None, type_name=None, address=None, ref=None,
+                 floating=False):
+        self.floating = floating
         self.value = value
         self.pointee = pointee
         self.type_name = type_name

@@ -66,7 +66,7 @@ Example:
             addr, tname = vm.L, "lua_State"
         else:
             v = operand(expr)
-            addr, tname = v.value, v.pointee
+            addr, tname = (None if v.floating else v.value), v.pointee
         if slot is not None:
             if not selected:
                 vm = get_vm(L_expr if L_expr is not None else expr)

@@ -141,17 +141,59 @@ def by_version(version, arch):
 
 
 def consistent(candidates, states_under):
-    """The candidates under whose layout the process holds a consistent VM:
-    states_under(profile) gives the VMs found (frames, memory search) with
-    that profile's layout, or raises when the layout does not fit."""
+    """[(profile, VMs)] of the candidates under whose layout the process
+    holds a consistent VM: states_under(profile) gives the VMs found
+    (frames, memory search; each with its G) with that profile's layout, or
+    raises when the layout does not fit."""
     out = []
     for p in candidates:
         try:
-            if states_under(p):
-                out.append(p)
+            states = states_under(p)
         except (NotLuaJITError, FaultError, CorruptError):
             continue
+        if states:
+            out.append((p, states))
     return out
+
+
+def dispatch_base(prof, G, read):
+    """The anchor address under which prof's VM labels name the VM of the
+    global_State G, found through its dispatch table, or None.
+
+    The static copy of the dispatch table (R lj_dispatch.c
+    lj_dispatch_init: disp[GG_LEN_DDISP+i] = lj_vm_asm_begin +
+    lj_bc_ofs[i] for the first BC_FUNCF opcodes, never patched by hooks or
+    the JIT) holds each bytecode's handler.  When every one of them lies at
+    the profile's offset of its label lj_BC_<op> from one base, the VM's
+    code is laid out as the profile's: the same VM object placed elsewhere
+    (linked in another order; its calls into C code then differ, so its
+    bytes do not match the profile's digest)."""
+    gg = prof.type_info("GG_State")
+    funcf = prof.constant("BC_FUNCF")
+    ops = prof.enum_members("BC_ISLT") or {}
+    if gg is None or funcf is None or not ops:
+        return None
+    disp, g = gg.fields.get("dispatch"), gg.fields.get("g")
+    if disp is None or g is None or not disp.count or disp.count <= funcf:
+        return None
+    size = disp.size // disp.count
+    static = G - g.offset + disp.offset + (disp.count - funcf) * size
+    try:
+        data = read(static, funcf * size)
+    except Exception:       # any backend's read failure: no base from here
+        return None
+    names = {v: k for k, v in ops.items()}
+    base = None
+    for i in range(funcf):
+        off = prof.symbol_offset("lj_" + names.get(i, "?"))
+        if off is None:
+            return None
+        here = int.from_bytes(data[i * size:(i + 1) * size], "little") - off
+        if base is None:
+            base = here
+        elif here != base:
+            return None
+    return base
 
 
 class ProfileMatch(object):
@@ -203,9 +245,16 @@ def choose(build_ids, luajit_file, arch, states_under, anchor_address, read):
             "%s" % (len(cands), "" if len(cands) == 1 else "s",
                     "has" if len(cands) == 1 else "have", version,
                     "none of them" if not fits else "%d of them (%s): no one layout is sure" % (
-                        len(fits), ", ".join(os.path.basename(p.path) for p in fits))))
-    prof = fits[0]
+                        len(fits), ", ".join(os.path.basename(p.path) for p, _ in fits))))
+    prof, states = fits[0]
+    how = ("the version string %r and a global_State consistent under its layout (of %d "
+           "profiles with that version)" % (version, len(cands)))
     base = anchor_address(prof)
-    return ProfileMatch(prof, base, "the version string %r and a global_State consistent "
-                        "under its layout (of %d profiles with that version)"
-                        % (version, len(cands)), code_matches(prof, base, read)), None
+    if code_matches(prof, base, read):
+        return ProfileMatch(prof, base, how, True), None
+    for st in states:
+        moved = dispatch_base(prof, st.G, read)
+        if moved is not None:
+            return ProfileMatch(prof, moved, how + "; its VM code found at 0x%x through the "
+                                "dispatch table" % (moved + prof.vm_begin), True), None
+    return ProfileMatch(prof, base, how, False), None

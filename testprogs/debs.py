@@ -9,6 +9,9 @@ machines), then
             does not rebuild byte-identical, so the official library would
             not match the debug file.  Its debug file lands under
             /usr/lib/debug/.build-id/, where gdb looks.
+            Debian's official libluajit2-5.1-2 is unpacked into
+            $LJGDB_CACHE/debs/libluajit2-root/ (not installed), without a
+            debug file: the stripped library users run.
   luajit    unpack Debian's official luajit package and, when the rebuild
             is byte-identical (checked by build-id), luajit-dbgsym, into
             $LJGDB_CACHE/debs/luajit-root/ (usr/bin/luajit,
@@ -106,6 +109,10 @@ def main():
             not os.path.exists(_debug_path(build_id(libs[0]))):
         log("installing the rebuilt libluajit2-5.1-2 and its debug symbols")
         dpkg_install([lib, dbg])
+    # ... and Debian's official libluajit2-5.1-2, unpacked (not installed):
+    # what users run, without a debug file anywhere (tests/test_nginx.py
+    # runs nginx on it through LD_LIBRARY_PATH).
+    unpack_official("libluajit2-5.1-2", os.path.join(DEBS, "libluajit2-root"))
     # Debian's luajit: the official binary and, if the rebuild matches it,
     # its debug file, unpacked side by side.
     d = built("luajit")
@@ -131,6 +138,21 @@ def main():
         finally:
             shutil.rmtree(dl, ignore_errors=True)
     return 0
+
+
+def unpack_official(pkg, root):
+    """Debian's own binary package pkg, unpacked into root (once)."""
+    if os.path.isdir(root):
+        return root
+    dl = tempfile.mkdtemp(prefix="ljgdb-deb-")
+    try:
+        run(["apt-get", "download", "-q", "-o", "APT::Sandbox::User=root", pkg], cwd=dl,
+            stdout=subprocess.DEVNULL)
+        run(["dpkg-deb", "-x", glob.glob(os.path.join(dl, pkg + "_*.deb"))[0], root + ".tmp"])
+        os.rename(root + ".tmp", root)
+    finally:
+        shutil.rmtree(dl, ignore_errors=True)
+    return root
 
 
 def _debug_path(bid):

@@ -7,6 +7,16 @@ they describe, with python3 -m ljgdb.profile's reader:
                                  its -dbgsym package (testprogs/debs.py
                                  rebuilds it byte-identical and unpacks both)
 
+  debian-libluajit2_<version>.json  OpenResty's fork as Debian ships it
+                                 (libluajit2-5.1-2, which nginx's lua
+                                 module links), from the rebuilt package's
+                                 debug file: the rebuild is not
+                                 byte-identical (its build-id differs), but
+                                 its layout is the same source's and its
+                                 VM code the same bytes at the same place
+                                 (tests/test_nginx.py runs the official
+                                 library through this profile)
+
   python3 testprogs/make_profiles.py [--check]
 
 --check writes nothing and exits 1 when a shipped profile differs from what
@@ -41,6 +51,24 @@ def debian_luajit():
     return "debian-luajit_%s.json" % version.replace("~", "-"), debug[0], binary
 
 
+def debian_libluajit2():
+    """(profile name, debug file, library) of the rebuilt libluajit2-5.1-2
+    that testprogs/debs.py installs with its debug file."""
+    out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "libluajit2-5.1-2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.decode()
+    libs = glob.glob("/usr/lib/x86_64-linux-gnu/libluajit-5.1.so.2.*")
+    if not out or len(libs) != 1:
+        raise SystemExit("make_profiles: libluajit2-5.1-2 is not installed: run python3 "
+                         "testprogs/debs.py first")
+    note = subprocess.run(["readelf", "-n", libs[0]], stdout=subprocess.PIPE).stdout.decode()
+    bid = note.split("Build ID: ")[1].split()[0]
+    debug = "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
+    if not os.path.exists(debug):
+        raise SystemExit("make_profiles: no debug file for %s (%s): run python3 "
+                         "testprogs/debs.py first" % (libs[0], debug))
+    return "debian-libluajit2_%s.json" % out.replace("~", "-"), debug, libs[0]
+
+
 def profile_text(debug, binary):
     p = subprocess.run([sys.executable, "-m", "ljgdb.profile", debug, "--binary", binary],
                        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -54,7 +82,7 @@ def main():
     ap.add_argument("--check", action="store_true")
     a = ap.parse_args()
     stale = []
-    for name, debug, binary in [debian_luajit()]:
+    for name, debug, binary in [debian_luajit(), debian_libluajit2()]:
         text = profile_text(debug, binary)
         path = os.path.join(OUT, name)
         if a.check:

@@ -71,7 +71,7 @@ def write_conf(d):
     return port
 
 
-def start_nginx(d, expected):
+def start_nginx(d, expected, env=None):
     port = write_conf(d)
 
     def accepting():
@@ -81,7 +81,7 @@ def start_nginx(d, expected):
         except OSError:
             return False
     p = HostProcess([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf")], d, expected,
-                    env={"LJGDB_EXPECTED": expected}, ready=accepting)
+                    env=dict(env or {}, LJGDB_EXPECTED=expected), ready=accepting)
     return p, port
 
 
@@ -135,10 +135,16 @@ def check(outs, expected, how):
 
 
 def test_nginx_request_coroutines(tmp_path):
-    d = str(tmp_path)
+    run_request_coroutines(str(tmp_path))
+
+
+def run_request_coroutines(d, env=None, also=None):
+    """Three request coroutines blocked, read attached, from the gcore and
+    from the kernel's core; also(core, cmds, expected): more checks on the
+    gcore."""
     exp = os.path.join(d, "expected.txt")
     silent = SilentServer()
-    p, port = start_nginx(d, exp)
+    p, port = start_nginx(d, exp, env)
     conns = []
     try:
         conns.append(request(port, "/sleep"))
@@ -157,6 +163,8 @@ def test_nginx_request_coroutines(tmp_path):
         core = os.path.join(d, "gcore")
         check(p.attach(cmds, core), expected, "attached")
         check(core_outputs(NGINX, core, cmds, d), expected, "gcore")
+        if also is not None:
+            also(core, cmds, expected)
         if not kernel_cores_possible():
             kcore = p.abort()
             assert kcore, "no kernel core after SIGABRT:\n%s" % p.log()
@@ -168,8 +176,55 @@ def test_nginx_request_coroutines(tmp_path):
         silent.close()
 
 
+# Debian's official libluajit2-5.1-2, unpacked by testprogs/debs.py: the
+# stripped library users run, whose debug file is nowhere on this machine.
+OFFICIAL_LIBDIR = os.path.join(os.environ.get("LJGDB_CACHE") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ljgdb"),
+    "debs", "libluajit2-root", "usr", "lib", "x86_64-linux-gnu")
+
+
+@pytest.mark.skipif(not os.path.isdir(OFFICIAL_LIBDIR), reason="testprogs/debs.py unpacks "
+                    "Debian's official libluajit2-5.1-2")
+def test_nginx_official_library_through_the_shipped_profile(tmp_path):
+    """nginx on Debian's official, stripped libluajit2 (LD_LIBRARY_PATH):
+    gdb has no DWARF for it, and the shipped profile of the rebuilt
+    package, chosen by LuaJIT's version string and the worker's memory,
+    reads the same frames, threads, requests and heap as the debug file
+    does; so does the core reader on the gcore."""
+    import subprocess
+    import sys
+    lib = os.path.realpath(os.path.join(OFFICIAL_LIBDIR, "libluajit-5.1.so.2"))
+    note = subprocess.run(["readelf", "-n", lib], stdout=subprocess.PIPE).stdout.decode()
+    bid = re.search(r"Build ID: ([0-9a-f]+)", note).group(1)
+    assert not os.path.exists("/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:]))
+    with open(os.path.join(ROOT, "pkg", "profiles", [
+            f for f in os.listdir(os.path.join(ROOT, "pkg", "profiles"))
+            if f.startswith("debian-libluajit2_")][0])) as f:
+        assert bid not in f.read()          # chosen by version, not by build-id
+
+    def also(core, cmds, expected):
+        out = dict(core_outputs(NGINX, core, ["linfo"], os.path.dirname(core)))["linfo"]
+        assert re.search(r"^layout: +layout profile debian-libluajit2_[^ ]+\.json \(LuaJIT "
+                         r"2\.1\.0-beta3, build-id [0-9a-f]+\), chosen by the version string "
+                         r"'LuaJIT 2\.1\.0-beta3' and a global_State consistent under its "
+                         r"layout \(of 2 profiles with that version\) \(the binary has no "
+                         r"DWARF for LuaJIT\); the VM's code labels from the profile$", out,
+                         re.M), out
+        mapped = open(core, "rb").read()
+        assert lib.encode() in mapped       # the core's process ran the official library
+        reader = []
+        for cmd in cmds:
+            r = subprocess.run([sys.executable, "-m", "ljgdb", core, NGINX] + cmd.split(),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
+            reader.append((cmd, r.stdout.decode()))
+        check(reader, expected, "core reader")
+    run_request_coroutines(str(tmp_path), env={"LD_LIBRARY_PATH": OFFICIAL_LIBDIR}, also=also)
+
+
 def test_nginx_library_without_its_debug_file(tmp_path):
-    """The hint names the package that ships libluajit2 (dpkg -S)."""
+    """Without its debug file and without layout profiles (the shipped one
+    would read it: test above), the hint names the package that ships
+    libluajit2 (dpkg -S)."""
     d = str(tmp_path)
     write_conf(d)
     cmds = ["lbt", "linfo"]
@@ -177,7 +232,8 @@ def test_nginx_library_without_its_debug_file(tmp_path):
                     "set debuginfod enabled off", "-ex", "source " + LOADER, "-ex",
                     "set breakpoint pending on", "-ex", "break lua_pcall", "-ex", "run"]
                    + _wrap(cmds) + ["-ex", "kill", "--args", NGINX, "-p", d, "-c",
-                                    os.path.join(d, "nginx.conf")], cwd=d)
+                                    os.path.join(d, "nginx.conf")], cwd=d,
+                   env={"LJGDB_PROFILES": "none"})
     for cmd, out in _cut(text, cmds):
         assert out is not None, text[-3000:]
         lines = out.strip().splitlines()

@@ -150,3 +150,40 @@ def test_stripped_build_without_profile(tmp_path):
     assert len(out.splitlines()) == 1, out
     assert out.startswith("lbt: LuaJIT is in %s" % stripped) and "without debug info" in out
     assert "(build-id %s)" % build_id(stripped) in out and "LJGDB_PROFILES" in out, out
+
+
+def test_stripped_build_with_its_vm_elsewhere(tmp_path):
+    """The same LuaJIT objects linked another way (lj_vm.o first): the VM's
+    machine code is the profile's byte for byte, but lies at another
+    distance from lua_pcall, so the profile's offsets from lua_pcall miss
+    it.  The VM is found through the dispatch table (its static copy holds
+    lj_BC_ISLT's address), the labels hold again, and the stripped build
+    reads as with its DWARF, live and from the core."""
+    m = manifest()["r21-gc64"]
+    work = str(tmp_path / "link")
+    os.makedirs(work)
+    subprocess.run(["ar", "x", m["lib"], "lj_vm.o"], cwd=work, check=True)
+    host = os.path.join(work, "host")
+    subprocess.run(["gcc", "-g", "-O0", "-I", m["src"], "-o", host, os.path.join(work, "lj_vm.o"),
+                    os.path.join(ROOT, "testprogs", "host.c"), m["lib"], "-lm", "-ldl",
+                    "-lpthread", "-Wl,-E"], check=True)
+    stripped = str(tmp_path / "host")
+    subprocess.run(["strip", "-o", stripped, host], check=True)
+    profs = str(tmp_path / "profs")
+    os.makedirs(profs)
+    prof = os.path.join(profs, "r21-gc64.json")
+    subprocess.run([sys.executable, "-m", "ljgdb.profile", m["host"], "-o", prof], cwd=ROOT,
+                   check=True)
+
+    def vm_from_pcall(path):
+        syms = dict(re.findall(r"^([0-9a-f]+) \S (\w+)$", subprocess.run(
+            ["nm", path], stdout=subprocess.PIPE).stdout.decode(), re.M))
+        syms = {v: int(k, 16) for k, v in syms.items()}
+        return syms["lj_vm_asm_begin"] - syms["lua_pcall"]
+    assert vm_from_pcall(host) != vm_from_pcall(m["host"])     # the premise
+    s = read_twice("r21-gc64", stripped, host, profs, tmp_path)
+    for mode in ("live", "core"):
+        linfo = s.out(mode, "linfo")
+        assert re.search(r"^layout: +layout profile r21-gc64\.json .*, chosen by the version "
+                         r"string .*; its VM code found at 0x[0-9a-f]+ through the dispatch "
+                         r"table .*; the VM's code labels from the profile$", linfo, re.M), linfo
