@@ -69,7 +69,8 @@ import json
 from ljgdb.commands.base import get_vm
 from ljgdb.gdb_ext import consts as C, walkers
 from ljgdb.gdb_ext.objects import Tab, Thread, Proto, Func
-from ljgdb.gdb_ext.jit import jit_state, traces, mcode_areas
+from ljgdb.gdb_ext.jit import jit_state, traces
+from ljgdb.gdb_ext.mcode import mcode_areas
 vm = get_vm()
 lay = vm.lay
 hdr = {C.GCT_STR: lay.str.size, C.GCT_UPVAL: lay.uv.size, C.GCT_THREAD: lay.L.size,

@@ -1,7 +1,8 @@
 """lbt: the Lua backtrace of a thread (or of all of them)."""
 from ..gdb_ext.backtrace import Backtracer
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.frames import cached_proto, frame_locals, frame_upvalues
+from ..gdb_ext.frames import frame_locals, frame_upvalues
+from ..gdb_ext.protoinfo import cached_proto
 from ..gdb_ext.threadscan import ThreadScanner, group
 from .base import LjCommand, UsageError, get_vm, param, split_args
 from .format import chunk_display, error_text, hexa, value_text

@@ -360,7 +360,7 @@ class _Texts(object):
 
     def function(self, fk):
         if fk[0] == "LF":
-            from ..gdb_ext.frames import cached_proto
+            from ..gdb_ext.protoinfo import cached_proto
             from .format import chunk_display
             pt = cached_proto(self.vm, fk[1])
             return "function %s:%d" % (chunk_display(pt.chunk(self.vm)), pt.firstline)

@@ -2,7 +2,9 @@
 running one truly stands (gdb_ext.vmstack), who resumed whom, and the
 VM's finalizer thread.  lbt and lthreads only format what this returns."""
 from .errors import CorruptError, FaultError, NotLuaJITError
-from .frames import CFRAME_RAWMASK, FrameWalker, debug_line, trace_of_pc, trace_ref
+from .frames import CFRAME_RAWMASK, FrameWalker
+from .protoinfo import debug_line
+from .snapshots import trace_of_pc, trace_ref
 from .objects import Proto, Thread, Trace, decode_tv
 from .runtime import builtin_names, cfunc_names
 from .tarantool import fibers

@@ -15,9 +15,9 @@ a CorruptError naming the bad address.
 """
 import struct
 
-from . import consts as C
 from .errors import CorruptError, FaultError
-from .objects import Func, Proto, decode_tv, GCT_KIND
+from .objects import Func, decode_tv, GCT_KIND
+from .protoinfo import cached_proto, debug_line, local_names, upvalue_names
 
 _Q = struct.Struct("<Q")
 _q = struct.Struct("<q")
@@ -43,10 +43,6 @@ CFRAME_OFS = {
 }
 CFRAME_RAWMASK = ~3                 # CFRAME_RESUME | CFRAME_UNWIND_FF
 
-# R lj_debug.h VARNAMEDEF: internal names of for-loop slots, codes 1..6.
-VARNAMES = (None, "(for index)", "(for limit)", "(for step)", "(for generator)",
-            "(for state)", "(for control)")
-VARNAME__MAX = 7
 PROTO_VARARG = 0x02                 # R lj_obj.h PROTO_VARARG
 
 MAX_STACK_BYTES = 64 << 20          # far above LUAI_MAXSTACK (65500 slots)
@@ -353,114 +349,6 @@ def _bc_isret(vm, op):
     return n in ("BC_RETM", "BC_RET", "BC_RET0", "BC_RET1")
 
 
-def debug_line(vm, pt, pos):
-    """R lj_debug.c lj_debug_line: the line of bytecode position pos."""
-    if pos is None or pos > pt.sizebc or not pt.lineinfo:
-        return None
-    first = pt.firstline
-    if pos == pt.sizebc:
-        return first + pt.numline
-    if pos == 0:
-        return first
-    pos -= 1
-    if pt.numline < 256:
-        return first + vm.t.u8(pt.lineinfo + pos, "lineinfo")
-    if pt.numline < 65536:
-        return first + vm.t.u16(pt.lineinfo + 2 * pos, "lineinfo")
-    return first + vm.t.u32(pt.lineinfo + 4 * pos, "lineinfo")
-
-
-def _uleb128(data, i):
-    v = 0
-    shift = 0
-    while True:
-        if i >= len(data):
-            raise CorruptError("varinfo ends inside a number")
-        b = data[i]
-        i += 1
-        v |= (b & 0x7F) << shift
-        if b < 0x80:
-            return v, i
-        shift += 7
-        if shift > 35:
-            raise CorruptError("varinfo number too long")
-
-
-def proto_debug_block(vm, pt, start):
-    """Bytes from `start` to the end of the proto (debug info lives there)."""
-    end = pt.addr + pt.sizept
-    if not start or start < pt.addr or start >= end or pt.sizept > (64 << 20):
-        return b""
-    return vm.t.read(start, end - start, "debug info of proto 0x%x" % pt.addr)
-
-
-def cached_proto(vm, addr):
-    """Proto objects are read once per VM object (one command)."""
-    cache = vm.cache("protos")
-    pt = cache.get(addr)
-    if pt is None:
-        pt = cache[addr] = Proto(vm, addr)
-    return pt
-
-
-def local_names(vm, pt, pos):
-    """[(slot index from 0, name)] of the variables active at pos, in slot
-    order (R lj_debug.c debug_varname, applied for every slot)."""
-    if pos is None or not pt.varinfo:
-        return []
-    ranges = pt.memo.get("varranges")
-    if ranges is None:
-        ranges = pt.memo["varranges"] = _var_ranges(vm, pt)
-    out = []
-    slot = 0
-    for name, startpc, endpc in ranges:
-        if startpc > pos:
-            break
-        if pos < endpc:
-            out.append((slot, name))
-            slot += 1
-    return out
-
-
-def _var_ranges(vm, pt):
-    """[(name, startpc, endpc)] from a proto's varinfo, in order."""
-    data = proto_debug_block(vm, pt, pt.varinfo)
-    out = []
-    i = 0
-    lastpc = 0
-    while i < len(data):
-        vn = data[i]
-        if vn < VARNAME__MAX:
-            if vn == 0:
-                break
-            name = VARNAMES[vn]
-            i += 1
-        else:
-            j = data.find(b"\0", i)
-            if j < 0:
-                raise CorruptError("varinfo name is not terminated")
-            name = data[i:j].decode("utf-8", "replace")
-            i = j + 1
-        d, i = _uleb128(data, i)
-        startpc = lastpc + d
-        lastpc = startpc
-        length, i = _uleb128(data, i)
-        out.append((name, startpc, startpc + length))
-    return out
-
-
-def upvalue_names(vm, pt):
-    """Names of a proto's upvalues (uvinfo: NUL-terminated, sizeuv of them)."""
-    if not pt.uvinfo or not pt.sizeuv:
-        return []
-    names = pt.memo.get("uvnames")
-    if names is None:
-        data = proto_debug_block(vm, pt, pt.uvinfo)
-        names = pt.memo["uvnames"] = [n.decode("utf-8", "replace")
-                               for n in data.split(b"\0")[:pt.sizeuv]]
-    return names
-
-
 def frame_locals(walker, fr, frames_top, with_addr=False):
     """[(name, Value)] of a Lua frame: named locals, then varargs (with
     with_addr, [(name, Value, slot address)]).  frames_top: address limit
@@ -517,128 +405,3 @@ def frame_upvalues(vm, fr, with_addr=False):
             v = e
         out.append((name, v, addr) if with_addr else (name, v))
     return out
-
-
-THREAD_STATUS = C.THREAD_STATUS
-
-
-SNAP_FRAME = 0x010000          # R lj_jit.h SNAP_FRAME / SNAP_CONT / SNAP_NORESTORE
-SNAP_CONT = 0x020000
-SNAP_NORESTORE = 0x040000
-
-
-class Snapshot(object):
-    """The snapshot of a trace in effect at a machine pc (R lj_trace.c
-    lj_trace_unwind: the last one whose mcofs is at or before it).
-    pc: its bytecode pc (of the innermost frame); base_delta: slots from
-    the trace's BASE to the innermost frame's (functions inlined into the
-    trace, R lj_snap.c lj_snap_restore); slots: {slot: norestore} of the
-    stack slots it restores (slot 0 is the trace's base frame - 1 - FR2);
-    exact: False on 2.0, which keeps no machine-code offsets: then it is
-    the trace's start."""
-
-    def __init__(self, traceno, T, snapno, pc, base_delta, slots, exact=True):
-        self.traceno = traceno
-        self.T = T
-        self.snapno = snapno
-        self.pc = pc
-        self.base_delta = base_delta
-        self.slots = slots
-        self.exact = exact
-
-
-def trace_of_pc(vm, mpcs):
-    """(trace number, GCtrace address) of the first live trace whose machine
-    code holds one of mpcs (R lj_trace.c trace_exit_find), or None."""
-    lay = vm.lay
-    if lay.trace is None or lay.J is None:
-        return None
-    from .objects import Trace
-    J = vm.GG + lay.GG.J
-    n = vm.t.u32(J + lay.J.sizetrace, "J->sizetrace")
-    if not 0 < n <= 65536:
-        return None
-    tab = vm.t.ptr(J + lay.J.trace, "J->trace")
-    data = vm.t.read(tab, n * lay.ref_size, "J->trace")
-    for i in range(1, n):
-        T = int.from_bytes(data[i * lay.ref_size:(i + 1) * lay.ref_size], "little")
-        if not T:
-            continue
-        tr = Trace(vm, T)
-        if any(tr.mcode <= p < tr.mcode + tr.szmcode for p in mpcs):
-            return i, T
-    return None
-
-
-def trace_ref(vm, traceno):
-    lay = vm.lay
-    J = vm.GG + lay.GG.J
-    traces = vm.t.ptr(J + lay.J.trace, "J->trace")
-    return vm.gref(traces + lay.ref_size * traceno, "J->trace[n]")
-
-
-def trace_snapshot(vm, traceno, mpcs):
-    """The Snapshot of trace traceno (None: find it from mpcs) in effect at
-    the first of the machine pcs mpcs inside its code, or None when no pc
-    lies in a trace."""
-    lay = vm.lay
-    ss = lay.s.get("SnapShot")
-    if lay.trace is None or ss is None:
-        return None
-    from .objects import Trace
-    traceno_given = traceno is not None
-    if traceno is None:
-        found = trace_of_pc(vm, mpcs)
-        if found is None:
-            return None
-        traceno, T_addr = found
-    else:
-        T_addr = trace_ref(vm, traceno)
-    if not T_addr:
-        return None
-    T = Trace(vm, T_addr)
-    if not lay.snap_mcofs:
-        # 2.0 keeps no machine-code offsets in snapshots: the trace's start.
-        pc = vm.t.uint(T_addr + lay.trace.startpc, lay.mref_size, "trace startpc")
-        return Snapshot(traceno, T_addr, None, pc + 4, 0, {}, exact=False)
-    inside = [p for p in mpcs if T.mcode <= p < T.mcode + T.szmcode]
-    if not inside and traceno_given:
-        # A side trace entered from its parent's exit branch runs with the
-        # parent's number in g->vmstate: find the trace by the pc.
-        return trace_snapshot(vm, None, mpcs)
-    if not inside or not T.nsnap:
-        return None
-    off = inside[0] - T.mcode
-    unit = 4 if getattr(vm.t, "arch", "x86_64") == "aarch64" else 1   # MCode units
-    snap = vm.t.ptr(T_addr + lay.trace.snap, "T->snap")
-    data = vm.t.read(snap, ss.size * T.nsnap, "snapshots of trace %d" % T.traceno)
-    best = None
-    for i in range(T.nsnap):
-        b = i * ss.size
-        mcofs = int.from_bytes(data[b + ss.mcofs:b + ss.mcofs + 2], "little") * unit
-        if mcofs <= off:
-            best = i
-    if best is None:
-        return None
-    b = best * ss.size
-    mapofs = int.from_bytes(data[b + ss.mapofs:b + ss.mapofs + 4], "little")
-    nent = data[b + ss.nent]
-    snapmap = vm.t.ptr(T_addr + lay.trace.snapmap, "T->snapmap")
-    raw = vm.t.read(snapmap + 4 * mapofs, 4 * (nent + 2), "snapshot map")
-    slots = {}
-    delta = 0
-    for k in range(nent):
-        sn = int.from_bytes(raw[4 * k:4 * k + 4], "little")
-        slot = sn >> 24
-        slots[slot] = bool(sn & SNAP_NORESTORE)
-        if not lay.fr2 and sn & (SNAP_FRAME | SNAP_CONT) and slot:
-            delta = slot            # R lj_snap_restore: L->base = o+1
-    if lay.fr2:
-        word = int.from_bytes(raw[4 * nent:4 * nent + 8], "little")
-        pc = word >> 8
-        delta = word & 0xFF     # R lj_snap.c: pcbase = pc << 8 | (baseslot - 2)
-    else:
-        pc = int.from_bytes(raw[4 * nent:4 * nent + 4], "little")
-    # A snapshot's pc is the instruction the exit resumes at; the VM's
-    # saved pcs point one past the executing one.
-    return Snapshot(traceno, T_addr, best, pc + 4, delta, slots)

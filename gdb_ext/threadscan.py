@@ -25,8 +25,8 @@ import struct
 
 from . import consts as C
 from .errors import CorruptError, FaultError
-from .frames import (FRAME_CONT, FRAME_TYPE, FRAME_TYPEP, FRAME_VARG, LJ_CONT_FFI_CALLBACK,
-                     cached_proto, debug_line)
+from .frames import FRAME_CONT, FRAME_TYPE, FRAME_TYPEP, FRAME_VARG, LJ_CONT_FFI_CALLBACK
+from .protoinfo import cached_proto, debug_line
 from .gcstat import _reader
 from .pages import PageCache
 from .walkers import threads_walk

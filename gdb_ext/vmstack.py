@@ -19,7 +19,9 @@ return of a function to itself is half done) the frames both readings
 share are shown and the warning says so.
 """
 from .errors import CorruptError, FaultError
-from .frames import CFRAME_OFS, CFRAME_RAWMASK, FrameWalker, cached_proto, trace_snapshot
+from .frames import CFRAME_OFS, CFRAME_RAWMASK, FrameWalker
+from .protoinfo import cached_proto
+from .snapshots import trace_snapshot
 from .objects import Func, GCT_KIND, Thread
 
 # Symbols of LuaJIT's assembler VM (buildvm names every global label of

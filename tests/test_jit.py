@@ -9,7 +9,7 @@ loop offset, start chunk:line, parent/exit).  It stops with an address inside
 one side trace's code and that trace's number as the arguments of
 ljgdb_stop (so L->base holds them).  The same assertions run live and on the
 core; the flush scenario and a build without the JIT check the one-line
-messages.  At the end, the engine (gdb_ext/jit.py) on synthetic memory.
+messages.  At the end, the engine (gdb_ext/jit.py, gdb_ext/mcode.py) on synthetic memory.
 """
 import json
 import re
@@ -283,7 +283,7 @@ def test_bad_input(stops, mode):
 
 
 # --------------------------------------------------------------------------
-# The engine (gdb_ext/jit.py) on synthetic memory, no gdb: both layouts, and
+# The engine (gdb_ext/jit.py, gdb_ext/mcode.py) on synthetic memory, no gdb: both layouts, and
 # both placement models (upstream 2.1's J->mcmin/mcmax window, 2.0's target).
 
 # MCLink {MCode *next; size_t size;} (lj_jit.h) and the JIT_P_* indices, as
@@ -351,7 +351,7 @@ def _synthetic_jit(variant, exit_handler=None, window=None):
 
 @pytest.mark.parametrize("variant", ("r21-gc64", "r21-x64", "r20-x64"))
 def test_engine_areas_traces_and_placement(variant):
-    from ljgdb.gdb_ext import jit
+    from ljgdb.gdb_ext import jit, mcode
     h, vm, areas, T = _synthetic_jit(variant)
     js = jit.jit_state(vm)
     assert js.params == {"sizemcode": 4, "maxmcode": 12}
@@ -359,18 +359,18 @@ def test_engine_areas_traces_and_placement(variant):
     assert [n for n, _ in tr] == [1]
     t = tr[0][1]
     assert (t.ir_count, t.k_count, t.link_name, t.szmcode) == (10, 3, "loop", 96)
-    got = jit.mcode_areas(vm, js)
+    got = mcode.mcode_areas(vm, js)
     assert [a.start for a in got] == areas[::-1]
     assert [a.current for a in got] == [True, False, False]
     assert got[0].used == 300 + 56 and got[0].code_bytes == 300
-    assert jit.assign_traces(got, tr) == []
+    assert mcode.assign_traces(got, tr) == []
     assert [x.traceno for x in got[1].traces] == [1] and got[1].code_bytes == 96
-    area, tt, what = jit.locate(vm, js, got, tr, t.mcode + 10)
+    area, tt, what = mcode.locate(vm, js, got, tr, t.mcode + 10)
     assert (area.start, tt.traceno, what) == (areas[1], 1, None)
-    assert "below J->mcbot" in jit.locate(vm, js, got, tr, areas[2] + 20)[2]
-    assert "free space" in jit.locate(vm, js, got, tr, areas[2] + 1000)[2]
-    assert jit.locate(vm, js, got, tr, 0x1000) == (None, None, None)
-    pl = jit.Placement(vm, js)
+    assert "below J->mcbot" in mcode.locate(vm, js, got, tr, areas[2] + 20)[2]
+    assert "free space" in mcode.locate(vm, js, got, tr, areas[2] + 1000)[2]
+    assert mcode.locate(vm, js, got, tr, 0x1000) == (None, None, None)
+    pl = mcode.Placement(vm, js)
     assert pl.model == ("window" if variant.startswith("r21") else "target")
     assert all(pl.accepts(a) for a in got)
     assert all(pl.reachable(a) for a in got)
@@ -378,27 +378,27 @@ def test_engine_areas_traces_and_placement(variant):
 
 @pytest.mark.parametrize("variant", ("r21-gc64", "r20-x64"))
 def test_engine_area_out_of_range(variant):
-    from ljgdb.gdb_ext import jit
+    from ljgdb.gdb_ext import jit, mcode
     far = 0x7f0000000000          # the exit handler far from the areas
     _, vm, areas, _ = _synthetic_jit(variant, exit_handler=far,
                                      window=(far - (1 << 30), far + (1 << 30)))
     js = jit.jit_state(vm)
-    pl = jit.Placement(vm, js)
-    got = jit.mcode_areas(vm, js)
+    pl = mcode.Placement(vm, js)
+    got = mcode.mcode_areas(vm, js)
     assert not any(pl.accepts(a) for a in got)
     assert not any(pl.reachable(a) for a in got)
     assert pl.distance(got[0]) == got[0].start - pl.target < 0
 
 
 def test_engine_area_chain_loop_is_corrupt():
-    from ljgdb.gdb_ext import jit
+    from ljgdb.gdb_ext import jit, mcode
     from ljgdb.gdb_ext.errors import CorruptError
     h, vm, areas, _ = _synthetic_jit("r21-gc64")
     h.write(areas[0], areas[2].to_bytes(8, "little"))      # oldest links to the newest
     vm.t.segments = [(h.base, bytearray(h.mem))]
     vm.t.clear_cache()
     with pytest.raises(CorruptError, match="loops back"):
-        jit.mcode_areas(vm, jit.jit_state(vm))
+        mcode.mcode_areas(vm, jit.jit_state(vm))
 
 
 def test_engine_exit_stubs_and_branches():
