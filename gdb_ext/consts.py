@@ -25,14 +25,6 @@ LJ_TNUMX = ~13 & U32
 # R lj_obj.h:276-281: LJ_TISNUM is 0xfffeffff on 64-bit without GC64, else LJ_TNUMX.
 LJ_TISNUM_X64 = 0xFFFEFFFF
 LJ_TISNUM_GC64 = LJ_TNUMX
-
-# Names by tag, as lj_obj.h's lj_obj_itypename (with 'integer' for LJ_TISNUM).
-ITYPE_NAMES = {
-    LJ_TNIL: "nil", LJ_TFALSE: "boolean", LJ_TTRUE: "boolean", LJ_TLIGHTUD: "userdata",
-    LJ_TSTR: "string", LJ_TUPVAL: "upval", LJ_TTHREAD: "thread", LJ_TPROTO: "proto",
-    LJ_TFUNC: "function", LJ_TTRACE: "trace", LJ_TCDATA: "cdata", LJ_TTAB: "table",
-    LJ_TUDATA: "userdata",
-}
 ITYPE_MACROS = {
     LJ_TNIL: "LJ_TNIL", LJ_TFALSE: "LJ_TFALSE", LJ_TTRUE: "LJ_TTRUE",
     LJ_TLIGHTUD: "LJ_TLIGHTUD", LJ_TSTR: "LJ_TSTR", LJ_TUPVAL: "LJ_TUPVAL",

@@ -27,9 +27,6 @@ FRAME_LUA, FRAME_C, FRAME_CONT, FRAME_VARG, FRAME_LUAP, FRAME_CP, FRAME_PCALL, F
     range(8)
 FRAME_TYPE = 3
 FRAME_TYPEP = 7
-FRAME_TYPE_NAMES = {FRAME_LUA: "Lua", FRAME_C: "C", FRAME_CONT: "continuation",
-                    FRAME_VARG: "vararg", FRAME_LUAP: "Lua", FRAME_CP: "cpcall",
-                    FRAME_PCALL: "pcall", FRAME_PCALLH: "pcall (hook)"}
 LJ_CONT_FFI_CALLBACK = 1        # R lj_frame.h: enum { LJ_CONT_TAILCALL, LJ_CONT_FFI_CALLBACK }
 NO_BCPOS = None
 
@@ -73,7 +70,7 @@ class Frame(object):
 class Stack(object):
     """A lua_State's stack read in one block; slot access by address."""
 
-    def __init__(self, vm, th, extra_top=None):
+    def __init__(self, vm, th):
         self.vm = vm
         self.start = th.stack
         size = th.stacksize * 8

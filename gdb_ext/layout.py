@@ -166,7 +166,6 @@ class Layout(object):
         # 2.1 snapshots keep the machine-code offset of their exit (mcofs).
         ss = s["SnapShot"]
         self.snap_mcofs = ss is not None and ss.has("mcofs")
-        self.sizeof_gcstr = self.str.size
         self.gcstate_size = self.G.field("gc.total").size
         # Light userdata split (GC64 with segments, lj_obj.h LJ_LIGHTUD_BITS_*)
         self.lightud_seg_bits = 8

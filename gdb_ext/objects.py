@@ -124,10 +124,6 @@ def lightud_pointer(vm, raw):
     return (vm.t.u32(segmap + 4 * seg, "lightuserdata segment map") << 32) | lo
 
 
-def read_tv(vm, addr):
-    return decode_tv(vm, vm.t.u64(addr, "TValue"))
-
-
 # --------------------------------------------------------------------------
 # GC objects: one small class per type, each built from one read.
 
@@ -167,10 +163,6 @@ class Str(GCObj):
                                % (addr, self.len, bound), addr)
         self.data = vm.t.read(self.data_addr, n, "string data of 0x%x" % addr) if n else b""
         self.truncated = n < self.len
-
-
-def read_str(vm, addr, limit=None):
-    return Str(vm, addr, limit)
 
 
 def str_text(vm, addr, limit=None):
