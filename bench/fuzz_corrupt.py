@@ -165,7 +165,7 @@ def regions(variant, core):
 # part of stacks, table parts, prototypes' bytecode and debug info, the
 # global and JIT state, trace snapshots, mcode area links).
 WEIGHTS = {"thread": 4, "stack-used": 6, "stack": 1, "func": 3, "proto": 3, "proto-body": 3,
-           "tab": 3, "node": 3, "array": 1, "str": 2, "strtab": 1, "upval": 1,
+           "table": 3, "node": 3, "array": 1, "str": 2, "strtab": 1, "upval": 1,
            "udata": 1, "cdata": 1, "trace": 3, "trace-table": 1, "snapshots": 1,
            "mclink": 1, "state": 5}
 NOT_OBJECTS = ("stack-used", "stack", "proto-body", "node", "array", "strtab", "trace-table",
