@@ -72,6 +72,28 @@ s = re.search(r"^sum: (\\d+) bytes; g->gc.total: (\\d+) bytes \\((.*)\\)$", out,
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print("BENCH %s %s %s %s %.3f %.3f %d" % (m.group(1), s.group(1), s.group(2),
       s.group(3).replace(" ", "_"), first, best, rss))
+# The floor: a loop that only follows g->gc.root's nextgc links through the
+# core's mapped bytes (one struct unpack per object, no sizing, no counts).
+import bisect, mmap, struct
+from ljgdb.commands.base import get_vm
+from ljgdb.gdb_ext.corefile import segments
+host = install(CoreHost(sys.argv[2], sys.argv[3]))
+vm = get_vm()
+segs = sorted((sg.vaddr, sg.vaddr + sg.filesz, sg.offset) for sg in segments(sys.argv[2]))
+starts = [sg[0] for sg in segs]
+with open(sys.argv[2], "rb") as f:
+    mv = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+unpack = struct.Struct("<Q" if vm.lay.gc64 else "<I").unpack_from
+o = vm.gref(vm.G + vm.lay.G.gc_root)
+n, lo, hi, off = 0, 0, 0, 0
+t = time.perf_counter()
+while o:
+    if not lo <= o < hi:
+        lo, hi, fo = segs[bisect.bisect_right(starts, o) - 1]
+        off = fo - lo
+    o = unpack(mv, o + off)[0]
+    n += 1
+print("FLOOR %d %.3f" % (n, time.perf_counter() - t))
 """
 
 
@@ -112,7 +134,13 @@ def run(variant, n, slen, work):
     text = gdb(["-ex", "source " + LOADER, "-ex", "core-file " + core, "-ex", "source " + timer,
                 m["host"]], work)
     rows.append(("core",) + parse(text))
-    rows.append(("core reader",) + parse(reader(core, m["host"])))
+    text = reader(core, m["host"])
+    rows.append(("core reader",) + parse(text))
+    fl = re.search(r"^FLOOR (\d+) ([\d.]+)$", text, re.M)
+    if fl:
+        print("(the bare chain walk over g->gc.root in the reader: %s objects in %s s, %.0f "
+              "objects/s)" % (fl.group(1), fl.group(2), int(fl.group(1)) / float(fl.group(2))),
+              file=sys.stderr)
     if os.path.exists(core):
         os.unlink(core)
     return rows, size

@@ -500,6 +500,7 @@ class Core(object):
         mem = sorted((s.vaddr, s.vaddr + min(s.filesz, max(0, size - s.offset)), s.offset)
                      for s in self.segments if s.filesz)
         self._mem = [m for m in mem if m[1] > m[0]]
+        self._mv = None
         self._mem_starts = [m[0] for m in self._mem]
         self.threads, self.files, self.auxv, self.psargs = [], [], {}, ""
         for t, _, off, _, fsz, _ in corefile._phdrs(self._m):
@@ -706,6 +707,18 @@ class Core(object):
             parts.append(piece)
             a += len(piece)
         return b"".join(parts)
+
+    def mapped(self, addr):
+        """(start, end, memoryview) of the core's bytes around addr (one
+        PT_LOAD segment's, read in place through the mmap), or None when
+        the core holds no byte at addr."""
+        i = bisect.bisect_right(self._mem_starts, addr) - 1
+        if i < 0 or addr >= self._mem[i][1]:
+            return None
+        s, e, off = self._mem[i]
+        if self._mv is None:
+            self._mv = memoryview(self._m)
+        return s, e, self._mv[off:off + e - s]
 
     def _piece(self, a, end):
         """The bytes from a on (up to end) that one source holds."""

@@ -65,6 +65,9 @@ class CoreTarget(Target):
     def objfile_of(self, addr):
         return self.core.objfile_of(addr)
 
+    def mapped(self, addr):
+        return self.core.mapped(addr)
+
     def type_info(self, name):
         return self.layout.type_info(name) if self.layout is not None else None
 

@@ -5,6 +5,9 @@ Reading them one by one through the target (one gdb call each) costs tens
 of microseconds per object; reading the heap in 1 MB pages and decoding
 with struct from those buffers costs well under one.
 
+Memory a target holds in place (Target.mapped: a core read through mmap)
+goes into the same dicts as views, with nothing copied.
+
 PageCache keeps pages in plain dicts that a hot loop may consult itself
 (`full` for wholly readable 1 MB pages, `p64` for 64 KB pieces), so that
 most lookups cost one dict access and no call.  At most `max_bytes` are kept: the oldest pages are
@@ -59,6 +62,16 @@ class PageCache(object):
         data = self.full.get(page)
         if data is not None:
             return page, data
+        m = self.t.mapped(addr)
+        if m is not None:
+            # Memory the target holds in place (a core's mmap): the biggest
+            # piece inside it, uncopied (and not counted against max_bytes).
+            start, end, buf = m
+            for size, kept, _, _ in self._levels:
+                base = addr & ~(size - 1)
+                if start <= base and base + size <= end:
+                    data = kept[base] = buf[base - start:base - start + size]
+                    return base, data
         visits = self.visits[page] = self.visits.get(page, 0) + 1
         for size, kept, bad, min_visits in self._levels:
             base = addr & ~(size - 1)

@@ -167,6 +167,13 @@ class Target(object):
     def machine_frames(self, max_frames=64):
         return []
 
+    def mapped(self, addr):
+        """(start, end, buffer) of memory around addr that the backend holds
+        in place (a core's segment through its mmap), for walks that read
+        millions of small objects; None when it has none (then they read
+        through pages)."""
+        return None
+
     # --- reading ---------------------------------------------------------
     def clear_cache(self):
         self._blocks.clear()
