@@ -18,7 +18,8 @@ from ..gdb_ext.errors import LjError
 from .base import CommandError, UsageError, help_text
 from .host import SETTINGS, Host, Operand, install
 
-USAGE = "python3 -m ljgdb CORE [BINARY] COMMAND [ARGS...]  (or --help)"
+USAGE = ("python3 -m ljgdb [--set NAME=VALUE] [--thread N] CORE [BINARY] COMMAND [ARGS...]  "
+         "(or --help)")
 
 
 class CoreHost(Host):
@@ -28,9 +29,13 @@ class CoreHost(Host):
     name = "core"
     debug_hint = "--set debug=on (before CORE) shows a traceback"
 
-    def __init__(self, path, executable=None, settings=None):
+    def __init__(self, path, executable=None, settings=None, thread=1):
+        """thread: the number of the thread to look at, as gdb numbers a
+        core's threads (1 is the first in the core, the one that got the
+        signal)."""
         self.path = path
         self.executable = executable
+        self.thread = thread
         self.settings = {k: v[1] for k, v in SETTINGS.items()}
         self.settings.update(settings or {})
         self._target = self._lay = None
@@ -44,7 +49,11 @@ class CoreHost(Host):
                 core = Core(self.path, self.executable)
             except (OSError, ValueError) as e:
                 raise LjError(str(e))
-            target = open_target(core)
+            if not 1 <= self.thread <= len(core.threads):
+                raise LjError("the core has %d thread%s: --thread takes 1 to %d"
+                              % (len(core.threads), "" if len(core.threads) == 1 else "s",
+                                 len(core.threads)))
+            target = open_target(core, self.thread - 1)
             self._lay = Layout(target)
             self._target = target
         return self._target, self._lay
@@ -97,6 +106,19 @@ class CoreHost(Host):
         self.target_and_layout()
         return self._target.match
 
+    def frames_note(self):
+        """The unwinder's reason for ending the selected thread's frames
+        before the outermost one (gdb guesses on there; this reader does
+        not), or None."""
+        self.target_and_layout()
+        t = self._target
+        n = len(t.machine_frames())
+        if t.unwind_stop is None:
+            return None
+        return ("%d frame%s of thread %d, then no more: %s (gdb guesses on past such code; "
+                "the core reader does not)" % (n, "" if n == 1 else "s", self.thread,
+                                               t.unwind_stop))
+
 
 _NUMBER = r"(-?(?:0[xX][0-9a-fA-F]+|[0-9]+))"
 _CAST_RE = re.compile(r"^\(\s*(?:struct\s+|union\s+)?([A-Za-z_][A-Za-z_0-9]*)\s*(\*+)\s*\)\s*"
@@ -129,8 +151,16 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     cmds = _commands()
     settings = {}
-    while argv and argv[0].startswith("--set"):
+    thread = 1
+    while argv and argv[0].startswith(("--set", "--thread")):
         opt = argv.pop(0)
+        if opt.startswith("--thread"):
+            val = opt[len("--thread="):] if opt.startswith("--thread=") else \
+                (argv.pop(0) if argv else "")
+            if not val.isdigit() or int(val) < 1:
+                return _fail("--thread takes a thread's number (1 is the core's first)")
+            thread = int(val)
+            continue
         val = opt[len("--set="):] if opt.startswith("--set=") else (argv.pop(0) if argv else "")
         name, _, value = val.partition("=")
         if name not in SETTINGS or not value:
@@ -145,7 +175,9 @@ def main(argv=None):
             return _fail("--set %s takes %s" % (name, "on or off" if kind == "bool"
                                                  else "a number"))
     if not argv or argv[0] in ("-h", "--help"):
-        sys.stdout.write("usage: %s\n\n%s\n\nOptions before CORE: --set NAME=VALUE (%s).\n"
+        sys.stdout.write("usage: %s\n\n%s\n\nOptions before CORE: --set NAME=VALUE (%s); "
+                         "--thread N, the thread to look at (gdb's numbers: 1 is the "
+                         "core's first, the one that got the signal).\n"
                          % (USAGE, help_text(list(cmds.values())).split("\nIn gdb's")[0].replace(
                              "'help <command>' tells more", "CORE COMMAND --help tells more"),
                             ", ".join(sorted(SETTINGS))))
@@ -165,7 +197,7 @@ def main(argv=None):
     for path, what in ((core, "core file"), (binary, "binary")):
         if path is not None and not os.path.isfile(path):
             return _fail("%s '%s' does not exist or is not a file" % (what, path))
-    install(CoreHost(core, binary, settings))
+    install(CoreHost(core, binary, settings, thread))
     if argv and argv[0] in ("-h", "--help"):
         sys.stdout.write((cmds[name].__doc__ or "").replace("(gdb) ", "$ ") + "\n")
         return 0

@@ -17,6 +17,8 @@ from its surroundings goes through the one Host that is current:
                         the host's own exceptions, or None
   truncation_note()     '; note: ...' when the core file is cut short
   profile_match()       the layout profile in use (profiles.ProfileMatch)
+  frames_note()         why the selected thread's machine frames end early,
+                        when the backend knows and gdb would say nothing
 """
 
 # name -> (kind, default, doc, set_doc, show_doc); kind is 'uint' or 'bool'.
@@ -103,6 +105,9 @@ class Host(object):
         return ""
 
     def profile_match(self):
+        return None
+
+    def frames_note(self):
         return None
 
 

@@ -78,6 +78,9 @@ Example:
                                                     else "; " + start.warning)))
         except (FaultError, CorruptError) as e:
             out.append(("running frame", "unreadable: %s" % e))
+        frames_note = current().frames_note()
+        if frames_note:
+            out.append(("C frames", frames_note))
         _, gcname = vm.gc_state
         out.append(("GC state", gcname[3:].lower() if gcname.startswith("GCS") else gcname))
         out.append(("gc.total", "%d bytes" % vm.gc_total))
@@ -94,5 +97,5 @@ Example:
                "cur_L": hexa(vm.cur_L) if lay.has_cur_L else None, "selected_L": hexa(vm.L),
                "selected_L_source": vm.L_source, "vmstate": name, "trace": trace,
                "gc_total": vm.gc_total, "gc_threshold": vm.gc_threshold,
-               "layout_profile": prof.path if prof else None}
+               "layout_profile": prof.path if prof else None, "frames_note": frames_note}
         return out, raw

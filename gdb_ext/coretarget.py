@@ -249,8 +249,9 @@ def dwarf_layout(img):
     return profiles.Profile(doc, src)
 
 
-def open_target(core):
-    """The CoreTarget of a coredump.Core: LuaJIT's layout from DWARF, else
+def open_target(core, thread=0):
+    """The CoreTarget of a coredump.Core (its thread index `thread` the
+    selected one): LuaJIT's layout from DWARF, else
     from a layout profile (by build-id, else by version string and the
     memory), else NotLuaJITError saying what is missing."""
     found = luajit_image(core)
@@ -261,12 +262,12 @@ def open_target(core):
     name, img = found
     lay = dwarf_layout(img)
     if lay is not None:
-        return CoreTarget(core, lay)
+        return CoreTarget(core, lay, thread=thread)
     from .layout import Layout
     from .vmfind import list_states
 
     def states_under(prof):
-        t = CoreTarget(core, prof)
+        t = CoreTarget(core, prof, thread=thread)
         lo = Layout(t)
         return list_states(t, lo, frame_candidates(t, lo))[0]
 
@@ -282,7 +283,7 @@ def open_target(core):
             "ljgdb.profile on its debug file) in a directory named by $LJGDB_PROFILES"
             % (img.path, name, ", and %s" % why if why else "",
                " (build-id %s)" % img.build_id if img.build_id else ""))
-    return CoreTarget(core, match.profile, match)
+    return CoreTarget(core, match.profile, match, thread)
 
 
 def core_mismatch(core, path):

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lua.h"
 #include "lauxlib.h"
@@ -103,6 +104,10 @@ static int ljgdb_ccall(lua_State *L)
 static void *ljgdb_outside(void *arg)
 {
   (void)arg;
+  /* Let the main thread reach pthread_join first: its frames are then the
+     same at every run (not, at times, still in clone3, which has no unwind
+     information past its system call). */
+  usleep(200000);
   ljgdb_break(NULL, -1);
   return NULL;
 }

@@ -2,7 +2,8 @@
 (python3 -m ljgdb runs one command per process; its own code path is
 commands.corehost.main, tested through the real command line too).
 
-  python3 tests/corerun.py CORE [BINARY] < commands.json  ->  [[output, error line], ...]
+  python3 tests/corerun.py CORE [BINARY] [--thread N] < commands.json
+      ->  [[output, error line], ...]
 """
 import json
 import os
@@ -19,9 +20,15 @@ from ljgdb.commands.host import install  # noqa: E402
 
 
 def main():
-    core = sys.argv[1]
-    binary = sys.argv[2] if len(sys.argv) > 2 else None
-    install(CoreHost(core, binary))
+    args = sys.argv[1:]
+    thread = 1
+    if "--thread" in args:
+        i = args.index("--thread")
+        thread = int(args[i + 1])
+        del args[i:i + 2]
+    core = args[0]
+    binary = args[1] if len(args) > 1 else None
+    install(CoreHost(core, binary, thread=thread))
     cmds = {c.NAME: c for c in command_classes(with_gdb_only=False)}
     out = []
     for line in json.load(sys.stdin):

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from harness import ROOT, Stop, manifest
+from harness import ALL_VARIANTS, ROOT, Stop, manifest
 
 READ = ["lbt", "lbt full", "lthreads", "lgcstat", "ltrace"]
 
@@ -44,7 +44,7 @@ def read_twice(variant, stripped, host, profs, tmp_path, first=(), before=(), af
     return s
 
 
-@pytest.mark.parametrize("variant", ["r21-gc64", "r21-x64", "r20-x64", "or-gc64"])
+@pytest.mark.parametrize("variant", ALL_VARIANTS)
 def test_stripped_build_reads_as_with_debug_info(variant, tmp_path):
     """One process (and its core), read twice: through the profile, then
     with the unstripped binary's symbols and DWARF loaded (symbol-file)."""
