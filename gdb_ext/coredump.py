@@ -60,7 +60,7 @@ def _notes(data):
         i = d + ((descsz + 3) & ~3)
 
 
-def _leb(d, p, signed=False):
+def leb128(d, p, signed=False):
     """A LEB128 number at d[p]: (value, next p)."""
     v = shift = 0
     while True:
@@ -72,12 +72,12 @@ def _leb(d, p, signed=False):
             return (v - (1 << shift) if signed and b & 0x40 else v), p
 
 
-def _uleb(d, p):
-    return _leb(d, p)
+def uleb128(d, p):
+    return leb128(d, p)
 
 
-def _sleb(d, p):
-    return _leb(d, p, True)
+def sleb128(d, p):
+    return leb128(d, p, True)
 
 
 _ENC = {0x02: "<H", 0x03: "<I", 0x04: "<Q", 0x0a: "<h", 0x0b: "<i", 0x0c: "<q", 0x00: "<Q"}
@@ -90,9 +90,9 @@ def _encoded(d, p, enc, vaddr_of, datarel=0):
         return None, p
     fmt = enc & 0x0f
     if fmt == 0x01:
-        v, q = _uleb(d, p)
+        v, q = uleb128(d, p)
     elif fmt == 0x09:
-        v, q = _sleb(d, p)
+        v, q = sleb128(d, p)
     elif fmt in _ENC:
         v = struct.unpack_from(_ENC[fmt], d, p)[0]
         q = p + struct.calcsize(_ENC[fmt])
@@ -298,16 +298,16 @@ class _Cfi(object):
         p = aug_end + 1
         if version >= 4:
             p += 2                      # address_size, segment_selector_size
-        code_align, p = _uleb(d, p)
-        data_align, p = _sleb(d, p)
+        code_align, p = uleb128(d, p)
+        data_align, p = sleb128(d, p)
         if version == 1:
             ra, p = d[p], p + 1
         else:
-            ra, p = _uleb(d, p)
+            ra, p = uleb128(d, p)
         c = {"code": code_align, "data": data_align, "ra": ra, "enc": 0, "signal": "S" in aug,
              "z": aug.startswith("z")}
         if c["z"]:
-            n, p = _uleb(d, p)
+            n, p = uleb128(d, p)
             q, after = p, p + n
             for ch in aug[1:]:
                 if ch == "R":
@@ -340,7 +340,7 @@ class _Cfi(object):
         begin, p = _encoded(d, p, enc, self._at)
         size, p = _encoded(d, p, enc & 0x0f, self._at)
         if cie["z"]:
-            n, p = _uleb(d, p)
+            n, p = uleb128(d, p)
             p += n
         return cie, begin, begin + size, (p, end)
 
@@ -880,8 +880,8 @@ class Core(object):
             elif 0x70 <= op <= 0x8f or op == 0x92:      # DW_OP_breg<n>, bregx
                 reg = op - 0x70
                 if op == 0x92:
-                    reg, p = _uleb(expr, p)
-                off, p = _sleb(expr, p)
+                    reg, p = uleb128(expr, p)
+                off, p = sleb128(expr, p)
                 val = regs.get(_reg_name(reg)) if _reg_name(reg) else None
                 if val is None:
                     raise _Unwound("CFI expression reads register %d, which is not known" % reg)
@@ -889,13 +889,13 @@ class Core(object):
             elif op == 0x06:                            # deref
                 st.append(struct.unpack("<Q", self.read(st.pop(), 8))[0])
             elif op == 0x23:                            # plus_uconst
-                v, p = _uleb(expr, p)
+                v, p = uleb128(expr, p)
                 st.append((st.pop() + v) & mask)
             elif op in _CONSTS:                         # const<n>u, const<n>s
                 st.append(struct.unpack_from(_CONSTS[op], expr, p)[0] & mask)
                 p += struct.calcsize(_CONSTS[op])
             elif op in (0x10, 0x11):                    # constu, consts
-                v, p = (_uleb if op == 0x10 else _sleb)(expr, p)
+                v, p = (uleb128 if op == 0x10 else sleb128)(expr, p)
                 st.append(v & mask)
             elif op in _BINOPS:
                 b, a = st.pop(), st.pop()
@@ -962,7 +962,7 @@ def _run_cfa(cfi, cie, begin, ins, target):
                     return
                 continue
             if hi == 0x80:                              # offset
-                off, p = _uleb(d, p)
+                off, p = uleb128(d, p)
                 regs[lo] = ("offset", off * cie["data"])
                 continue
             if hi == 0xc0:                              # restore
@@ -979,19 +979,19 @@ def _run_cfa(cfi, cie, begin, ins, target):
                 if loc > limit:
                     return
             elif op in (0x05, 0x11, 0x14, 0x15, 0x2f):  # offset_extended(_sf), val_offset(_sf)
-                reg, p = _uleb(d, p)
-                off, p = (_sleb if op in (0x11, 0x15) else _uleb)(d, p)
+                reg, p = uleb128(d, p)
+                off, p = (sleb128 if op in (0x11, 0x15) else uleb128)(d, p)
                 off = -off if op == 0x2f else off
                 regs[reg] = ("val_offset" if op in (0x14, 0x15) else "offset", off * cie["data"])
             elif op in (0x06, 0x07, 0x08):              # restore_extended, undefined, same_value
-                reg, p = _uleb(d, p)
+                reg, p = uleb128(d, p)
                 if op == 0x06:
                     _restore(regs, init, reg)
                 else:
                     regs[reg] = ("undefined" if op == 0x07 else "same", None)
             elif op == 0x09:                            # register
-                reg, p = _uleb(d, p)
-                reg2, p = _uleb(d, p)
+                reg, p = uleb128(d, p)
+                reg2, p = uleb128(d, p)
                 regs[reg] = ("register", reg2)
             elif op == 0x0a:                            # remember_state
                 stack.append((state["cfa"], dict(regs)))
@@ -1001,28 +1001,28 @@ def _run_cfa(cfi, cie, begin, ins, target):
                     regs.clear()
                     regs.update(saved)
             elif op in (0x0c, 0x12):                    # def_cfa, def_cfa_sf
-                reg, p = _uleb(d, p)
-                off, p = (_uleb if op == 0x0c else _sleb)(d, p)
+                reg, p = uleb128(d, p)
+                off, p = (uleb128 if op == 0x0c else sleb128)(d, p)
                 state["cfa"] = ("reg", reg, off * (cie["data"] if op == 0x12 else 1))
             elif op == 0x0d:                            # def_cfa_register
-                reg, p = _uleb(d, p)
+                reg, p = uleb128(d, p)
                 state["cfa"] = ("reg", reg, state["cfa"][2] if state["cfa"][0] == "reg" else 0)
             elif op in (0x0e, 0x13):                    # def_cfa_offset(_sf)
-                off, p = (_uleb if op == 0x0e else _sleb)(d, p)
+                off, p = (uleb128 if op == 0x0e else sleb128)(d, p)
                 if state["cfa"][0] == "reg":
                     off = off * (cie["data"] if op == 0x13 else 1)
                     state["cfa"] = ("reg", state["cfa"][1], off)
             elif op == 0x0f:                            # def_cfa_expression
-                n, p = _uleb(d, p)
+                n, p = uleb128(d, p)
                 state["cfa"] = ("expr", p, p + n)
                 p += n
             elif op in (0x10, 0x16):                    # expression, val_expression
-                reg, p = _uleb(d, p)
-                n, p = _uleb(d, p)
+                reg, p = uleb128(d, p)
+                n, p = uleb128(d, p)
                 regs[reg] = ("expr" if op == 0x10 else "val_expr", (p, p + n))
                 p += n
             elif op == 0x2e:                            # GNU_args_size
-                _, p = _uleb(d, p)
+                _, p = uleb128(d, p)
             elif op != 0x00:                            # nop
                 raise _Unwound("CFA instruction 0x%x is not supported" % op)
 

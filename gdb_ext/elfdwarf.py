@@ -41,16 +41,16 @@ class DwarfTypes(object):
             for die in cu.iter_DIEs():
                 tag = die.tag
                 if tag == "DW_TAG_typedef":
-                    name = _name(die)
+                    name = die_name(die)
                     if name and name not in self.typedefs:
                         self.typedefs[name] = die
                 elif tag in _STRUCTS:
-                    name = _name(die)
+                    name = die_name(die)
                     if name and "DW_AT_declaration" not in die.attributes and \
                             name not in self.tagged:
                         self.tagged[name] = die
                 elif tag == "DW_TAG_enumerator":
-                    name = _name(die)
+                    name = die_name(die)
                     if name and name not in self.enumerators:
                         self.enumerators[name] = (die.attributes["DW_AT_const_value"].value,
                                                   die.get_parent())
@@ -67,7 +67,7 @@ class DwarfTypes(object):
         while die is not None and (die.tag == "DW_TAG_typedef" or die.tag in _QUALIFIERS):
             die = self._type_of(die)
         if die is not None and die.tag in _STRUCTS and "DW_AT_declaration" in die.attributes:
-            die = self.tagged.get(_name(die), die)
+            die = self.tagged.get(die_name(die), die)
         return die
 
     def _sizeof(self, die):
@@ -99,11 +99,11 @@ class DwarfTypes(object):
             return "void", inner
         tag = die.tag
         if tag in ("DW_TAG_typedef", "DW_TAG_base_type"):
-            return _name(die), inner
+            return die_name(die), inner
         if tag in _STRUCTS or tag == "DW_TAG_enumeration_type":
             kw = {"DW_TAG_structure_type": "struct", "DW_TAG_union_type": "union",
                   "DW_TAG_enumeration_type": "enum"}[tag]
-            name = _name(die)
+            name = die_name(die)
             return ("%s %s" % (kw, name) if name else "%s {...}" % kw), inner
         if tag in _QUALIFIERS:
             base, decl = self._declarator(self._type_of(die), inner)
@@ -149,7 +149,7 @@ class DwarfTypes(object):
             ft = self._type_of(m)
             st = self._strip(ft)
             off = base + _member_offset(m)
-            name = _name(m)
+            name = die_name(m)
             if not name:                       # anonymous struct/union: inline it
                 if st is not None and st.tag in _STRUCTS and depth < _MAX_DEPTH:
                     self._flatten(st, off, prefix, out, depth + 1)
@@ -171,7 +171,7 @@ class DwarfTypes(object):
         got = self.enumerators.get(name)
         if got is None:
             return None
-        return {_name(c): c.attributes["DW_AT_const_value"].value
+        return {die_name(c): c.attributes["DW_AT_const_value"].value
                 for c in got[1].iter_children() if c.tag == "DW_TAG_enumerator"}
 
     def enumerations(self):
@@ -182,7 +182,7 @@ class DwarfTypes(object):
             if parent.offset in seen:
                 continue
             seen.add(parent.offset)
-            out.append({_name(c): c.attributes["DW_AT_const_value"].value
+            out.append({die_name(c): c.attributes["DW_AT_const_value"].value
                         for c in parent.iter_children() if c.tag == "DW_TAG_enumerator"})
         return out
 
@@ -198,7 +198,7 @@ class DwarfTypes(object):
         return None
 
 
-def _name(die):
+def die_name(die):
     a = die.attributes.get("DW_AT_name")
     if a is None:
         return None
@@ -239,4 +239,4 @@ def _member_offset(m):
                 break
         return n
     raise ValueError("member %s: location expression %r is not DW_OP_plus_uconst"
-                     % (_name(m), v))
+                     % (die_name(m), v))

@@ -19,6 +19,8 @@ may find through the caller's call-site records) is left out.
 import bisect
 import struct
 
+from .coredump import uleb128, sleb128
+from .elfdwarf import die_name
 from .errors import FaultError
 
 # DWARF register numbers of x86-64 (System V psABI), as gdb names them.
@@ -152,7 +154,7 @@ class _Ctx(object):
         if not rng:
             return None
         fb = die.attributes.get("DW_AT_frame_base")
-        b = _Block(inlined, _attr_name(die) or _origin_name(die), rng,
+        b = _Block(inlined, die_name(die) or _origin_name(die), rng,
                    bytes(fb.value).hex() if fb is not None and isinstance(fb.value, list)
                    else None)
         for child in die.iter_children():
@@ -162,7 +164,7 @@ class _Ctx(object):
                 if kind is not None:
                     loc = self.location(child)
                     if loc is not None:
-                        b.vars.append((_attr_name(child) or _origin_name(child), kind, loc))
+                        b.vars.append((die_name(child) or _origin_name(child), kind, loc))
             elif tag in ("DW_TAG_lexical_block", "DW_TAG_inlined_subroutine"):
                 sub = self.block(child, tag == "DW_TAG_inlined_subroutine")
                 if sub is not None:
@@ -181,7 +183,7 @@ class _Ctx(object):
         if t is not None and t.tag == "DW_TAG_pointer_type":
             tt = _strip(_type(t))
             if tt is not None and tt.tag == "DW_TAG_structure_type":
-                k = _KINDS.get(_attr_name(tt))
+                k = _KINDS.get(die_name(tt))
         self._kind[_type(die).offset] = k
         return k
 
@@ -251,18 +253,10 @@ def _strip(die):
     return die
 
 
-def _attr_name(die):
-    a = die.attributes.get("DW_AT_name")
-    if a is None:
-        return None
-    v = a.value
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
-
-
 def _origin_name(die):
     for key in ("DW_AT_abstract_origin", "DW_AT_specification"):
         if key in die.attributes:
-            return _attr_name(die.get_DIE_from_attribute(key))
+            return die_name(die.get_DIE_from_attribute(key))
     return None
 
 
@@ -316,30 +310,6 @@ class _Unknown(Exception):
     optimized out)."""
 
 
-def _uleb(d, p):
-    v = shift = 0
-    while True:
-        b = d[p]
-        p += 1
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return v, p
-
-
-def _sleb(d, p):
-    v = shift = 0
-    while True:
-        b = d[p]
-        p += 1
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            if b & 0x40:
-                v -= 1 << shift
-            return v, p
-
-
 def _evaluate(expr, reg, cfa, frame_base, bias, read, ptr_size, nested=False):
     """The value of a variable (a location expression: its address, then
     read; or a register; or DW_OP_stack_value), or _Unknown."""
@@ -353,10 +323,10 @@ def _evaluate(expr, reg, cfa, frame_base, bias, read, ptr_size, nested=False):
         if 0x50 <= op <= 0x6F:                  # DW_OP_reg0..31
             in_reg = _reg(reg, op - 0x50)
         elif 0x70 <= op <= 0x8F:                # DW_OP_breg0..31 N
-            off, p = _sleb(expr, p)
+            off, p = sleb128(expr, p)
             stack.append((_reg(reg, op - 0x70) + off) & mask)
         elif op == 0x91:                        # DW_OP_fbreg N
-            off, p = _sleb(expr, p)
+            off, p = sleb128(expr, p)
             if frame_base is None or nested:
                 raise _Unknown()
             stack.append((_evaluate(bytes.fromhex(frame_base), reg, cfa, None, bias, read,
@@ -371,13 +341,13 @@ def _evaluate(expr, reg, cfa, frame_base, bias, read, ptr_size, nested=False):
         elif 0x30 <= op <= 0x4F:                # DW_OP_lit0..31
             stack.append(op - 0x30)
         elif op == 0x10:                        # DW_OP_constu
-            v, p = _uleb(expr, p)
+            v, p = uleb128(expr, p)
             stack.append(v)
         elif op == 0x11:                        # DW_OP_consts
-            v, p = _sleb(expr, p)
+            v, p = sleb128(expr, p)
             stack.append(v & mask)
         elif op == 0x23:                        # DW_OP_plus_uconst
-            v, p = _uleb(expr, p)
+            v, p = uleb128(expr, p)
             stack.append((stack.pop() + v) & mask)
         elif op == 0x22:                        # DW_OP_plus
             b, a = stack.pop(), stack.pop()

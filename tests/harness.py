@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOADER = os.path.join(ROOT, "ljgdb.py")
@@ -134,6 +135,19 @@ class Stop(object):
             whole = self.live_text if mode == "live" else self.core_text
             raise AssertionError("no output for %r (%s):\n%s" % (cmd, mode, whole[-3000:]))
         return text
+
+
+def stripped_with_profile(host, name, workdir):
+    """(stripped copy of host, directory holding the layout profile
+    `name`.json written from host by python3 -m ljgdb.profile)."""
+    stripped = os.path.join(workdir, "host")
+    subprocess.run(["strip", "-o", stripped, host], check=True)
+    profs = os.path.join(workdir, "profs")
+    os.makedirs(profs)
+    p = subprocess.run([sys.executable, "-m", "ljgdb.profile", host, "-o",
+                        os.path.join(profs, name + ".json")], cwd=ROOT)
+    assert p.returncode == 0
+    return stripped, profs
 
 
 def read_expected(path):

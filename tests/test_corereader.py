@@ -16,7 +16,8 @@ import sys
 import pytest
 
 import moments
-from harness import ALL_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, _cut, _wrap, run_gdb
+from harness import (ALL_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, _cut, _wrap, run_gdb,
+                     stripped_with_profile)
 
 CORERUN = os.path.join(ROOT, "tests", "corerun.py")
 # Commands that take no address: the same text on any core.
@@ -197,14 +198,8 @@ def test_cli_refuses_a_core_of_another_binary(nest_core):
 
 @pytest.mark.parametrize("variant", ["r21-gc64", "r20-x64"])
 def test_stripped_core_through_a_profile(variant, tmp_path):
-    host = moments.manifest()[variant]["host"]
-    stripped = str(tmp_path / "host")
-    subprocess.run(["strip", "-o", stripped, host], check=True)
-    profs = str(tmp_path / "profs")
-    os.makedirs(profs)
-    p = subprocess.run([sys.executable, "-m", "ljgdb.profile", host, "-o",
-                        os.path.join(profs, variant + ".json")], cwd=ROOT)
-    assert p.returncode == 0
+    stripped, profs = stripped_with_profile(moments.manifest()[variant]["host"], variant,
+                                            str(tmp_path))
     cmds = ["lbt", "lbt full", "lthreads", "lgcstat", "ltrace", "linfo", "lstates"]
     env = {"LJGDB_PROFILES": profs}
     stop = Stop(variant, "bt.lua", cmds, str(tmp_path / "run"), args=["nest"], env=env,

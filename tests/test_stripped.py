@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from harness import ALL_VARIANTS, ROOT, Stop, manifest
+from harness import ALL_VARIANTS, ROOT, Stop, manifest, stripped_with_profile
 
 READ = ["lbt", "lbt full", "lthreads", "lgcstat", "ltrace"]
 
@@ -49,13 +49,7 @@ def test_stripped_build_reads_as_with_debug_info(variant, tmp_path):
     """One process (and its core), read twice: through the profile, then
     with the unstripped binary's symbols and DWARF loaded (symbol-file)."""
     host = manifest()[variant]["host"]
-    stripped = str(tmp_path / "host")
-    subprocess.run(["strip", "-o", stripped, host], check=True)
-    profs = str(tmp_path / "profs")
-    os.makedirs(profs)
-    p = subprocess.run([sys.executable, "-m", "ljgdb.profile", host, "-o",
-                        os.path.join(profs, variant + ".json")], cwd=ROOT)
-    assert p.returncode == 0
+    stripped, profs = stripped_with_profile(host, variant, str(tmp_path))
     s = read_twice(variant, stripped, host, profs, tmp_path, first=["bt"], after=["linfo"])
     for mode in ("live", "core"):
         assert "Lua backtrace" in s.out(mode, "lbt", 1)
