@@ -4,9 +4,9 @@ COMMANDS lists them for any host (commands.host)."""
 
 def command_classes(with_gdb_only=True):
     """The command classes; lprofile (it runs the process) only in gdb."""
-    from . import linfo, lval, ltab, lbt, lthreads, lgcstat, lmcode, ltrace, lstates
+    from . import linfo, lval, ltab, lbt, lthreads, lgcstat, lgcref, lmcode, ltrace, lstates
     classes = [linfo.LInfo, lval.LVal, ltab.LTab, lbt.LBt, lthreads.LThreads, lgcstat.LGcStat,
-               lmcode.LMcode, ltrace.LTrace, lstates.LStates]
+               lgcref.LGcRef, lgcref.LGcPath, lmcode.LMcode, ltrace.LTrace, lstates.LStates]
     if with_gdb_only:
         from . import lprofile
         classes.append(lprofile.LProfile)

@@ -62,6 +62,14 @@ class PageCache(object):
         data = self.full.get(page)
         if data is not None:
             return page, data
+        base = addr & P64_MASK
+        data = self.p64.get(base)
+        if data is not None:
+            return base, data
+        base = addr & ~(P4 - 1)
+        data = self.p4.get(base)
+        if data is not None:
+            return base, data
         m = self.t.mapped(addr)
         if m is not None:
             # Memory the target holds in place (a core's mmap): the biggest

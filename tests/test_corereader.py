@@ -80,7 +80,9 @@ def _value_commands(stop):
     cmds += ["lval --raw %s 2" % Ls, "lval --json %s 17" % Ls, "ltab (GCtab *)0x%x --depth 2" % table,
              "ltab 0x%x --limit 2" % table, "lval 0x%x" % table, "lval (GCtab *)0x%x" % table,
              "ltab --json (GCtab *)0x%x --depth 2" % table, "lbt L=%s" % Ls,
-             "lbt full L=0x%x" % L, "linfo G=0x8", "lval %s 99" % Ls]
+             "lbt full L=0x%x" % L, "linfo G=0x8", "lval %s 99" % Ls,
+             "lgcpath (GCtab *)0x%x" % table, "lgcref 0x%x" % table,
+             "lgcpath --json %s" % Ls, "lgcref --json (GCtab *)0x%x" % table]
     return cmds
 
 

@@ -1,5 +1,6 @@
 -- A big heap for benchmarks: about N GC objects (tables, strings, closures
--- with their upvalues, coroutines), then a stop in ljgdb_stop.
+-- with their upvalues, coroutines) and one probe table, then a stop in
+-- ljgdb_stop.
 -- Usage: host heap.lua EXPECTED_FILE N [STRING_BYTES]
 --   STRING_BYTES (default 16) is the length of each string: with large
 --   values the heap grows past 4 GB with few objects.
@@ -35,6 +36,10 @@ while made < n do
     made = made + 1
   end
 end
+-- One more table, last in keep: what lgcpath and lgcref look for in
+-- bench/bench_heapgraph.py (its path: keep, a local of this chunk).
+keep[k + 1] = {"probe"}
+out:write("probe\t", tostring(keep[k + 1]), "\n")
 out:write("made\t", made, "\n")
 out:write("gctotal\t", string.format("%.0f", collectgarbage("count") * 1024), "\n")
 out:close()

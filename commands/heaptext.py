@@ -1,0 +1,181 @@
+"""Text of the heap graph's references and paths (gdb_ext.heapgraph), for
+lgcref and lgcpath: where a reference is, and a path from the roots as a
+Lua expression where one exists."""
+import struct
+
+from ..gdb_ext import consts as C
+from ..gdb_ext.errors import CorruptError, FaultError
+from ..gdb_ext.objects import decode_tv
+from ..gdb_ext.protoinfo import cached_proto, upvalue_names
+from .format import chunk_display, hexa, key_text, proto_site, value_text
+
+_PTR = {C.GCT_STR: "GCstr", C.GCT_UPVAL: "GCupval", C.GCT_THREAD: "lua_State",
+        C.GCT_PROTO: "GCproto", C.GCT_FUNC: "GCfunc", C.GCT_TRACE: "GCtrace",
+        C.GCT_CDATA: "GCcdata", C.GCT_TAB: "GCtab", C.GCT_UDATA: "GCudata"}
+
+
+def object_text(vm, heap, addr, gct=None):
+    """'table (GCtab *)0x...' (functions with their site, strings with their
+    text)."""
+    if gct is None:
+        try:
+            gct = heap._type_at(addr)
+        except FaultError:
+            return "object 0x%x" % addr
+    try:
+        if gct == C.GCT_FUNC:
+            return value_text(vm, decode_tv(vm, _tv_bits(vm, addr, C.LJ_TFUNC)))
+        if gct == C.GCT_STR:
+            return "string (GCstr *)0x%x %s" % (addr, value_text(
+                vm, decode_tv(vm, _tv_bits(vm, addr, C.LJ_TSTR)), 40))
+        if gct == C.GCT_PROTO:
+            return "prototype (GCproto *)0x%x %s" % (addr, proto_site(vm, addr))
+    except (FaultError, CorruptError):
+        pass
+    return "%s (%s *)0x%x" % (C.GCT_TEXT.get(gct, "object"), _PTR.get(gct, "GCobj"), addr)
+
+
+def _tv_bits(vm, addr, itype):
+    if vm.lay.gc64:
+        return ((itype & 0x1FFFF) << 47) | addr
+    return (itype << 32) | addr
+
+
+def node_key(vm, heap, tab, node, part="key"):
+    """The key (or, with part="val", the value) of hash node `node` of
+    table tab, as a Value."""
+    lay = vm.lay
+    nodes = int.from_bytes(heap.read(tab + lay.tab.node, lay.mref_size), "little")
+    off = lay.node.key if part == "key" else lay.node.val
+    raw = struct.unpack("<Q", heap.read(nodes + node * lay.node.size + off, 8))[0]
+    return decode_tv(vm, raw)
+
+
+def upvalue_name(vm, func, i):
+    try:
+        from ..gdb_ext.objects import Func
+        fn = Func(vm, func)
+        names = upvalue_names(vm, cached_proto(vm, fn.proto)) if fn.is_lua else []
+        return names[i] if i < len(names) else None
+    except (FaultError, CorruptError):
+        return None
+
+
+def ref_data(vm, heap, r, max_string=200):
+    """A JSON-ready dict of Ref r: holder, holder_type, how (its kind),
+    index/key/name where it has one, weak, and its text."""
+    how = r.how[0]
+    d = {"holder": hexa(r.holder), "holder_type": C.GCT_TEXT.get(r.gct), "how": how,
+         "weak": r.weak}
+    holder = object_text(vm, heap, r.holder, r.gct)
+    try:
+        if how == "arr":
+            d["index"] = r.how[1]
+            text = "[%d] of %s" % (r.how[1], holder)
+        elif how == "val":
+            k = node_key(vm, heap, r.holder, r.how[1])
+            d["key"] = value_text(vm, k, max_string)
+            kt = key_text(vm, k, max_string)
+            text = "%s%s of %s" % ("" if kt.startswith("[") else ".", kt, holder)
+        elif how == "key":
+            d["value"] = value_text(vm, node_key(vm, heap, r.holder, r.how[1], "val"),
+                                    max_string)
+            text = "a key of %s (its value: %s)" % (holder, d["value"])
+        elif how == "mt":
+            text = "metatable of %s" % holder
+        elif how == "env":
+            text = "environment of %s" % holder
+        elif how == "proto":
+            text = "prototype of %s" % holder
+        elif how in ("uv", "cuv"):
+            d["index"] = r.how[1]
+            name = upvalue_name(vm, r.holder, r.how[1]) if how == "uv" else None
+            d["name"] = name
+            text = "upvalue %s of %s" % (name or "#%d" % (r.how[1] + 1), holder)
+        elif how in ("slot", "frame"):
+            d["index"] = r.how[1]
+            fr, name = heap.slot_owner(r.holder, r.how[1])
+            d["name"] = name
+            where = ""
+            if fr is not None:
+                site = ("%s:%s" % (chunk_display(fr.proto.chunk(vm)), fr.line)
+                        if fr.kind == "lua" and fr.proto is not None else None)
+                d["frame"] = site
+                where = " (%s%s)" % ("local %s, " % name if name else "",
+                                     "frame at %s" % site if site else "a C frame")
+            text = "%s %d of %s%s" % ("stack slot" if how == "slot" else "function of frame",
+                                      r.how[1], holder, where)
+        elif how == "kgc":
+            d["index"] = r.how[1]
+            text = "constant #%d of %s" % (r.how[1], holder)
+        elif how == "chunkname":
+            text = "chunk name of %s" % holder
+        elif how == "startpt":
+            text = "start prototype of %s" % holder
+        elif how == "uvval":
+            text = "value of %s" % holder
+        else:
+            text = "%s of %s" % (how, holder)
+    except (FaultError, CorruptError) as e:
+        text = "%s of %s <unreadable: %s>" % (how, holder, e)
+    if r.weak:
+        text += " (weak: does not keep it alive)"
+    d["text"] = text
+    return d
+
+
+def root_text(heap, name):
+    kind = name[0]
+    if kind == "_G":
+        return "_G (the main thread's environment)"
+    if kind == "registry":
+        return "the registry"
+    if kind == "main thread":
+        return "the main thread"
+    if kind == "finalizer":
+        return "the finalizer list (g->gc.mmudata)"
+    if kind == "gcroot":
+        t = heap.basemt_type(name[1])
+        return "g->gcroot[%d]%s" % (name[1], " (the metatable of every %s)" % t if t else "")
+    return kind
+
+
+def root_expr(name):
+    if name[0] == "gcroot":
+        return "g->gcroot[%d]" % name[1]
+    return {"_G": "_G", "registry": "registry", "main thread": "(the main thread)",
+            "finalizer": "(the finalizer list)"}[name[0]]
+
+
+def path_expression(vm, heap, root, chain, max_string=200):
+    """A Lua-like expression for the path: table steps as Lua writes them
+    (.name, ["key"], [3]), the rest as words in parentheses."""
+    expr = root_expr(root)
+    for r in chain:
+        how = r.how[0]
+        if how == "arr":
+            expr += "[%d]" % r.how[1]
+        elif how == "val":
+            k = node_key(vm, heap, r.holder, r.how[1])
+            kt = key_text(vm, k, max_string)
+            expr += kt if kt.startswith("[") else "." + kt
+        elif how == "mt":
+            expr = "getmetatable(%s)" % expr
+        elif how == "env":
+            expr = "getfenv(%s)" % expr
+        elif how in ("uv", "cuv"):
+            name = upvalue_name(vm, r.holder, r.how[1]) if how == "uv" else None
+            expr = "(upvalue %s of %s)" % (name or "#%d" % (r.how[1] + 1), expr)
+        elif how in ("slot", "frame"):
+            fr, name = heap.slot_owner(r.holder, r.how[1])
+            expr = "(%s of thread %s)" % ("local %s" % name if name else
+                                          "stack slot %d" % r.how[1], expr)
+        elif how == "key":
+            expr = "(a key of %s)" % expr
+        elif how == "kgc":
+            expr = "(constant #%d of %s)" % (r.how[1], expr)
+        elif how == "proto":
+            expr = "(prototype of %s)" % expr
+        else:
+            expr = "(%s of %s)" % (how, expr)
+    return expr

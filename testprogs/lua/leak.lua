@@ -1,0 +1,94 @@
+-- Leaks in known places, for lgcref and lgcpath.  Each leak is built in a
+-- function of its own (no local of this chunk keeps it), and recorded:
+--   leak  NAME  OBJECT  PATH        the object (tostring), the path the
+--                                   program built to it, as lgcpath writes it
+--                                   ("-": nothing keeps it alive)
+--   ref   NAME  HOW  HOLDER  WHERE  a reference the program made to it:
+--                                   HOW arr (WHERE: index), val (WHERE: key),
+--                                   uv (WHERE: upvalue name), slot (WHERE:
+--                                   local name), key (WHERE: its value); a
+--                                   weak one as arr-weak, key-weak
+-- then stops in ljgdb_break (through ljgdb_stop).
+-- Usage: host leak.lua EXPECTED_FILE
+local out = assert(io.open(arg[1], "w"))
+
+local function rec(...)
+  local parts = {}
+  for i = 1, select("#", ...) do parts[#parts + 1] = tostring((select(i, ...))) end
+  out:write(table.concat(parts, "\t"), "\n")
+end
+
+-- 1. A cache table that only grows.
+local function leak_cache()
+  cache = { sessions = {} }
+  for i = 1, 50 do cache.sessions["u" .. i] = { i, "s" .. i, { n = i } } end
+  rec("leak", "cache", tostring(cache.sessions.u42[3]), '_G.cache.sessions.u42[3]')
+  rec("ref", "cache", "arr", tostring(cache.sessions.u42), 3)
+end
+
+-- 2. Closures captured in a callback list.
+local function leak_closures()
+  callbacks = {}
+  for i = 1, 3 do
+    local big = { size = i }
+    callbacks[i] = function() return big end
+  end
+  rec("leak", "closure", tostring((select(2, debug.getupvalue(callbacks[2], 1)))),
+      "(upvalue big of _G.callbacks[2])")
+  rec("ref", "closure", "uv", tostring(callbacks[2]), "big")
+end
+
+-- 3. A suspended coroutine holding a big table in a local.
+local function leak_coroutine()
+  worker = coroutine.create(function()
+    local held = { payload = string.rep("x", 1000) }
+    coroutine.yield()
+    return held
+  end)
+  coroutine.resume(worker)
+  local name, held = debug.getlocal(worker, 1, 1)
+  assert(name == "held")
+  rec("leak", "coroutine", tostring(held), "(local held of thread _G.worker)")
+  rec("ref", "coroutine", "slot", tostring(worker), "held")
+end
+
+-- 4. A weak-valued table does not keep what it holds.
+local function leak_weak()
+  weakcache = setmetatable({}, { __mode = "v" })
+  keeper = {}
+  weakcache[1] = {}
+  keeper.only = weakcache[1]
+  rec("leak", "weak", tostring(keeper.only), "_G.keeper.only")
+  rec("ref", "weak", "val", tostring(keeper), "only")
+  rec("ref", "weak", "arr-weak", tostring(weakcache), 1)
+end
+
+-- 5. A table reachable only through an upvalue of a function that the
+-- registry holds.
+local function leak_registry()
+  local secret = { kind = "secret" }
+  debug.getregistry().hook = function() return secret end
+  rec("leak", "registry", tostring(secret), "(upvalue secret of registry.hook)")
+  rec("ref", "registry", "uv", tostring(debug.getregistry().hook), "secret")
+end
+
+-- 6. After the last collection: a table that only a weak-keyed table holds
+-- (as a key): nothing keeps it alive, the next collection frees it.
+local function orphan()
+  weakkeys = setmetatable({}, { __mode = "k" })
+  weakkeys[{}] = true
+  local k = next(weakkeys)
+  rec("leak", "orphan", tostring(k), "-")
+  rec("ref", "orphan", "key-weak", tostring(weakkeys), "true")
+end
+
+leak_cache()
+leak_closures()
+leak_coroutine()
+leak_weak()
+leak_registry()
+collectgarbage("collect")
+orphan()
+rec("ready")
+out:flush()
+ljgdb_stop()

@@ -1,0 +1,123 @@
+"""lgcref and lgcpath against the references testprogs/lua/leak.lua made
+itself: a growing cache table, closures in a callback list, a suspended
+coroutine's local, a weak-valued table beside a strong reference, and a
+table that only an upvalue of a function in the registry holds.  Every
+variant, live and from the core."""
+import json
+import os
+
+import pytest
+
+from harness import ALL_VARIANTS, Stop, addr_of
+
+# Runs inside gdb, live and on the core: lgcpath and lgcref (--json) on
+# every object the program recorded (its expected file is beside it).
+DRIVER = r'''
+import json, os
+exp = os.path.join(os.path.dirname(os.path.abspath(%r)), "expected.txt")
+out = {}
+for line in open(exp):
+    r = line.rstrip("\n").split("\t")
+    if r[0] != "leak":
+        continue
+    a = r[2].rsplit(" ", 1)[1]
+    res = {}
+    for cmd in ("lgcpath", "lgcref"):
+        try:
+            res[cmd] = json.loads(gdb.execute("%%s --json %%s" %% (cmd, a), to_string=True))
+        except gdb.error as e:
+            res[cmd] = {"error": str(e)}
+    res["text"] = gdb.execute("lgcpath %%s" %% a, to_string=True)
+    out[r[1]] = res
+bad = {}
+for cmd in ("lgcref", "lgcpath 0x8", "lgcref (GCtab *)0", "lgcpath ljgdb_break", "lgcref 1.5"):
+    try:
+        bad[cmd] = gdb.execute(cmd, to_string=True)
+    except gdb.error as e:
+        bad[cmd] = "error: " + str(e)
+out["bad input"] = bad
+print("@@LEAKS@@" + json.dumps(out))
+'''
+
+
+@pytest.fixture(scope="module", params=ALL_VARIANTS)
+def stop(request, tmp_path_factory):
+    work = str(tmp_path_factory.mktemp(request.param))
+    driver = os.path.join(work, "driver.py")
+    with open(driver, "w") as f:
+        f.write(DRIVER % driver)
+    return Stop(request.param, "leak.lua", ["python exec(open(%r).read())" % driver], work)
+
+
+def results(stop, mode):
+    text = stop.out(mode, [c for c in stop.commands][0])
+    return json.loads(text.split("@@LEAKS@@", 1)[1].strip().splitlines()[0])
+
+
+def recorded(stop):
+    leaks, refs = {}, {}
+    for r in stop.expected:
+        if r[0] == "leak":
+            leaks[r[1]] = (addr_of(r[2]), r[3])
+        elif r[0] == "ref":
+            refs.setdefault(r[1], []).append((r[2], addr_of(r[3]), r[4]))
+    assert set(leaks) == {"cache", "closure", "coroutine", "weak", "registry", "orphan"}, \
+        stop.expected
+    return leaks, refs
+
+
+@pytest.mark.parametrize("mode", ("live", "core"))
+def test_lgcpath_is_the_path_the_program_built(stop, mode):
+    leaks, _ = recorded(stop)
+    got = results(stop, mode)
+    for name, (addr, path) in leaks.items():
+        doc = got[name]["lgcpath"]
+        assert doc.get("target") == "0x%x" % addr, (name, doc)
+        text = got[name]["text"].splitlines()
+        if path == "-":
+            # Only a weak table's key: nothing keeps it alive.
+            assert doc["expression"] is None and doc["steps"] == [], (name, doc)
+            assert text == ["table (GCtab *)0x%x: no root reaches it (the next full collection "
+                            "frees it)" % addr], text
+            continue
+        assert doc["expression"] == path, (name, doc)
+        assert text[0] == path and len(text) == len(doc["steps"]) + 1, text
+
+
+@pytest.mark.parametrize("mode", ("live", "core"))
+def test_bad_input_is_one_line(stop, mode):
+    bad = results(stop, mode)["bad input"]
+    want = {
+        "lgcref": "error: lgcref: missing object. Usage: ",
+        "lgcpath 0x8": "error: lgcpath: no GC object at 0x8 (its header does not read as one)",
+        "lgcref (GCtab *)0": "error: lgcref: no GC object at 0x0",
+        "lgcpath ljgdb_break": "error: lgcpath: 'ljgdb_break' is not a pointer or an address",
+        "lgcref 1.5": "error: lgcref: '1.5' is not a pointer or an address",
+    }
+    for cmd, start in want.items():
+        assert bad[cmd].startswith(start) and "\n" not in bad[cmd].strip(), (cmd, bad[cmd])
+
+
+def _as_recorded(ref):
+    """A referrer of lgcref --json in the terms leak.lua records them."""
+    how = ref["how"]
+    if how == "arr":
+        return ("arr-weak" if ref["weak"] else "arr", int(ref["holder"], 16), str(ref["index"]))
+    if how == "val":
+        return ("val-weak" if ref["weak"] else "val", int(ref["holder"], 16),
+                ref["key"].strip('"'))
+    if how == "key":
+        return ("key-weak" if ref["weak"] else "key", int(ref["holder"], 16), ref["value"])
+    return (how, int(ref["holder"], 16), ref.get("name"))
+
+
+@pytest.mark.parametrize("mode", ("live", "core"))
+def test_lgcref_lists_every_reference_the_program_made(stop, mode):
+    leaks, refs = recorded(stop)
+    got = results(stop, mode)
+    for name in leaks:
+        doc = got[name]["lgcref"]
+        assert doc["roots"] == [], (name, doc)
+        have = sorted(_as_recorded(r) for r in doc["referrers"])
+        want = sorted((how, holder, where) for how, holder, where in refs[name])
+        assert have == want, (name, doc["referrers"])
