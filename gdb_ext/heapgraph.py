@@ -32,7 +32,6 @@ open upvalues, g->gc.mmudata) and kept in arrays: sorted addresses and a
 type byte each, no Python object per heap object.
 """
 import bisect
-import collections
 import struct
 from array import array
 
@@ -48,6 +47,9 @@ GCROOT_MMNAME_DEFAULT = 0
 MM_MODE_DEFAULT = 3
 _TYPE_ORDER = ("nil", "false", "true", "lightud", "str", "upval", "thread", "proto", "func",
                "trace", "cdata", "table", "udata", "number")
+
+
+_CHUNK = 1 << 16
 
 
 def _aligned(data, pat, align):
@@ -129,25 +131,35 @@ class Heap(object):
         if self.addrs is not None:
             return self.addrs, self.gcts
         # Each object as one int, address << 4 | gct (addresses are 8-byte
-        # aligned, gct < 16): one sort of plain ints.
-        keys = []
-        add = keys.append
+        # aligned, gct < 16), kept in arrays by 16 MB region of the address
+        # space and sorted a region at a time: no list of every object.
+        regions = {}
         T_THREAD, T_UPVAL = C.GCT_THREAD, C.GCT_UPVAL
+
+        def add(o, gct):
+            r = regions.get(o >> 24)
+            if r is None:
+                r = regions[o >> 24] = array("Q")
+            r.append(o << 4 | gct)
         for o, gct in root_objects(self.vm, self.mem):
-            add(o << 4 | gct)
+            add(o, gct)
             if gct == T_THREAD:
                 uv = self.ref(o + self.lay.L.openupval)
                 n = 0
                 while uv and n < (1 << 24):
-                    add(uv << 4 | T_UPVAL)
+                    add(uv, T_UPVAL)
                     uv = self.ref(uv)
                     n += 1
-        T_STR = C.GCT_STR
-        keys.extend(s << 4 | T_STR for s in self._strings())
-        keys.extend(u << 4 | C.GCT_UDATA for u in self.finalizer_list())
-        keys.sort()
-        self.addrs = array("Q", [k >> 4 for k in keys])
-        self.gcts = bytes([k & 15 for k in keys])
+        for o in self._strings():
+            add(o, C.GCT_STR)
+        for u in self.finalizer_list():
+            add(u, C.GCT_UDATA)
+        addrs, gcts = array("Q"), bytearray()
+        for key in sorted(regions):
+            keys = sorted(regions.pop(key))
+            addrs.extend(k >> 4 for k in keys)
+            gcts.extend(k & 15 for k in keys)
+        self.addrs, self.gcts = addrs, bytes(gcts)
         return self.addrs, self.gcts
 
     def _strings(self):
@@ -161,15 +173,13 @@ class Heap(object):
         fmt = "<%d%s" % (mask + 1, "Q" if rs == 8 else "I")
         bound = vm.gc_total // 8 + 16
         n = 0
-        out = []
-        add = out.append
         window = self.mem.window
         nxt_fmt = struct.Struct("<Q" if rs == 8 else "<I").unpack_from
         pb, pe, pbuf = 1, 0, b""
         for a in struct.unpack(fmt, data):
             s = a & ~1              # bit 0: the secondary-hash flag (R lj_str.c)
             while s:
-                add(s)
+                yield s
                 n += 1
                 if n > bound:
                     raise CorruptError("the string table's chains hold more strings than "
@@ -178,7 +188,6 @@ class Heap(object):
                     pb, pbuf = window(s, rs)
                     pe = pb + len(pbuf)
                 s = nxt_fmt(pbuf, s - pb)[0]
-        return out
 
     def finalizer_list(self):
         """The userdata on g->gc.mmudata (a ring anchored at its last one)."""
@@ -291,10 +300,11 @@ class Heap(object):
 
     def strong_targets(self, o, gct):
         """The addresses the object at o keeps alive (its references, weak
-        ones left out), for the breadth-first search: no Ref objects, and a
-        table's slots filtered in one pass each."""
+        ones left out), for the breadth-first search, as lists: no Ref
+        objects, and a table's slots filtered a piece at a time."""
         if gct != C.GCT_TAB:
-            return [r.target for r in self.refs(o, gct) if not r.weak]
+            yield [r.target for r in self.refs(o, gct) if not r.weak]
+            return
         lay = self.lay
         s = lay.tab
         try:
@@ -314,8 +324,14 @@ class Heap(object):
             else:
                 lo, hi, shift, mask = 0xFFFFFFF3, 0xFFFFFFFB, 32, 0xFFFFFFFF
             if asize and arr and asize < (1 << 28) and not wv:
-                raws = struct.unpack("<%dQ" % asize, self.read(arr, 8 * asize))
-                out.extend([r & mask for r in raws if lo <= r >> shift <= hi])
+                # In pieces of 64K slots: a huge array costs no huge list.
+                for first in range(0, asize, _CHUNK):
+                    cnt = min(_CHUNK, asize - first)
+                    raws = struct.unpack("<%dQ" % cnt, self.read(arr + 8 * first, 8 * cnt))
+                    out.extend([r & mask for r in raws if lo <= r >> shift <= hi])
+                    if len(out) > _CHUNK:
+                        yield out
+                        out = []
             if node and hmask < (1 << 27) and not (wk and wv):
                 ns = lay.node.size // 8
                 words = struct.unpack("<%dQ" % ((hmask + 1) * ns),
@@ -327,9 +343,9 @@ class Heap(object):
                     keys = words[lay.node.key // 8::ns]
                     out.extend([k & mask for k, v in zip(keys, vals)
                                 if lo <= k >> shift <= hi and v != 0xFFFFFFFFFFFFFFFF])
-            return out
         except FaultError:
-            return []
+            pass
+        yield out
 
     def weak_mode(self, mt):
         """(weak keys, weak values) of the tables with metatable mt: its
@@ -654,7 +670,7 @@ class Heap(object):
             return None
         parent = array("i", [-1]) * n       # -2: a root
         root_of = {}
-        queue = collections.deque()
+        queue = array("I")                  # indexes, read from `head` on
         for name, v in self.roots():
             i = pos(v)
             if i >= 0 and parent[i] == -1:
@@ -665,16 +681,19 @@ class Heap(object):
         targets = self.strong_targets
         bisect_left = bisect.bisect_left
         T_STR, T_CDATA = C.GCT_STR, C.GCT_CDATA
-        while queue and parent[ti] == -1:
-            i = queue.popleft()
+        head = 0
+        while head < len(queue) and parent[ti] == -1:
+            i = queue[head]
+            head += 1
             gct = gcts[i]
             if gct == T_STR or gct == T_CDATA:
                 continue
-            for t in targets(addrs[i], gct):
-                j = bisect_left(addrs, t)
-                if j < n and addrs[j] == t and parent[j] == -1:
-                    parent[j] = i
-                    queue.append(j)
+            for piece in targets(addrs[i], gct):
+                for t in piece:
+                    j = bisect_left(addrs, t)
+                    if j < n and addrs[j] == t and parent[j] == -1:
+                        parent[j] = i
+                        queue.append(j)
         if parent[ti] == -1:
             return None
         chain = []
