@@ -35,6 +35,17 @@ def target_object(vm, expr):
     return addr, C.KIND_GCT[kind]
 
 
+def object_and_heap(arg):
+    """(vm, address, gct, heapgraph.Heap) for the argument of lgcref and
+    lgcpath."""
+    flags, opts, state, rest = split_args(arg)
+    if not rest:
+        raise UsageError("missing object")
+    vm = get_vm(state)
+    addr, gct = target_object(vm, " ".join(rest))
+    return vm, addr, gct, Heap(vm, max(param("heap-cache"), 4) << 20)
+
+
 class LGcRef(LjCommand):
     """Every reference to a GC object, as the collector follows them: table
 slots (with their key), array indexes, table keys, metatables, environments,
@@ -66,12 +77,7 @@ Example:
         return self.data(arg)
 
     def data(self, arg):
-        flags, opts, state, rest = split_args(arg)
-        if not rest:
-            raise UsageError("missing object")
-        vm = get_vm(state)
-        addr, gct = target_object(vm, " ".join(rest))
-        heap = Heap(vm, max(param("heap-cache"), 4) << 20)
+        vm, addr, gct, heap = object_and_heap(arg)
         refs, roots = heap.referrers(addr)
         maxs = param("max-string")
         return {"target": hexa(addr), "type": C.GCT_TEXT[gct],
@@ -113,12 +119,7 @@ Example:
         return self.data(arg)
 
     def data(self, arg):
-        flags, opts, state, rest = split_args(arg)
-        if not rest:
-            raise UsageError("missing object")
-        vm = get_vm(state)
-        addr, gct = target_object(vm, " ".join(rest))
-        heap = Heap(vm, max(param("heap-cache"), 4) << 20)
+        vm, addr, gct, heap = object_and_heap(arg)
         found = heap.path_to(addr)
         doc = {"target": hexa(addr), "type": C.GCT_TEXT[gct],
                "object": object_text(vm, heap, addr, gct), "root": None, "expression": None,

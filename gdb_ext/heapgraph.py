@@ -234,15 +234,20 @@ class Heap(object):
             return []
         return []
 
-    def _tab(self, o):
+    def _tab_header(self, o):
+        """(metatable, asize, hmask, array, node) of the table at o."""
         lay = self.lay
         s = lay.tab
         hdr = self.read(o, s.size)
-        mt = int.from_bytes(hdr[s.metatable:s.metatable + self.rs], "little")
-        asize = int.from_bytes(hdr[s.asize:s.asize + 4], "little")
-        hmask = int.from_bytes(hdr[s.hmask:s.hmask + 4], "little")
-        arr = int.from_bytes(hdr[s.array:s.array + lay.mref_size], "little")
-        node = int.from_bytes(hdr[s.node:s.node + lay.mref_size], "little")
+        u = int.from_bytes
+        return (u(hdr[s.metatable:s.metatable + self.rs], "little"),
+                u(hdr[s.asize:s.asize + 4], "little"), u(hdr[s.hmask:s.hmask + 4], "little"),
+                u(hdr[s.array:s.array + lay.mref_size], "little"),
+                u(hdr[s.node:s.node + lay.mref_size], "little"))
+
+    def _tab(self, o):
+        lay = self.lay
+        mt, asize, hmask, arr, node = self._tab_header(o)
         out = []
         wk = wv = False
         if mt:
@@ -276,18 +281,13 @@ class Heap(object):
         """The strong Ref from holder to target (a table's slot found by the
         TValue's bytes, not by decoding every slot), or None."""
         if gct == C.GCT_TAB:
-            lay = self.lay
             it = ~target_gct & 0xFFFFFFFF
             raw = ((it & 0x1FFFF) << 47 | target) if self.gc64 else (it << 32 | target)
             pat = self._Q.pack(raw)
-            s = lay.tab
-            hdr = self.read(holder, s.size)
-            mt = int.from_bytes(hdr[s.metatable:s.metatable + self.rs], "little")
+            mt, asize, hmask, arr, node = self._tab_header(holder)
             wk, wv = self.weak_mode(mt) if mt else (False, False)
             if mt == target:
                 return Ref(holder, gct, target, ("mt",))
-            asize = int.from_bytes(hdr[s.asize:s.asize + 4], "little")
-            arr = int.from_bytes(hdr[s.array:s.array + lay.mref_size], "little")
             if asize and arr and not wv and asize < (1 << 28):
                 data = self.read(arr, 8 * asize)
                 k = data.find(pat)
@@ -306,14 +306,8 @@ class Heap(object):
             yield [r.target for r in self.refs(o, gct) if not r.weak]
             return
         lay = self.lay
-        s = lay.tab
         try:
-            hdr = self.read(o, s.size)
-            mt = int.from_bytes(hdr[s.metatable:s.metatable + self.rs], "little")
-            asize = int.from_bytes(hdr[s.asize:s.asize + 4], "little")
-            hmask = int.from_bytes(hdr[s.hmask:s.hmask + 4], "little")
-            arr = int.from_bytes(hdr[s.array:s.array + lay.mref_size], "little")
-            node = int.from_bytes(hdr[s.node:s.node + lay.mref_size], "little")
+            mt, asize, hmask, arr, node = self._tab_header(o)
             out = []
             wk = wv = False
             if mt:
@@ -609,17 +603,11 @@ class Heap(object):
         """The Refs from table o to target, found by searching its array
         and hash part for target's TValue bytes."""
         lay = self.lay
-        s = lay.tab
-        hdr = self.read(o, s.size)
+        mt, asize, hmask, arr, node = self._tab_header(o)
         out = []
-        mt = int.from_bytes(hdr[s.metatable:s.metatable + self.rs], "little")
         wk, wv = self.weak_mode(mt) if mt else (False, False)
         if mt == target:
             out.append(Ref(o, C.GCT_TAB, target, ("mt",)))
-        asize = int.from_bytes(hdr[s.asize:s.asize + 4], "little")
-        hmask = int.from_bytes(hdr[s.hmask:s.hmask + 4], "little")
-        arr = int.from_bytes(hdr[s.array:s.array + lay.mref_size], "little")
-        node = int.from_bytes(hdr[s.node:s.node + lay.mref_size], "little")
         if asize and arr and asize < (1 << 28):
             for k in _aligned(self.read(arr, 8 * asize), tv, 8):
                 out.append(Ref(o, C.GCT_TAB, target, ("arr", k // 8), wv))
