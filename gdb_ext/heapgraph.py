@@ -88,6 +88,10 @@ class Heap(object):
         self.rs = lay.ref_size
         self.gc64 = lay.gc64
         self._Q = struct.Struct("<Q")
+        # tvisnil: GC64 sets all 64 bits (setnilV: it64 = -1); the others
+        # only the tag word, the low word keeps what was there.
+        self.nil_shift = 0 if lay.gc64 else 32
+        self.nil_top = 0xFFFFFFFFFFFFFFFF >> self.nil_shift
         self._weak = {}             # metatable -> (weak keys, weak values)
         t = vm.t
         mmname = t.constant("GCROOT_MMNAME")
@@ -267,8 +271,8 @@ class Heap(object):
             unpack = self._Q.unpack_from
             for j in range(hmask + 1):
                 vraw = unpack(data, j * ns + vo)[0]
-                if vraw == 0xFFFFFFFFFFFFFFFF:
-                    continue                # a nil value: the slot is empty
+                if vraw >> self.nil_shift == self.nil_top:
+                    continue                # a nil value: the slot is empty (a dead key)
                 k = gc_of(unpack(data, j * ns + ko)[0])
                 if k:
                     out.append(Ref(o, C.GCT_TAB, k, ("key", j), wk))
@@ -335,8 +339,9 @@ class Heap(object):
                     out.extend([r & mask for r in vals if lo <= r >> shift <= hi])
                 if not wk:
                     keys = words[lay.node.key // 8::ns]
+                    nsh, ntop = self.nil_shift, self.nil_top
                     out.extend([k & mask for k, v in zip(keys, vals)
-                                if lo <= k >> shift <= hi and v != 0xFFFFFFFFFFFFFFFF])
+                                if lo <= k >> shift <= hi and v >> nsh != ntop])
         except FaultError:
             pass
         yield out
@@ -620,7 +625,7 @@ class Heap(object):
                     out.append(Ref(o, C.GCT_TAB, target, ("val", j), wv))
                 elif part == lay.node.key:
                     vraw = self._Q.unpack_from(data, j * ns + lay.node.val)[0]
-                    if vraw != 0xFFFFFFFFFFFFFFFF:
+                    if vraw >> self.nil_shift != self.nil_top:
                         out.append(Ref(o, C.GCT_TAB, target, ("key", j), wk))
         return out
 

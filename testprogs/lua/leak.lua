@@ -82,6 +82,17 @@ local function orphan()
   rec("ref", "orphan", "key-weak", tostring(weakkeys), "true")
 end
 
+-- 7. After the last collection too: a table that was a key, and whose
+-- value was then set to nil.  The node keeps the dead key, but a nil value
+-- keeps nothing (R lj_gc.c gc_traverse_tab), so nothing references it.
+local function dead_key()
+  deadkeys = {}
+  deadkeys[{}] = 1
+  local k = next(deadkeys)
+  deadkeys[k] = nil
+  rec("leak", "deadkey", tostring(k), "-")
+end
+
 leak_cache()
 leak_closures()
 leak_coroutine()
@@ -89,6 +100,7 @@ leak_weak()
 leak_registry()
 collectgarbage("collect")
 orphan()
+dead_key()
 rec("ready")
 out:flush()
 ljgdb_stop()
