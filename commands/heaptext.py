@@ -9,9 +9,9 @@ from ..gdb_ext.objects import decode_tv
 from ..gdb_ext.protoinfo import cached_proto, upvalue_names
 from .format import chunk_display, hexa, key_text, proto_site, value_text
 
-_PTR = {C.GCT_STR: "GCstr", C.GCT_UPVAL: "GCupval", C.GCT_THREAD: "lua_State",
-        C.GCT_PROTO: "GCproto", C.GCT_FUNC: "GCfunc", C.GCT_TRACE: "GCtrace",
-        C.GCT_CDATA: "GCcdata", C.GCT_TAB: "GCtab", C.GCT_UDATA: "GCudata"}
+# The pointer type of each GC type (a function of either kind as GCfunc).
+_PTR = dict(C.HEADER_STRUCT)
+_PTR[C.GCT_FUNC] = "GCfunc"
 
 
 def object_text(vm, heap, addr, gct=None):
@@ -61,6 +61,13 @@ def upvalue_name(vm, func, i):
         return None
 
 
+def _upvalue(vm, r):
+    """(name or None, the label text) of an upvalue reference: a Lua
+    function's by its name, a C function's by its number."""
+    name = upvalue_name(vm, r.holder, r.how[1]) if r.how[0] == "uv" else None
+    return name, name or "#%d" % (r.how[1] + 1)
+
+
 def ref_data(vm, heap, r, max_string=200):
     """A JSON-ready dict of Ref r: holder, holder_type, how (its kind),
     index/key/name where it has one, weak, and its text."""
@@ -89,9 +96,8 @@ def ref_data(vm, heap, r, max_string=200):
             text = "prototype of %s" % holder
         elif how in ("uv", "cuv"):
             d["index"] = r.how[1]
-            name = upvalue_name(vm, r.holder, r.how[1]) if how == "uv" else None
-            d["name"] = name
-            text = "upvalue %s of %s" % (name or "#%d" % (r.how[1] + 1), holder)
+            d["name"], label = _upvalue(vm, r)
+            text = "upvalue %s of %s" % (label, holder)
         elif how in ("slot", "frame"):
             d["index"] = r.how[1]
             fr, name = heap.slot_owner(r.holder, r.how[1])
@@ -164,8 +170,7 @@ def path_expression(vm, heap, root, chain, max_string=200):
         elif how == "env":
             expr = "getfenv(%s)" % expr
         elif how in ("uv", "cuv"):
-            name = upvalue_name(vm, r.holder, r.how[1]) if how == "uv" else None
-            expr = "(upvalue %s of %s)" % (name or "#%d" % (r.how[1] + 1), expr)
+            expr = "(upvalue %s of %s)" % (_upvalue(vm, r)[1], expr)
         elif how in ("slot", "frame"):
             fr, name = heap.slot_owner(r.holder, r.how[1])
             expr = "(%s of thread %s)" % ("local %s" % name if name else

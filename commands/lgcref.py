@@ -6,8 +6,6 @@ from .base import LjCommand, UsageError, get_vm, operand, param, split_args
 from .format import hexa
 from .heaptext import object_text, path_expression, ref_data, root_text
 
-_GC_POINTERS = {s: g for g, _, _, s in C.GC_TYPES}
-_GC_POINTERS.update(GCfunc=C.GCT_FUNC, GCfuncC=C.GCT_FUNC, GCobj=None, GChead=None)
 
 
 def target_object(vm, expr):
@@ -26,7 +24,7 @@ def target_object(vm, expr):
         if not tv.is_gc:
             raise UsageError("the TValue at 0x%x holds %s, not a GC object" % (addr, tv.type_name))
         addr = tv.addr
-    elif pointee not in _GC_POINTERS and pointee not in (None, "void", "char"):
+    elif pointee not in C.POINTER_KINDS and pointee not in (None, "void", "char"):
         raise UsageError("'%s' is a pointer to %s; expected a GC object pointer, a TValue * "
                          "or an address" % (expr, pointee))
     kind = looks_like_gc_object(vm, addr)

@@ -6,10 +6,6 @@ from ..gdb_ext import consts as C
 from .base import LjCommand, UsageError, get_vm, operand, param, split_args
 from .format import chunk_display, hexa, quote, table_header, value_text
 
-# Pointer types that name a GC object directly.
-_GC_POINTERS = dict({s: kind for _, kind, _, s in C.GC_TYPES}, GCfunc="func", GCfuncC="func",
-                    GCobj=None, GChead=None)
-
 
 class LVal(LjCommand):
     """Decode a LuaJIT value.
@@ -94,8 +90,8 @@ Example:
             if v.type_name == "TValue" and v.address is not None:
                 return self._tv(vm, v.address, "", "raw" in flags, maxs)
             raise UsageError("'%s' is not a pointer or an address" % expr)
-        if tname in _GC_POINTERS:
-            kind = _GC_POINTERS[tname] or gc_kind_at(vm, addr)
+        if tname in C.POINTER_KINDS:
+            kind = C.POINTER_KINDS[tname] or gc_kind_at(vm, addr)
             return self._gc(vm, kind, addr, "raw" in flags, maxs)
         if tname in (None, "void"):
             # A bare address: a GC object's if its header reads like one.

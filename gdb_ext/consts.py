@@ -61,6 +61,10 @@ GCT_NAMES = {g: kind for g, kind, _, _ in GC_TYPES}          # gct -> kind
 KIND_GCT = {kind: g for g, kind, _, _ in GC_TYPES}           # kind -> gct
 GCT_TEXT = {g: text for g, _, text, _ in GC_TYPES}           # gct -> lgcstat's word
 HEADER_STRUCT = {g: struct for g, _, _, struct in GC_TYPES}  # gct -> header struct
+# The type a pointer argument points to -> the kind of GC object it names
+# (None: any; its header tells).
+POINTER_KINDS = dict({struct: kind for _, kind, _, struct in GC_TYPES}, GCfunc="func",
+                     GCfuncC="func", GCobj=None, GChead=None)
 
 # GC64 TValue split, R lj_obj.h: itype(o) = (uint32_t)(o->it64 >> 47),
 # pointers are the low 47 bits (LJ_GCVMASK).

@@ -9,12 +9,10 @@ import os
 
 from . import corefile, profiles
 from .errors import LjError, NotLuaJITError
+from .layout import LUAJIT_SYMBOLS
 from .state import STATE_REGISTERS, register_candidates
 from .target import MachineFrame, Target
 from .vmstack import VM_CODE_PREFIXES
-
-# Functions every LuaJIT build exports (as gdbtarget.LUAJIT_SYMBOLS).
-LUAJIT_SYMBOLS = ("luaL_newstate", "lua_newstate", "luaJIT_setmode", "lua_pcall")
 
 
 def cache_dir():

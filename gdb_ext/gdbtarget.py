@@ -11,6 +11,7 @@ import gdb  # noqa: F401  (only importable inside gdb)
 
 from . import corefile
 from .errors import FaultError, NotLuaJITError
+from .layout import LUAJIT_SYMBOLS
 from .state import STATE_REGISTERS, register_candidates
 from .target import FLATTEN_DEPTH, Field, MachineFrame, Target, TypeInfo
 
@@ -358,8 +359,6 @@ def frame_candidates(lay, max_frames=64):
 # read symbols, gdb's own tables and (for the build-id) a few bytes of the
 # core; none of them touches a live process.
 
-# Functions every LuaJIT build exports (lj_api.c, lib_aux.c, luajit.h).
-LUAJIT_SYMBOLS = ("luaL_newstate", "lua_newstate", "luaJIT_setmode", "lua_pcall")
 
 
 def luajit_symbol():

@@ -32,6 +32,9 @@ GC_STATE_NAMES = ("GCSpause", "GCSpropagate", "GCSatomic", "GCSsweepstring", "GC
 VMSTATE_NAMES = ("LJ_VMST_INTERP", "LJ_VMST_C", "LJ_VMST_GC", "LJ_VMST_EXIT",
                  "LJ_VMST_RECORD", "LJ_VMST_OPT", "LJ_VMST_ASM")
 PROBE_SYMBOLS = ("lj_lib_checknumber",)
+# Functions every LuaJIT build exports (lj_api.c, lib_aux.c, luajit.h): what
+# tells that a file holds LuaJIT, with or without its debug info.
+LUAJIT_SYMBOLS = ("luaL_newstate", "lua_newstate", "luaJIT_setmode", "lua_pcall")
 # Enumerations read whole, by one of their enumerators (both are anonymous
 # enums in LuaJIT: lj_bc.h BCOp, lj_ff.h fast-function ids).
 ENUMS = ("BC_ISLT", "FF_LUA_")

@@ -19,6 +19,16 @@ from ljgdb.commands.corehost import CoreHost  # noqa: E402
 from ljgdb.commands.host import install  # noqa: E402
 
 
+class CapturingHost(CoreHost):
+    """The core reader's host, its direct writes kept (stdout is this
+    program's JSON)."""
+
+    written = []
+
+    def write(self, text):
+        self.written.append(text)
+
+
 def main():
     args = sys.argv[1:]
     thread = 1
@@ -28,15 +38,19 @@ def main():
         del args[i:i + 2]
     core = args[0]
     binary = args[1] if len(args) > 1 else None
-    install(CoreHost(core, binary, thread=thread))
+    host = install(CapturingHost(core, binary, thread=thread))
     cmds = {c.NAME: c for c in command_classes(with_gdb_only=False)}
     out = []
     for line in json.load(sys.stdin):
         name, _, arg = line.partition(" ")
+        host.written = []
         try:
-            out.append([cmds[name]().execute(arg), None])
+            text, err = cmds[name]().execute(arg), None
         except CommandError as e:
-            out.append([e.output, str(e)])
+            text, err = e.output, str(e)
+        # What a command writes before its end (lgcstat's partial report
+        # before its error line) comes first, as in gdb's output.
+        out.append(["".join(host.written) + (text or ""), err])
     json.dump(out, sys.stdout)
 
 
