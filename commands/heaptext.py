@@ -114,6 +114,9 @@ def ref_data(vm, heap, r, max_string=200):
         elif how == "kgc":
             d["index"] = r.how[1]
             text = "constant #%d of %s" % (r.how[1], holder)
+        elif how == "irk":
+            d["index"] = r.how[1]
+            text = "IR constant %d (jit.util.tracek index) of %s" % (r.how[1], holder)
         elif how == "chunkname":
             text = "chunk name of %s" % holder
         elif how == "startpt":
@@ -181,6 +184,8 @@ def path_expression(vm, heap, root, chain, max_string=200):
             expr = "(constant #%d of %s)" % (r.how[1], expr)
         elif how == "proto":
             expr = "(prototype of %s)" % expr
+        elif how == "irk":
+            expr = "(IR constant %d of %s)" % (r.how[1], expr)
         else:
             expr = "(%s of %s)" % (how, expr)
     return expr

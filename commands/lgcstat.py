@@ -7,7 +7,10 @@ from ..gdb_ext.gcstat import HEADER_STRUCT, TYPE_ORDER, HeapWalker
 from ..gdb_ext.jit import TraceObj, jit_state
 from ..gdb_ext.objects import Cdata, Proto, Str, Tab, Thread, Udata
 from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
+from ..gdb_ext.heapgraph import Heap
 from .format import chunk_display, func_text, hexa, proto_site, quote
+from .heapreport import retained_data, retained_report
+from .lgcref import target_object
 from .host import current
 
 TYPE_TEXT = C.GCT_TEXT
@@ -27,8 +30,16 @@ GG_State, the string table, buffers, JIT and FFI state), and the sum next to
 g->gc.total.
   --top N       the N largest objects, with what they are
   --by-chunk    bytes of functions, prototypes and traces by chunk name
+  --retained [--top N] [OBJECT]
+                retained sizes: the bytes the collector frees when the last
+                reference to an object goes (the object's own and those of
+                every object only reachable through it, from the dominator
+                tree of the strong references); the N objects that retain
+                the most (10 by default), each with its path from the
+                roots, or one OBJECT with the objects that dominate it
 
 Usage: lgcstat [--top N] [--by-chunk] [L=<lua_State *>]
+       lgcstat --retained [--top N] [OBJECT] [L=<lua_State *>]
 Example:
   (gdb) lgcstat --top 3
   type           count        bytes      min        avg      max  header (this layout)
@@ -38,17 +49,21 @@ Example:
 
     NAME = "lgcstat"
     SUMMARY = "every GC object and every byte the collector counts"
-    WORDS = ('--top', '--by-chunk')
-    USAGE = "lgcstat [--top N] [--by-chunk] [L=<lua_State *>]"
+    WORDS = ('--top', '--by-chunk', '--retained')
+    USAGE = "lgcstat [--top N] [--by-chunk | --retained [OBJECT]] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
-        return report(self.data(arg, from_tty))
+        doc = self.data(arg, from_tty)
+        return retained_report(doc) if doc.get("kind") == "retained" else report(doc)
 
     def run_json(self, arg, from_tty):
         return self.data(arg, from_tty)
 
     def data(self, arg, from_tty):
-        flags, opts, L_expr, rest = split_args(arg, flags=("by-chunk",), options=("top",))
+        flags, opts, L_expr, rest = split_args(arg, flags=("by-chunk", "retained"),
+                                               options=("top",))
+        if "retained" in flags:
+            return self.retained(flags, opts, L_expr, rest, from_tty)
         if rest:
             raise UsageError("unexpected argument '%s'" % rest[0])
         top = int_option(opts, "top", 0, 0)
@@ -73,6 +88,23 @@ Example:
         return data(vm, st, top, "by-chunk" in flags)
 
 
+    def retained(self, flags, opts, L_expr, rest, from_tty):
+        if "by-chunk" in flags:
+            raise UsageError("--retained and --by-chunk do not go together")
+        vm = get_vm(L_expr)
+        target = target_object(vm, " ".join(rest)) if rest else None
+        heap = Heap(vm, max(param("heap-cache"), 4) << 20)
+        progress = _Progress("objects followed") if from_tty and _is_terminal() else None
+        try:
+            doc = retained_data(vm, heap, int_option(opts, "top", 10, 1), target, progress,
+                                param("max-string"))
+        finally:
+            if progress is not None:
+                progress.clear()
+        doc["kind"] = "retained"
+        return doc
+
+
 def _is_terminal():
     try:
         return sys.stdout.isatty()
@@ -83,11 +115,12 @@ def _is_terminal():
 class _Progress(object):
     """A progress line on the terminal, rewritten in place."""
 
-    def __init__(self):
+    def __init__(self, what="objects walked"):
         self.shown = False
+        self.what = what
 
     def __call__(self, n):
-        current().write("\rlgcstat: %d objects walked (Ctrl-C stops)..." % n)
+        current().write("\rlgcstat: %d %s (Ctrl-C stops)..." % (n, self.what))
         self.shown = True
 
     def clear(self):

@@ -27,6 +27,7 @@ makes a gdb call per object.
 import gc
 import heapq
 import struct
+from array import array
 from operator import itemgetter
 
 from . import consts as C
@@ -123,11 +124,18 @@ class HeapWalker(object):
     every `every` objects (for a progress line; it may raise to stop)."""
 
     def __init__(self, vm, top=0, by_chunk=False, progress=None, every=200000,
-                 cache_bytes=1 << 30):
+                 cache_bytes=1 << 30, keep=False, mem=None):
+        """keep: also keep every object's address, type, size and whether
+        it is dead, for objects() (the heap graph's index).  mem: the
+        pages.PageCache to read through (else one of cache_bytes)."""
         self.vm = vm
         self.lay = lay = vm.lay
         self.t = vm.t
-        self.mem = PageCache(vm.t, cache_bytes)
+        self.mem = mem if mem is not None else PageCache(vm.t, cache_bytes)
+        # keep: 16 MB region of the address space -> (keys, sizes), a key
+        # being address << 5 | dead << 4 | gct (addresses are 8-byte
+        # aligned, gct < 16): sorted a region at a time by objects().
+        self.kept = {} if keep else None
         self._full_get, self._p64_get = self.mem.full.get, self.mem.p64.get
         self.top_n = top
         self.by_chunk = by_chunk
@@ -260,6 +268,8 @@ class HeapWalker(object):
         dcnt = [0] * 13
         dtot = [0] * 13
         T_TAB, T_STR, T_FUNC, T_UPVAL = C.GCT_TAB, C.GCT_STR, C.GCT_FUNC, C.GCT_UPVAL
+        kept = self.kept
+        kreg, kkey, ksize = -1, None, None
         try:
             for o in starts:
                 # Brent's cycle check: the chain must not come back to the
@@ -319,6 +329,11 @@ class HeapWalker(object):
                     if marked & deadmask:
                         dcnt[gct] += 1
                         dtot[gct] += sz
+                    if kept is not None:
+                        if o >> 24 != kreg:
+                            kreg, kkey, ksize = self._region(o)
+                        kkey(o << 5 | (16 if marked & deadmask else 0) | gct)
+                        ksize(sz)
                     if top_n and sz > top_min:
                         if len(top) < top_n:
                             heapq.heappush(top, (sz, o, gct))
@@ -378,6 +393,8 @@ class HeapWalker(object):
         cnt = tot = dcnt = dtot = mx = 0
         mn = 1 << 62
         T_STR = C.GCT_STR
+        kept = self.kept
+        kreg, kkey, ksize = -1, None, None
         try:
             for o in starts:
                 mark, seg = 0, 64           # Brent's cycle check, as in _walk
@@ -405,6 +422,11 @@ class HeapWalker(object):
                     if marked & deadmask:
                         dcnt += 1
                         dtot += sz
+                    if kept is not None:
+                        if o >> 24 != kreg:
+                            kreg, kkey, ksize = self._region(o)
+                        kkey(o << 5 | (16 if marked & deadmask else 0) | T_STR)
+                        ksize(sz)
                     if top_n and sz > top_min:
                         if len(top) < top_n:
                             heapq.heappush(top, (sz, o, T_STR))
@@ -441,6 +463,29 @@ class HeapWalker(object):
                 ts.dead += dcnt
                 ts.dead_bytes += dtot
         return n - start_n
+
+    def _region(self, o):
+        """(region, append key, append size) of the kept objects' region
+        that holds o."""
+        r = self.kept.get(o >> 24)
+        if r is None:
+            r = self.kept[o >> 24] = (array("Q"), array("Q"))
+        return o >> 24, r[0].append, r[1].append
+
+    def objects(self):
+        """After run() with keep: (addresses, types, sizes, dead) of every
+        object in address order: arrays of 8-byte integers for addresses
+        and sizes, bytes of gct and of 1 (dead: the collector's mark says
+        garbage not yet swept) per object."""
+        addrs, gcts, sizes, dead = array("Q"), bytearray(), array("Q"), bytearray()
+        for key in sorted(self.kept):
+            keys, szs = self.kept.pop(key)
+            order = sorted(range(len(keys)), key=keys.__getitem__)
+            addrs.extend([keys[i] >> 5 for i in order])
+            gcts.extend([keys[i] & 15 for i in order])
+            dead.extend([keys[i] >> 4 & 1 for i in order])
+            sizes.extend([szs[i] for i in order])
+        return addrs, bytes(gcts), sizes, bytes(dead)
 
     def _locate(self, o, need, what):
         """(base, buf) holding the `need` bytes at o, for the walks when o

@@ -19,8 +19,11 @@ says where the reference is):
             tables, cdata) and its chunk name ("chunkname",)
   userdata  its metatable ("mt",) and environment ("env",)
   upvalue   its value ("uvval",) (reached only through the closures above)
-Strings and cdata hold no references; a trace's IR constants are not
-followed (its prototype is, "startpt").
+  trace     its IR's GC constants ("irk", jit.util.tracek's index), the
+            traces it links to ("link", "nextroot", "nextside") and its
+            starting prototype ("startpt"); a prototype holds its root
+            trace ("trace",)
+Strings and cdata hold no references.
 
 The roots (R lj_gc.c gc_mark_start, gc_mark_gcroot, gc_mark_mmudata): the
 main thread, its environment (_G), the registry, g->gcroot (the
@@ -39,7 +42,6 @@ from . import consts as C
 from .errors import CorruptError, FaultError
 from .objects import Str
 from .pages import PageCache
-from .walkers import root_objects
 
 # lj_obj.h: enum { GCROOT_MMNAME, ... } and MMDEF's ORDER MM (index, newindex,
 # gc, mode, ...): the same in 2.0 and 2.1; read from DWARF when it has them.
@@ -99,8 +101,8 @@ class Heap(object):
         self.mm_mode_slot = (GCROOT_MMNAME_DEFAULT if mmname is None else mmname) + \
             (MM_MODE_DEFAULT if mode is None else mode)
         self.basemt = t.constant("GCROOT_BASEMT")
-        self.addrs = None
-        self.gcts = None
+        self.addrs = self.gcts = self.sizes = self.dead = self.stat = None
+        self._jtrace = self._irk = None
 
     # --- reading ----------------------------------------------------------
     def read(self, addr, n):
@@ -131,67 +133,16 @@ class Heap(object):
 
     # --- every object -------------------------------------------------------
     def index(self):
-        """Find every object: (sorted addresses, their gct), as arrays."""
+        """Find every object: (sorted addresses, their gct), as arrays
+        (lgcstat's walk, gcstat.HeapWalker, which also sizes each one:
+        self.sizes, self.dead, and its HeapStat self.stat)."""
         if self.addrs is not None:
             return self.addrs, self.gcts
-        # Each object as one int, address << 4 | gct (addresses are 8-byte
-        # aligned, gct < 16), kept in arrays by 16 MB region of the address
-        # space and sorted a region at a time: no list of every object.
-        regions = {}
-        T_THREAD, T_UPVAL = C.GCT_THREAD, C.GCT_UPVAL
-
-        def add(o, gct):
-            r = regions.get(o >> 24)
-            if r is None:
-                r = regions[o >> 24] = array("Q")
-            r.append(o << 4 | gct)
-        for o, gct in root_objects(self.vm, self.mem):
-            add(o, gct)
-            if gct == T_THREAD:
-                uv = self.ref(o + self.lay.L.openupval)
-                n = 0
-                while uv and n < (1 << 24):
-                    add(uv, T_UPVAL)
-                    uv = self.ref(uv)
-                    n += 1
-        for o in self._strings():
-            add(o, C.GCT_STR)
-        for u in self.finalizer_list():
-            add(u, C.GCT_UDATA)
-        addrs, gcts = array("Q"), bytearray()
-        for key in sorted(regions):
-            keys = sorted(regions.pop(key))
-            addrs.extend(k >> 4 for k in keys)
-            gcts.extend(k & 15 for k in keys)
-        self.addrs, self.gcts = addrs, bytes(gcts)
+        from .gcstat import HeapWalker
+        walker = HeapWalker(self.vm, keep=True, mem=self.mem)
+        self.stat = walker.run()
+        self.addrs, self.gcts, self.sizes, self.dead = walker.objects()
         return self.addrs, self.gcts
-
-    def _strings(self):
-        vm, lay = self.vm, self.lay
-        tab = vm.t.ptr(vm.G + lay.o_strtab, "string table pointer")
-        mask = vm.t.u32(vm.G + lay.o_strmask, "string table mask")
-        if mask & (mask + 1) or mask > (1 << 30):
-            raise CorruptError("string table mask 0x%x is not 2^n-1" % mask, vm.G + lay.o_strmask)
-        rs = self.rs
-        data = self.mem.read(tab, (mask + 1) * rs)
-        fmt = "<%d%s" % (mask + 1, "Q" if rs == 8 else "I")
-        bound = vm.gc_total // 8 + 16
-        n = 0
-        window = self.mem.window
-        nxt_fmt = struct.Struct("<Q" if rs == 8 else "<I").unpack_from
-        pb, pe, pbuf = 1, 0, b""
-        for a in struct.unpack(fmt, data):
-            s = a & ~1              # bit 0: the secondary-hash flag (R lj_str.c)
-            while s:
-                yield s
-                n += 1
-                if n > bound:
-                    raise CorruptError("the string table's chains hold more strings than "
-                                       "gc.total allows: a cycle?", s)
-                if not (pb <= s and s + rs <= pe):
-                    pb, pbuf = window(s, rs)
-                    pe = pb + len(pbuf)
-                s = nxt_fmt(pbuf, s - pb)[0]
 
     def finalizer_list(self):
         """The userdata on g->gc.mmudata (a ring anchored at its last one)."""
@@ -232,8 +183,7 @@ class Heap(object):
                 v = self.gc_of(self._Q.unpack(self.read(self._uv_value_addr(o), 8))[0])
                 return [Ref(o, gct, v, ("uvval",))] if v else []
             if gct == C.GCT_TRACE and self.lay.trace is not None:
-                pt = self.ref(o + self.lay.trace.startpt)
-                return [Ref(o, gct, pt, ("startpt",))] if pt else []
+                return self._trace(o)
         except FaultError:
             return []
         return []
@@ -345,6 +295,33 @@ class Heap(object):
         except FaultError:
             pass
         yield out
+
+    def graph_targets(self, o, gct):
+        """As strong_targets, but a Lua function's upvalues are its GCupval
+        objects (the collector's view: the upvalue object is what the
+        closure keeps, and it keeps the value), for the dominator tree."""
+        if gct != C.GCT_FUNC:
+            return self.strong_targets(o, gct)
+        lay = self.lay
+        try:
+            hdr = self.read(o, lay.fnC.size)
+            if hdr[lay.fnC.ffid] != C.FF_LUA:
+                return self.strong_targets(o, gct)
+            rs = self.rs
+            out = []
+            env = int.from_bytes(hdr[lay.fnC.env:lay.fnC.env + rs], "little")
+            if env:
+                out.append(env)
+            pc = int.from_bytes(hdr[lay.fnL.pc:lay.fnL.pc + lay.mref_size], "little")
+            out.append(pc - lay.pt.size)
+            nup = hdr[lay.fnC.nupvalues]
+            if nup:
+                data = self.read(o + lay.fnL.uvptr, nup * rs)
+                out.extend(int.from_bytes(data[i * rs:(i + 1) * rs], "little")
+                           for i in range(nup))
+            return [out]
+        except FaultError:
+            return [[]]
 
     def weak_mode(self, mt):
         """(weak keys, weak values) of the tables with metatable mt: its
@@ -503,7 +480,91 @@ class Heap(object):
                 v = int.from_bytes(data[(nk - 1 - i) * rs:(nk - i) * rs], "little")
                 if v:
                     out.append(Ref(o, C.GCT_PROTO, v, ("kgc", i)))
+        if self.lay.jit and s.has("trace"):
+            n = int.from_bytes(hdr[s.trace:s.trace + s.field("trace").size], "little")
+            tr = self._trace_addr(n) if n else 0
+            if tr:
+                out.append(Ref(o, C.GCT_PROTO, tr, ("trace",)))
         return out
+
+    def _trace_addr(self, traceno):
+        """The GCtrace of a trace number (J->trace[traceno]), or 0."""
+        if self._jtrace is None:
+            from .jit import jit_state
+            js = jit_state(self.vm)
+            self._jtrace = (js.trace, js.sizetrace, js.ref_bias)
+        base, size, _ = self._jtrace
+        if not base or not 0 < traceno < size:
+            return 0
+        return self.ref(base + traceno * self.rs)
+
+    def _ir_kinds(self):
+        """(IR_KGC, IR_KNULL, mask of the IR types whose constants take two
+        slots) of this build (R lj_ir.h IRT_IS64; 2.0 keeps 64-bit
+        constants out of the IR: no mask)."""
+        if self._irk is None:
+            t = self.vm.t
+            kgc, knull = t.constant("IR_KGC"), t.constant("IR_KNULL")
+            names = ["NUM", "I64", "U64", "P64", "LIGHTUD"]
+            if self.gc64:
+                names += ["STR", "THREAD", "PROTO", "FUNC", "CDATA", "TAB", "UDATA", "NIL"]
+            mask = 0
+            if self.lay.branch != "2.0":
+                for nm in names:
+                    v = t.constant("IRT_" + nm)
+                    if v is not None:
+                        mask |= 1 << v
+            self._irk = (kgc, knull, mask)
+        return self._irk
+
+    def _trace(self, o):
+        """A trace's references as the collector marks them (R lj_gc.c
+        gc_traverse_trace): its IR's GC constants ("kgc", ref), the traces
+        it links to ("link"/"nextroot"/"nextside",) and its starting
+        prototype ("startpt",); the prototype's ("trace",) is its root
+        trace (pt->trace)."""
+        s = self.lay.trace
+        hdr = self.read(o, s.size)
+
+        def get(name):
+            f = s.field(name)
+            return int.from_bytes(hdr[f.offset:f.offset + f.size], "little")
+        out = []
+        if not get("traceno"):
+            return out
+        kgc, knull, mask = self._ir_kinds()
+        ref_true = self._jtrace_bias() - 3          # lj_ir.h REF_TRUE = REF_BIAS - 3
+        nk, ir = get("nk"), get("ir")
+        if kgc is not None and ir and ref_true - (1 << 16) < nk < ref_true:
+            data = self.read(ir + 8 * nk, 8 * (ref_true - nk) + 8)
+            ref = nk
+            while ref < ref_true:
+                k = (ref - nk) * 8
+                typ, op = data[k + 4], data[k + 5]
+                if op == kgc:
+                    if self.gc64:
+                        v = self._Q.unpack_from(data, k + 8)[0]
+                    else:
+                        v = int.from_bytes(data[k:k + 4], "little")
+                    if v:
+                        # jit.util.tracek's index: ref - REF_BIAS.
+                        out.append(Ref(o, C.GCT_TRACE, v, ("irk", ref - ref_true - 3)))
+                if mask >> (typ & 31) & 1 and op != knull:
+                    ref += 1
+                ref += 1
+        for name in ("link", "nextroot", "nextside"):
+            n = get(name)
+            tr = self._trace_addr(n) if n else 0
+            if tr and tr != o:
+                out.append(Ref(o, C.GCT_TRACE, tr, (name,)))
+        pt = get("startpt")
+        if pt:
+            out.append(Ref(o, C.GCT_TRACE, pt, ("startpt",)))
+        return out
+
+    def _jtrace_bias(self):
+        self._trace_addr(0)
+        return self._jtrace[2]
 
     def _udata(self, o):
         lay = self.lay

@@ -17,8 +17,14 @@ DRIVER = r'''
 import json, os
 exp = os.path.join(os.path.dirname(os.path.abspath(%r)), "expected.txt")
 out = {}
+retained = {}
 for line in open(exp):
     r = line.rstrip("\n").split("\t")
+    if r[0] == "retained":
+        a = r[2].rsplit(" ", 1)[1]
+        retained[r[1]] = json.loads(gdb.execute("lgcstat --retained --json %%s" %% a,
+                                                to_string=True))
+        continue
     if r[0] != "leak":
         continue
     a = r[2].rsplit(" ", 1)[1]
@@ -37,6 +43,9 @@ for cmd in ("lgcref", "lgcpath 0x8", "lgcref (GCtab *)0", "lgcpath ljgdb_break",
     except gdb.error as e:
         bad[cmd] = "error: " + str(e)
 out["bad input"] = bad
+out["retained"] = retained
+top = json.loads(gdb.execute("lgcstat --retained --top 5 --json", to_string=True))
+out["top"] = top
 print("@@LEAKS@@" + json.dumps(out))
 '''
 
@@ -66,6 +75,30 @@ def recorded(stop):
                           "deadkey"}, \
         stop.expected
     return leaks, refs
+
+
+@pytest.mark.parametrize("mode", ("live", "core"))
+def test_retained_bytes_are_what_the_collector_freed(stop, mode):
+    """For each leak, leak.lua measured what dropping its one reference
+    frees (collectgarbage("count") around full collections), then built it
+    again: lgcstat --retained of the new one says the same bytes, and the
+    path the program built."""
+    want = {r[1]: (addr_of(r[2]), int(r[3]), r[4]) for r in stop.expected
+            if r[0] == "retained"}
+    assert set(want) == {"cache", "closure", "coroutine", "weak", "registry"}, stop.expected
+    got = results(stop, mode)["retained"]
+    for name, (addr, nbytes, path) in want.items():
+        o = got[name]["object"]
+        assert o["address"] == "0x%x" % addr, (name, o)
+        assert (o["retained"], o["path"]) == (nbytes, path), (name, o)
+        # Every object is reached or not, once: the bytes add up.
+        doc = got[name]
+        assert doc["reached_bytes"] + doc["unreached_bytes"] == doc["object_bytes"], doc
+    # In the list of the most retaining objects, each retains at least what
+    # the next does, and _G (holding every leak but the registry's) is there.
+    top = results(stop, mode)["top"]["top"]
+    assert [e["retained"] for e in top] == sorted((e["retained"] for e in top), reverse=True)
+    assert "_G" in [e["path"] for e in top], top
 
 
 @pytest.mark.parametrize("mode", ("live", "core"))

@@ -8,6 +8,12 @@
 --                                   uv (WHERE: upvalue name), slot (WHERE:
 --                                   local name), key (WHERE: its value); a
 --                                   weak one as arr-weak, key-weak
+--   retained NAME OBJECT BYTES PATH the bytes the collector freed when the
+--                                   program dropped its one reference to
+--                                   an object built the same way as OBJECT
+--                                   (collectgarbage("count") before and
+--                                   after, each after full collections),
+--                                   and the path to it the program built
 -- then stops in ljgdb_break (through ljgdb_stop).
 -- Usage: host leak.lua EXPECTED_FILE
 local out = assert(io.open(arg[1], "w"))
@@ -19,15 +25,19 @@ local function rec(...)
 end
 
 -- 1. A cache table that only grows.
-local function leak_cache()
+local function leak_cache(rec)
   cache = { sessions = {} }
-  for i = 1, 50 do cache.sessions["u" .. i] = { i, "s" .. i, { n = i } } end
+  -- A string made at run time that every session shares with _G.token:
+  -- retained by neither (charged once, to what both share).
+  token = "tok-" .. 50
+  for i = 1, 50 do cache.sessions["u" .. i] = { i, "s" .. i, { n = i }, token } end
   rec("leak", "cache", tostring(cache.sessions.u42[3]), '_G.cache.sessions.u42[3]')
   rec("ref", "cache", "arr", tostring(cache.sessions.u42), 3)
+  return cache.sessions
 end
 
 -- 2. Closures captured in a callback list.
-local function leak_closures()
+local function leak_closures(rec)
   callbacks = {}
   for i = 1, 3 do
     local big = { size = i }
@@ -36,10 +46,11 @@ local function leak_closures()
   rec("leak", "closure", tostring((select(2, debug.getupvalue(callbacks[2], 1)))),
       "(upvalue big of _G.callbacks[2])")
   rec("ref", "closure", "uv", tostring(callbacks[2]), "big")
+  return callbacks[2]
 end
 
 -- 3. A suspended coroutine holding a big table in a local.
-local function leak_coroutine()
+local function leak_coroutine(rec)
   worker = coroutine.create(function()
     local held = { payload = string.rep("x", 1000) }
     coroutine.yield()
@@ -50,10 +61,11 @@ local function leak_coroutine()
   assert(name == "held")
   rec("leak", "coroutine", tostring(held), "(local held of thread _G.worker)")
   rec("ref", "coroutine", "slot", tostring(worker), "held")
+  return worker
 end
 
 -- 4. A weak-valued table does not keep what it holds.
-local function leak_weak()
+local function leak_weak(rec)
   weakcache = setmetatable({}, { __mode = "v" })
   keeper = {}
   weakcache[1] = {}
@@ -61,15 +73,17 @@ local function leak_weak()
   rec("leak", "weak", tostring(keeper.only), "_G.keeper.only")
   rec("ref", "weak", "val", tostring(keeper), "only")
   rec("ref", "weak", "arr-weak", tostring(weakcache), 1)
+  return keeper.only
 end
 
 -- 5. A table reachable only through an upvalue of a function that the
 -- registry holds.
-local function leak_registry()
+local function leak_registry(rec)
   local secret = { kind = "secret" }
   debug.getregistry().hook = function() return secret end
   rec("leak", "registry", tostring(secret), "(upvalue secret of registry.hook)")
   rec("ref", "registry", "uv", tostring(debug.getregistry().hook), "secret")
+  return debug.getregistry().hook
 end
 
 -- 6. After the last collection: a table that only a weak-keyed table holds
@@ -93,11 +107,35 @@ local function dead_key()
   rec("leak", "deadkey", tostring(k), "-")
 end
 
-leak_cache()
-leak_closures()
-leak_coroutine()
-leak_weak()
-leak_registry()
+-- Collect until a full collection frees nothing more (the first ones
+-- also shrink the string table, stacks and buffers); g->gc.total / 1024.
+local function settle()
+  local c
+  repeat
+    c = collectgarbage("count")
+    collectgarbage("collect")
+  until collectgarbage("count") == c
+  return c
+end
+
+local function nop() end
+
+-- Build a leak, measure what dropping its one reference frees, build it
+-- again (the same way: the same sizes) and record it.
+local function retained(name, path, make, drop)
+  make(nop)
+  local before = settle()
+  drop()
+  local after = settle()
+  local obj = make(rec)
+  rec("retained", name, tostring(obj), string.format("%d", (before - after) * 1024), path)
+end
+
+retained("cache", "_G.cache.sessions", leak_cache, function() cache.sessions = nil end)
+retained("closure", "_G.callbacks[2]", leak_closures, function() callbacks[2] = nil end)
+retained("coroutine", "_G.worker", leak_coroutine, function() worker = nil end)
+retained("weak", "_G.keeper.only", leak_weak, function() keeper.only = nil end)
+retained("registry", "registry.hook", leak_registry, function() debug.getregistry().hook = nil end)
 collectgarbage("collect")
 orphan()
 dead_key()
