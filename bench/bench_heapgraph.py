@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Seconds and peak memory of `lgcpath` and `lgcref` on big heaps, inside
-gdb (live) and in the core reader.
+"""Seconds and peak memory of `lgcpath`, `lgcref` and `lgcstat --retained`
+on big heaps, inside gdb (live) and in the core reader.
 
   python3 bench/bench_heapgraph.py [--sizes N,N,...] [VARIANT ...]
       default: --sizes 1000000,5000000 r21-gc64
@@ -12,11 +12,13 @@ gdb, after one `linfo` (the DWARF layout, once per session), `lgcpath` and
 `lgcref` of the probe are timed with time.perf_counter; each reads the
 whole heap (every object found, sorted; lgcpath then searches breadth
 first from the roots, lgcref searches every object's memory for the
-probe's bytes).  A core is saved with gcore and the core reader runs each
+probe's bytes, lgcstat --retained builds the dominator tree of every
+reached object and reports the probe's retained size).  A core is saved with gcore and the core reader runs each
 as a program (python3 -m ljgdb CORE BINARY ...): its wall time and peak
 resident memory are measured from outside (/usr/bin/time's figures, read
 from os.wait4).  Each answer is checked against the probe: lgcpath must
-end at it, lgcref must find the one slot that holds it.
+end at it, lgcref must find the one slot that holds it, lgcstat --retained
+must give the probe's path (its retained size is checked by the tests).
 """
 import os
 import re
@@ -33,12 +35,13 @@ TIMER = """python
 import resource, time
 gdb.execute("linfo", to_string=True)
 probe = [l.split("\\t")[1].split()[1] for l in open(%r) if l.startswith("probe")][0]
-for cmd in ("lgcpath", "lgcref"):
+for cmd in ("lgcpath", "lgcref", "lgcstat --retained"):
     t = time.perf_counter()
     out = gdb.execute("%%s %%s" %% (cmd, probe), to_string=True)
     dt = time.perf_counter() - t
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print("BENCH %%s %%.2f %%d %%s" %% (cmd, dt, rss, out.splitlines()[0].replace(" ", "~")))
+    line = out.splitlines()[2 if cmd.startswith("lgcstat") else 0]
+    print("BENCH %%s %%.2f %%d %%s" %% (cmd.replace(" ", "~"), dt, rss, line.replace(" ", "~")))
 end
 """
 
@@ -51,13 +54,15 @@ def gdb(args, cwd):
 
 
 def reader(core, binary, cmd, probe):
-    """(seconds, peak RSS in KB, first line) of the core reader as a program."""
+    """(seconds, peak RSS in KB, the line that answers) of the core reader
+    as a program."""
     t = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-m", "ljgdb", core, binary, cmd, probe], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    out = p.stdout.read().decode()
+    p = subprocess.Popen([sys.executable, "-m", "ljgdb", core, binary] + cmd.split() + [probe],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = p.stdout.read().decode().splitlines()
     _, _, usage = os.wait4(p.pid, 0)
-    return time.perf_counter() - t, usage.ru_maxrss, out.splitlines()[0] if out else ""
+    k = 2 if cmd.startswith("lgcstat") else 0
+    return time.perf_counter() - t, usage.ru_maxrss, out[k] if len(out) > k else "\n".join(out)
 
 
 def run(variant, n, work):
@@ -71,13 +76,14 @@ def run(variant, n, work):
                 "-ex", "source " + timer, "-ex", "gcore " + core, "-ex", "kill",
                 "--args", m["host"], os.path.join(LUA_DIR, "heap.lua"), exp, str(n)], work)
     rows = {}
-    for cmd, secs, rss, first in re.findall(r"^BENCH (\w+) ([\d.]+) (\d+) (.*)$", live, re.M):
-        rows[("gdb (live)", cmd)] = (float(secs), int(rss), first.replace("~", " "))
-    if len(rows) != 2:
+    for cmd, secs, rss, first in re.findall(r"^BENCH (\S+) ([\d.]+) (\d+) (.*)$", live, re.M):
+        rows[("gdb (live)", cmd.replace("~", " "))] = (float(secs), int(rss),
+                                                       first.replace("~", " "))
+    if len(rows) != 3:
         raise SystemExit("no benchmark result:\n" + live[-3000:])
     rec = {r[0]: r[1] for r in read_expected(exp)}
     probe = rec["probe"].split()[1]
-    for cmd in ("lgcpath", "lgcref"):
+    for cmd in ("lgcpath", "lgcref", "lgcstat --retained"):
         rows[("core reader", cmd)] = reader(core, m["host"], cmd, probe)
     os.unlink(core)
     return rows, int(rec["made"]), probe
@@ -86,6 +92,8 @@ def run(variant, n, work):
 def check(cmd, first, probe):
     if cmd == "lgcpath":
         return first.startswith("(local keep of thread (the main thread))[")
+    if cmd == "lgcstat --retained":
+        return "(local keep of thread (the main thread))[" in first
     return first == "references to table (GCtab *)%s: 1" % probe
 
 

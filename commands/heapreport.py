@@ -1,5 +1,9 @@
-"""lgcstat --retained: what each object keeps alive (gdb_ext.heapdom)."""
+"""lgcstat --retained: what each object keeps alive (gdb_ext.heapdom);
+lgcstat --save and --diff: what grew between two moments
+(gdb_ext.heapsnap)."""
 from ..gdb_ext import consts as C
+from ..gdb_ext import heapsnap
+from ..gdb_ext.gcstat import TYPE_ORDER
 from ..gdb_ext.heapdom import Dominators
 from .format import hexa
 from .heaptext import object_text, path_expression, root_text
@@ -104,4 +108,123 @@ def retained_report(doc):
                "bytes (lgcstat)" % (doc["reached_bytes"], doc["unreached"],
                                     doc["unreached_bytes"],
                                     doc["reached_bytes"] + doc["unreached_bytes"]))
+    return out
+
+
+# --- lgcstat --save / --diff ---------------------------------------------
+
+def save_data(vm, heap, path):
+    head = heapsnap.save(heap, path)
+    return {"kind": "save", "file": path, "G": hexa(vm.G), "objects": head["objects"],
+            "object_bytes": heap.stat.object_bytes, "gc_total": head["gc_total"],
+            "process": head["identity"]["process"]}
+
+
+def save_report(doc):
+    return ["Saved %d objects (%d bytes; g->gc.total %d) of (global_State *)%s%s to %s"
+            % (doc["objects"], doc["object_bytes"], doc["gc_total"], doc["G"],
+               " in process %d" % doc["process"] if doc["process"] else "", doc["file"])]
+
+
+def _who(ident):
+    return "process %s, (global_State *)0x%x" % (ident["process"] or "?", ident["G"])
+
+
+def diff_data(vm, heap, path, top, listing, progress=None, max_string=200):
+    snap = heapsnap.load(path)
+    heap.index()
+    st = heap.stat
+    then_id, now_id = snap.head["identity"], heapsnap.identity(vm)
+    doc = {"kind": "diff", "file": path, "G": hexa(vm.G), "then": _who(then_id),
+           "now": _who(now_id), "same_process": heapsnap.same_heap(then_id, now_id),
+           "types": [], "other": []}
+    for g in TYPE_ORDER:
+        name = C.GCT_TEXT[g]
+        c0, b0 = snap.head["types"].get(name, [0, 0])
+        ts = st.types[g]
+        doc["types"].append({"type": name, "count_then": c0, "count_now": ts.count,
+                             "bytes_then": b0, "bytes_now": ts.bytes})
+    then_other = dict(snap.head["other"])
+    now_other = {name: size for name, size, _ in st.other}
+    for name in list(then_other) + [n for n in now_other if n not in then_other]:
+        doc["other"].append({"name": name, "bytes_then": then_other.get(name, 0),
+                             "bytes_now": now_other.get(name, 0)})
+    doc["gc_total_then"], doc["gc_total_now"] = snap.head["gc_total"], st.total
+    if not doc["same_process"]:
+        return doc
+    d = heapsnap.Diff(heap, snap)
+    doc["new"] = {C.GCT_TEXT[g]: v for g, v in d.new.items() if v[0]}
+    doc["freed"] = {C.GCT_TEXT[g]: v for g, v in d.freed.items() if v[0]}
+    doc["resized"] = {C.GCT_TEXT[g]: v for g, v in d.resized.items() if v[0]}
+    dom = Dominators(heap, progress)
+    owners = d.owners(dom)
+    rows = []
+    for k, (objs, nbytes, grew) in owners.items():
+        row = {"objects": objs, "bytes": nbytes, "grew": grew}
+        if k >= 0:
+            row.update(_entry(vm, heap, dom, k, max_string))
+            row["objects"], row["bytes"] = objs, nbytes
+        else:
+            row["path"] = None
+            row["object"] = ("(no one root: reached from more than one)" if k == -1 else
+                             "(not reached from the roots: garbage, or held only weakly)")
+        rows.append(row)
+    rows.sort(key=lambda r: (-(r["bytes"] + r["grew"]), r["object"]))
+    doc["owners"] = rows[:top]
+    doc["owners_more"] = len(rows) - len(doc["owners"])
+    if listing:
+        doc["list"] = [{"address": hexa(heap.addrs[i]), "type": C.GCT_TEXT[heap.gcts[i]],
+                        "bytes": heap.sizes[i],
+                        "object": object_text(vm, heap, heap.addrs[i], heap.gcts[i])}
+                       for i in d.new_index]
+    return doc
+
+
+def _signed(v):
+    return "%+d" % v if v else "0"
+
+
+def diff_report(doc):
+    out = ["Heap now (%s) against %s (%s)" % (doc["now"], doc["file"], doc["then"])]
+    out.append("%-10s %10s %10s %8s %14s %14s %10s" % ("type", "then", "now", "change",
+                                                     "bytes then", "bytes now", "change"))
+    for t in doc["types"]:
+        out.append("%-10s %10d %10d %8s %14d %14d %10s" % (
+            t["type"], t["count_then"], t["count_now"], _signed(t["count_now"] - t["count_then"]),
+            t["bytes_then"], t["bytes_now"], _signed(t["bytes_now"] - t["bytes_then"])))
+    moved = [o for o in doc["other"] if o["bytes_now"] != o["bytes_then"]]
+    obj_change = sum(t["bytes_now"] - t["bytes_then"] for t in doc["types"])
+    other_change = sum(o["bytes_now"] - o["bytes_then"] for o in doc["other"])
+    out.append("memory that is no object: %s%s" % (
+        _signed(other_change), " (%s)" % ", ".join("%s %s" % (o["name"], _signed(
+            o["bytes_now"] - o["bytes_then"])) for o in moved) if moved else ""))
+    total = doc["gc_total_now"] - doc["gc_total_then"]
+    out.append("g->gc.total: %d then, %d now: %s bytes%s" % (
+        doc["gc_total_then"], doc["gc_total_now"], _signed(total),
+        " (objects %s, the rest %s)" % (_signed(obj_change), _signed(other_change))))
+    if not doc["same_process"]:
+        out.append("The snapshot is of another process or VM: objects cannot be matched by "
+                   "address, so only the figures per type compare")
+        return out
+
+    def per(d):
+        return ", ".join("%d %s (%d bytes)" % (v[0], k, v[1]) for k, v in d.items()) or "none"
+    out.append("New objects: %s" % per(doc["new"]))
+    out.append("Freed: %s" % per(doc["freed"]))
+    out.append("Resized (existed before, other size now): %s" % per(doc["resized"]))
+    if doc["freed"]:
+        out.append("Objects were freed in between: one made at a freed object's address, of "
+                   "its type, counts as that object (kept), not as new")
+    if doc["owners"]:
+        out.append("Where they hang: each new object charged to the nearest object that "
+                   "dominates it and existed before; most bytes first:")
+        out.append("%9s %12s %10s  %s" % ("new", "new bytes", "grew", "owner (path)"))
+        for r in doc["owners"]:
+            out.append("%9d %12d %10s  %s" % (r["objects"], r["bytes"], _signed(r["grew"]),
+                                              r["path"] or r["object"]))
+        if doc["owners_more"]:
+            out.append("  ... %d more owners (--top N shows more)" % doc["owners_more"])
+    if "list" in doc:
+        out.append("The new objects:")
+        out += ["  %8d  %s" % (e["bytes"], e["object"]) for e in doc["list"]]
     return out

@@ -9,6 +9,10 @@ from ..gdb_ext.objects import decode_tv
 from ..gdb_ext.protoinfo import cached_proto, upvalue_names
 from .format import chunk_display, hexa, key_text, proto_site, value_text
 
+FINALIZER_TEXT = {
+    "pending": "waits for its __gc on the finalizer list",
+    "finalized": "its __gc has run: resurrected, what references it keeps it alive"}
+
 # The pointer type of each GC type (a function of either kind as GCfunc).
 _PTR = dict(C.HEADER_STRUCT)
 _PTR[C.GCT_FUNC] = "GCfunc"
@@ -30,6 +34,10 @@ def object_text(vm, heap, addr, gct=None):
                 vm, decode_tv(vm, _tv_bits(vm, addr, C.LJ_TSTR)), 40))
         if gct == C.GCT_PROTO:
             return "prototype (GCproto *)0x%x %s" % (addr, proto_site(vm, addr))
+        if gct == C.GCT_UDATA:
+            state = heap.finalizer_state(addr)
+            if state is not None:
+                return "userdata (GCudata *)0x%x (%s)" % (addr, FINALIZER_TEXT[state])
     except (FaultError, CorruptError):
         pass
     return "%s (%s *)0x%x" % (C.GCT_TEXT.get(gct, "object"), _PTR.get(gct, "GCobj"), addr)
@@ -116,6 +124,7 @@ def ref_data(vm, heap, r, max_string=200):
             text = "constant #%d of %s" % (r.how[1], holder)
         elif how == "irk":
             d["index"] = r.how[1]
+            d["traceno"] = heap.traceno(r.holder)
             text = "IR constant %d (jit.util.tracek index) of %s" % (r.how[1], holder)
         elif how == "chunkname":
             text = "chunk name of %s" % holder

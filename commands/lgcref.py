@@ -10,8 +10,9 @@ from .heaptext import object_text, path_expression, ref_data, root_text
 
 def target_object(vm, expr):
     """(address, gct) of the GC object an argument names: a GC object
-    pointer, a TValue (or a pointer to one) that holds one, or an address
-    whose header reads as a GC object's."""
+    pointer, a TValue (or a pointer to one) that holds one, an address
+    whose header reads as a GC object's, or the address tostring() prints
+    for a userdata (its payload's)."""
     v = operand(expr)
     if v.type_name == "TValue" and v.address is not None:
         addr, pointee = v.address, "TValue"
@@ -28,6 +29,12 @@ def target_object(vm, expr):
         raise UsageError("'%s' is a pointer to %s; expected a GC object pointer, a TValue * "
                          "or an address" % (expr, pointee))
     kind = looks_like_gc_object(vm, addr)
+    if kind is None and addr > vm.lay.ud.size:
+        # tostring(userdata) prints its payload's address, which follows
+        # the GCudata header (R lj_strfmt.c lj_strfmt_obj: uddata(ud)).
+        ud = addr - vm.lay.ud.size
+        if looks_like_gc_object(vm, ud) == C.GCT_NAMES[C.GCT_UDATA]:
+            return ud, C.GCT_UDATA
     if kind is None:
         raise UsageError("no GC object at 0x%x (its header does not read as one)" % addr)
     return addr, C.KIND_GCT[kind]
@@ -80,6 +87,7 @@ Example:
         maxs = param("max-string")
         return {"target": hexa(addr), "type": C.GCT_TEXT[gct],
                 "object": object_text(vm, heap, addr, gct),
+                "finalizer": heap.finalizer_state(addr) if gct == C.GCT_UDATA else None,
                 "roots": [root_text(heap, r) for r in roots],
                 "referrers": [ref_data(vm, heap, r, maxs) for r in refs]}
 
@@ -120,7 +128,9 @@ Example:
         vm, addr, gct, heap = object_and_heap(arg)
         found = heap.path_to(addr)
         doc = {"target": hexa(addr), "type": C.GCT_TEXT[gct],
-               "object": object_text(vm, heap, addr, gct), "root": None, "expression": None,
+               "object": object_text(vm, heap, addr, gct),
+               "finalizer": heap.finalizer_state(addr) if gct == C.GCT_UDATA else None,
+               "root": None, "expression": None,
                "steps": []}
         if found is None:
             return doc

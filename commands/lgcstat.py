@@ -1,4 +1,5 @@
 """lgcstat: every GC object and every byte the collector counts, per type."""
+import os
 import sys
 
 from ..gdb_ext import consts as C
@@ -9,7 +10,8 @@ from ..gdb_ext.objects import Cdata, Proto, Str, Tab, Thread, Udata
 from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
 from ..gdb_ext.heapgraph import Heap
 from .format import chunk_display, func_text, hexa, proto_site, quote
-from .heapreport import retained_data, retained_report
+from .heapreport import (diff_data, diff_report, retained_data, retained_report, save_data,
+                         save_report)
 from .lgcref import target_object
 from .host import current
 
@@ -37,9 +39,19 @@ g->gc.total.
                 tree of the strong references); the N objects that retain
                 the most (10 by default), each with its path from the
                 roots, or one OBJECT with the objects that dominate it
+  --save FILE   keep every object's address, type and size in FILE (a file
+                of this machine; nothing is written into the process)
+  --diff FILE [--top N] [--list]
+                the heap now against the one saved in FILE: counts and
+                bytes per type then and now; in the same process also the
+                new, freed and resized objects, and where the new ones hang
+                (each charged to the nearest object that dominates it and
+                existed before; the N with the most bytes); --list lists
+                every new object
 
 Usage: lgcstat [--top N] [--by-chunk] [L=<lua_State *>]
        lgcstat --retained [--top N] [OBJECT] [L=<lua_State *>]
+       lgcstat --save FILE | --diff FILE [--top N] [--list] [L=<lua_State *>]
 Example:
   (gdb) lgcstat --top 3
   type           count        bytes      min        avg      max  header (this layout)
@@ -49,21 +61,31 @@ Example:
 
     NAME = "lgcstat"
     SUMMARY = "every GC object and every byte the collector counts"
-    WORDS = ('--top', '--by-chunk', '--retained')
-    USAGE = "lgcstat [--top N] [--by-chunk | --retained [OBJECT]] [L=<lua_State *>]"
+    WORDS = ('--top', '--by-chunk', '--retained', '--save', '--diff', '--list')
+    USAGE = ("lgcstat [--top N] [--by-chunk | --retained [OBJECT] | --save FILE | "
+             "--diff FILE [--list]] [L=<lua_State *>]")
+    REPORTS = {"retained": retained_report, "save": save_report, "diff": diff_report}
 
     def run(self, arg, from_tty):
         doc = self.data(arg, from_tty)
-        return retained_report(doc) if doc.get("kind") == "retained" else report(doc)
+        return self.REPORTS.get(doc.get("kind"), report)(doc)
 
     def run_json(self, arg, from_tty):
         return self.data(arg, from_tty)
 
     def data(self, arg, from_tty):
-        flags, opts, L_expr, rest = split_args(arg, flags=("by-chunk", "retained"),
-                                               options=("top",))
+        flags, opts, L_expr, rest = split_args(arg, flags=("by-chunk", "retained", "list"),
+                                               options=("top", "save", "diff"))
+        modes = [m for m in ("by-chunk", "retained") if m in flags] + \
+            [m for m in ("save", "diff") if m in opts]
+        if len(modes) > 1:
+            raise UsageError("--%s and --%s do not go together" % tuple(modes[:2]))
+        if "list" in flags and "diff" not in opts:
+            raise UsageError("--list goes with --diff FILE")
         if "retained" in flags:
-            return self.retained(flags, opts, L_expr, rest, from_tty)
+            return self.retained(opts, L_expr, rest, from_tty)
+        if "save" in opts or "diff" in opts:
+            return self.snapshot(opts, L_expr, rest, "list" in flags, from_tty)
         if rest:
             raise UsageError("unexpected argument '%s'" % rest[0])
         top = int_option(opts, "top", 0, 0)
@@ -88,9 +110,25 @@ Example:
         return data(vm, st, top, "by-chunk" in flags)
 
 
-    def retained(self, flags, opts, L_expr, rest, from_tty):
-        if "by-chunk" in flags:
-            raise UsageError("--retained and --by-chunk do not go together")
+    def snapshot(self, opts, L_expr, rest, listing, from_tty):
+        if rest:
+            raise UsageError("unexpected argument '%s'" % rest[0])
+        if "save" in opts and "top" in opts:
+            raise UsageError("--top goes with --diff, not --save")
+        vm = get_vm(L_expr)
+        heap = Heap(vm, max(param("heap-cache"), 4) << 20)
+        if "save" in opts:
+            return save_data(vm, heap, os.path.expanduser(opts["save"]))
+        progress = _Progress("objects followed") if from_tty and _is_terminal() else None
+        try:
+            return diff_data(vm, heap, os.path.expanduser(opts["diff"]),
+                             int_option(opts, "top", 10, 1), listing, progress,
+                             param("max-string"))
+        finally:
+            if progress is not None:
+                progress.clear()
+
+    def retained(self, opts, L_expr, rest, from_tty):
         vm = get_vm(L_expr)
         target = target_object(vm, " ".join(rest)) if rest else None
         heap = Heap(vm, max(param("heap-cache"), 4) << 20)

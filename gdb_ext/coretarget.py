@@ -44,6 +44,10 @@ class CoreTarget(Target):
     def read_raw(self, addr, n):
         return self.core.read(addr, n)
 
+    def process_id(self):
+        ids = [t.tid for t in self.core.threads if t.tid > 0]
+        return min(ids) if ids else None
+
     def symbol(self, name):
         addr = self.core.symbol(name)
         m = self.match

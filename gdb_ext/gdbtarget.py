@@ -64,6 +64,13 @@ class GdbTarget(Target):
             name = ""
         self.arch = "x86_64" if "x86-64" in name else ("aarch64" if "aarch64" in name else name)
 
+    def process_id(self):
+        try:
+            ids = [th.ptid[1] for th in self.inferior.threads() if th.ptid[1] > 0]
+        except gdb.error:
+            ids = []
+        return min(ids) if ids else (self.inferior.pid or None)
+
     def read_raw(self, addr, n):
         try:
             return self.inferior.read_memory(addr, n).tobytes()

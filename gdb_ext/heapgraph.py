@@ -52,6 +52,9 @@ _TYPE_ORDER = ("nil", "false", "true", "lightud", "str", "upval", "thread", "pro
 
 
 _CHUNK = 1 << 16
+# lj_gc.h: a userdata whose finalizer has run (the same bit is a table's
+# LJ_GC_WEAKKEY).
+LJ_GC_FINALIZED = 0x08
 
 
 def _aligned(data, pat, align):
@@ -102,7 +105,7 @@ class Heap(object):
             (MM_MODE_DEFAULT if mode is None else mode)
         self.basemt = t.constant("GCROOT_BASEMT")
         self.addrs = self.gcts = self.sizes = self.dead = self.stat = None
-        self._jtrace = self._irk = None
+        self._jtrace = self._irk = self._pending = None
 
     # --- reading ----------------------------------------------------------
     def read(self, addr, n):
@@ -158,6 +161,19 @@ class Heap(object):
                 break
             o = self.ref(o)
         return out
+
+    def finalizer_state(self, o):
+        """For a userdata: "pending" when it waits on g->gc.mmudata for its
+        __gc, "finalized" when its __gc has run (LJ_GC_FINALIZED in its
+        mark, R lj_gc.c gc_finalize: it was resurrected when anything
+        still references it, as the __gc's own argument does while it
+        runs), else None."""
+        if self._pending is None:
+            self._pending = frozenset(self.finalizer_list())
+        if o in self._pending:
+            return "pending"
+        marked = self.read(o + self.lay.str.marked, 1)[0]
+        return "finalized" if marked & LJ_GC_FINALIZED else None
 
     def position(self, addr):
         """The index of the object at addr, or -1."""
@@ -561,6 +577,11 @@ class Heap(object):
         if pt:
             out.append(Ref(o, C.GCT_TRACE, pt, ("startpt",)))
         return out
+
+    def traceno(self, o):
+        """The number of the trace at o."""
+        f = self.lay.trace.field("traceno")
+        return int.from_bytes(self.read(o + f.offset, f.size), "little")
 
     def _jtrace_bias(self):
         self._trace_addr(0)

@@ -133,6 +133,11 @@ class Target(object):
     def read_raw(self, addr, n):
         raise NotImplementedError
 
+    def process_id(self):
+        """The process's id (its main thread's, the lowest thread id), live
+        or from its core, or None when unknown."""
+        return None
+
     def symbol(self, name):
         return None
 

@@ -25,6 +25,11 @@ for line in open(exp):
         retained[r[1]] = json.loads(gdb.execute("lgcstat --retained --json %%s" %% a,
                                                 to_string=True))
         continue
+    if r[0] in ("traced", "zombie"):
+        a = r[1].rsplit(" ", 1)[1]
+        out[r[0]] = {cmd: json.loads(gdb.execute("%%s --json %%s" %% (cmd, a), to_string=True))
+                     for cmd in ("lgcpath", "lgcref")}
+        continue
     if r[0] != "leak":
         continue
     a = r[2].rsplit(" ", 1)[1]
@@ -131,6 +136,37 @@ def test_bad_input_is_one_line(stop, mode):
     }
     for cmd, start in want.items():
         assert bad[cmd].startswith(start) and "\n" not in bad[cmd].strip(), (cmd, bad[cmd])
+
+
+@pytest.mark.parametrize("mode", ("live", "core"))
+def test_a_trace_constant_is_a_reference(stop, mode):
+    """A closure only a trace calls: lgcref finds it exactly where
+    jit.util.tracek found it (trace number, constant index)."""
+    want = sorted((int(r[2]), int(r[3])) for r in stop.expected if r[0] == "traced")
+    assert want, ("the loop made no trace that holds the closure", stop.expected)
+    doc = results(stop, mode)["traced"]["lgcref"]
+    got = sorted((r["traceno"], r["index"]) for r in doc["referrers"] if r["how"] == "irk")
+    assert got == want, doc
+    assert [r for r in doc["referrers"] if r["how"] != "irk"] == [], doc
+    assert doc["roots"] == []
+    assert "(IR constant %d of " % want[0][1] in results(stop, mode)["traced"]["lgcpath"][
+        "expression"]
+
+
+@pytest.mark.parametrize("mode", ("live", "core"))
+def test_a_resurrected_userdata_is_shown_as_such(stop, mode):
+    """A userdata whose __gc stored it in _G.zombie: its finalizer has run
+    (LJ_GC_FINALIZED), and _G.zombie keeps it alive."""
+    (z,), = [r[1:] for r in stop.expected if r[0] == "zombie"]
+    got = results(stop, mode)["zombie"]
+    for cmd in ("lgcpath", "lgcref"):
+        # tostring() printed the payload's address, which follows the
+        # GCudata header the command names.
+        assert 0 < addr_of(z) - int(got[cmd]["target"], 16) <= 64, got[cmd]
+        assert got[cmd]["finalizer"] == "finalized", got[cmd]
+        assert "its __gc has run: resurrected" in got[cmd]["object"], got[cmd]
+    assert got["lgcpath"]["expression"] == "_G.zombie", got["lgcpath"]
+    assert [(r["how"], r["key"]) for r in got["lgcref"]["referrers"]] == [("val", '"zombie"')]
 
 
 def _as_recorded(ref):

@@ -8,6 +8,10 @@
 --                                   uv (WHERE: upvalue name), slot (WHERE:
 --                                   local name), key (WHERE: its value); a
 --                                   weak one as arr-weak, key-weak
+--   traced OBJECT TRACENO INDEX     a closure only a trace's IR holds, as the
+--                                   constant jit.util.tracek(TRACENO, INDEX)
+--   zombie OBJECT                   a userdata whose __gc stored it in
+--                                   _G.zombie (resurrected)
 --   retained NAME OBJECT BYTES PATH the bytes the collector freed when the
 --                                   program dropped its one reference to
 --                                   an object built the same way as OBJECT
@@ -131,11 +135,44 @@ local function retained(name, path, make, drop)
   rec("retained", name, tostring(obj), string.format("%d", (before - after) * 1024), path)
 end
 
+-- 8. A closure that only a trace holds: the trace of the loop below calls
+-- it and so keeps it as an IR constant (R lj_record.c rec_call_specialize).
+local function leak_trace()
+  local target = { kind = "traced" }
+  local function get() return target end
+  for _ = 1, 300 do get() end
+  local util = require("jit.util")
+  local found = false
+  for tr = 1, 1000 do
+    local info = util.traceinfo(tr)
+    if info then
+      for idx = -1, -info.nk, -1 do
+        if util.tracek(tr, idx) == get then
+          rec("traced", tostring(get), tr, idx)
+          found = true
+        end
+      end
+    end
+  end
+  if not found then rec("traced", tostring(get), "-", "-") end
+end
+
+-- 9. A userdata whose finalizer stores it in a global: resurrected.
+local function leak_zombie()
+  local u = newproxy(true)
+  getmetatable(u).__gc = function(self) zombie = self end
+  u = nil
+  collectgarbage("collect")
+  rec("zombie", tostring(zombie))
+end
+
 retained("cache", "_G.cache.sessions", leak_cache, function() cache.sessions = nil end)
 retained("closure", "_G.callbacks[2]", leak_closures, function() callbacks[2] = nil end)
 retained("coroutine", "_G.worker", leak_coroutine, function() worker = nil end)
 retained("weak", "_G.keeper.only", leak_weak, function() keeper.only = nil end)
 retained("registry", "registry.hook", leak_registry, function() debug.getregistry().hook = nil end)
+leak_trace()
+leak_zombie()
 collectgarbage("collect")
 orphan()
 dead_key()
