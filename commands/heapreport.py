@@ -103,11 +103,13 @@ def retained_report(doc):
                       len(gcroot)))
     out.append("%12d %9d  no one root: reached from more than one" % (
         doc["shared_by_roots_bytes"], doc["shared_by_roots"]))
+    both = doc["reached_bytes"] + doc["unreached_bytes"]
     out.append("reached: %d bytes; not reached from the roots: %d objects, %d bytes (garbage "
-               "the next cycle frees, or held only by weak tables); together %d = the objects' "
-               "bytes (lgcstat)" % (doc["reached_bytes"], doc["unreached"],
-                                    doc["unreached_bytes"],
-                                    doc["reached_bytes"] + doc["unreached_bytes"]))
+               "the next cycle frees, or held only by weak tables); together %d bytes, %s"
+               % (doc["reached_bytes"], doc["unreached"], doc["unreached_bytes"], both,
+                  "the objects' bytes (exact)" if both == doc["object_bytes"] else
+                  "but the objects have %d bytes: the tree lost some (a bug: please report "
+                  "it)" % doc["object_bytes"]))
     return out
 
 

@@ -138,6 +138,9 @@ def ref_data(vm, heap, r, max_string=200):
         text = "%s of %s <unreadable: %s>" % (how, holder, e)
     if r.weak:
         text += " (weak: does not keep it alive)"
+    d["dead"] = heap.is_dead(r.holder)
+    if d["dead"]:
+        text += " (the holder is garbage: the collector's sweep frees it)"
     d["text"] = text
     return d
 

@@ -175,6 +175,12 @@ class Heap(object):
         marked = self.read(o + self.lay.str.marked, 1)[0]
         return "finalized" if marked & LJ_GC_FINALIZED else None
 
+    def is_dead(self, addr):
+        """Whether the collector's mark says the object at addr is garbage
+        not yet swept (R lj_gc.h isdead: marked with the other white)."""
+        i = self.position(addr)
+        return i >= 0 and bool(self.dead[i])
+
     def position(self, addr):
         """The index of the object at addr, or -1."""
         addrs = self.index()[0]

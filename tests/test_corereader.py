@@ -82,7 +82,8 @@ def _value_commands(stop):
              "ltab --json (GCtab *)0x%x --depth 2" % table, "lbt L=%s" % Ls,
              "lbt full L=0x%x" % L, "linfo G=0x8", "lval %s 99" % Ls,
              "lgcpath (GCtab *)0x%x" % table, "lgcref 0x%x" % table,
-             "lgcpath --json %s" % Ls, "lgcref --json (GCtab *)0x%x" % table]
+             "lgcpath --json %s" % Ls, "lgcref --json (GCtab *)0x%x" % table,
+             "lgcstat --retained --top 5", "lgcstat --retained --json 0x%x" % table]
     return cmds
 
 
@@ -101,7 +102,7 @@ def test_same_as_gdb_at_a_c_call(variant, tmp_path):
 # stop in the interpreter, in traces, in the GC and across coroutines.
 MOMENT_SHAPES = ("interp", "jit", "gc", "coswitch", "jitcall", "alloc")
 MOMENT_COMMANDS = ["lbt", "lbt full", "linfo", "lthreads", "lgcstat", "lstates", "ltrace",
-                   "lbt --json"]
+                   "lbt --json", "lgcstat --retained --top 3"]
 
 
 @pytest.mark.parametrize("variant", ("r21-gc64", "r20-x64", "or-x64"))
@@ -132,6 +133,10 @@ def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
                         c = [c[0].replace(note.group(0), ""), c[1]]
                 if cmd in ("lstates", "linfo"):
                     g, c = without_frame_names(g), [without_frame_names(c[0] or ""), c[1]]
+                if cmd.startswith("lgcstat --retained"):
+                    # Inside the GC as anywhere: every object reached or
+                    # not, once.
+                    assert "the objects' bytes (exact)" in g, g
                 bad.append(differs(c, g, "%s (%s, %s core %d)" % (cmd, variant, shape, i)))
                 compared += 1
     assert not any(bad), "\n".join(d for d in bad if d)
