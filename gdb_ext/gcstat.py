@@ -45,6 +45,8 @@ _CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 CDATA_VAR = 0x80
 # lj_buf.h SBUF_FLAG_COW | SBUF_FLAG_BORROW: the buffer does not own its memory.
 SBUF_NOT_OWNED = 6
+# Object sizes kept in 35 bits by HeapWalker(keep=True); larger ones aside.
+_BIG = 1 << 35
 # lj_gc.h: LJ_GC_WHITES = 3; isdead(g, o) = marked & otherwhite & 3.
 GC_WHITES = 3
 
@@ -132,10 +134,12 @@ class HeapWalker(object):
         self.lay = lay = vm.lay
         self.t = vm.t
         self.mem = mem if mem is not None else PageCache(vm.t, cache_bytes)
-        # keep: 16 MB region of the address space -> (keys, sizes), a key
-        # being address << 5 | dead << 4 | gct (addresses are 8-byte
-        # aligned, gct < 16): sorted a region at a time by objects().
+        # keep: 16 MB region of the address space -> array of one 64-bit
+        # word per object: its offset in the region << 40 | dead << 39 |
+        # gct << 35 | size (sizes of 2^35 and more in self.big): sorted
+        # a region at a time by objects().
         self.kept = {} if keep else None
+        self.big = {}
         self._full_get, self._p64_get = self.mem.full.get, self.mem.p64.get
         self.top_n = top
         self.by_chunk = by_chunk
@@ -269,7 +273,8 @@ class HeapWalker(object):
         dtot = [0] * 13
         T_TAB, T_STR, T_FUNC, T_UPVAL = C.GCT_TAB, C.GCT_STR, C.GCT_FUNC, C.GCT_UPVAL
         kept = self.kept
-        kreg, kkey, ksize = -1, None, None
+        kreg, kkey = -1, None
+        BIG = _BIG
         try:
             for o in starts:
                 # Brent's cycle check: the chain must not come back to the
@@ -331,9 +336,9 @@ class HeapWalker(object):
                         dtot[gct] += sz
                     if kept is not None:
                         if o >> 24 != kreg:
-                            kreg, kkey, ksize = self._region(o)
-                        kkey(o << 5 | (16 if marked & deadmask else 0) | gct)
-                        ksize(sz)
+                            kreg, kkey = self._region(o)
+                        kkey((o & 0xFFFFFF) << 40 | (1 << 39 if marked & deadmask else 0) |
+                             gct << 35 | (sz if sz < BIG else self._big(o, sz)))
                     if top_n and sz > top_min:
                         if len(top) < top_n:
                             heapq.heappush(top, (sz, o, gct))
@@ -394,7 +399,8 @@ class HeapWalker(object):
         mn = 1 << 62
         T_STR = C.GCT_STR
         kept = self.kept
-        kreg, kkey, ksize = -1, None, None
+        kreg, kkey = -1, None
+        BIG = _BIG
         try:
             for o in starts:
                 mark, seg = 0, 64           # Brent's cycle check, as in _walk
@@ -424,9 +430,9 @@ class HeapWalker(object):
                         dtot += sz
                     if kept is not None:
                         if o >> 24 != kreg:
-                            kreg, kkey, ksize = self._region(o)
-                        kkey(o << 5 | (16 if marked & deadmask else 0) | T_STR)
-                        ksize(sz)
+                            kreg, kkey = self._region(o)
+                        kkey((o & 0xFFFFFF) << 40 | (1 << 39 if marked & deadmask else 0) |
+                             T_STR << 35 | (sz if sz < BIG else self._big(o, sz)))
                     if top_n and sz > top_min:
                         if len(top) < top_n:
                             heapq.heappush(top, (sz, o, T_STR))
@@ -465,12 +471,15 @@ class HeapWalker(object):
         return n - start_n
 
     def _region(self, o):
-        """(region, append key, append size) of the kept objects' region
-        that holds o."""
+        """(region, append) of the kept objects' region that holds o."""
         r = self.kept.get(o >> 24)
         if r is None:
-            r = self.kept[o >> 24] = (array("Q"), array("Q"))
-        return o >> 24, r[0].append, r[1].append
+            r = self.kept[o >> 24] = array("Q")
+        return o >> 24, r.append
+
+    def _big(self, o, sz):
+        self.big[o] = sz
+        return _BIG - 1
 
     def objects(self):
         """After run() with keep: (addresses, types, sizes, dead) of every
@@ -479,12 +488,17 @@ class HeapWalker(object):
         garbage not yet swept) per object."""
         addrs, gcts, sizes, dead = array("Q"), bytearray(), array("Q"), bytearray()
         for key in sorted(self.kept):
-            keys, szs = self.kept.pop(key)
-            order = sorted(range(len(keys)), key=keys.__getitem__)
-            addrs.extend([keys[i] >> 5 for i in order])
-            gcts.extend([keys[i] & 15 for i in order])
-            dead.extend([keys[i] >> 4 & 1 for i in order])
-            sizes.extend([szs[i] for i in order])
+            words = sorted(self.kept.pop(key))
+            base = key << 24
+            first = len(addrs)
+            addrs.extend([base | w >> 40 for w in words])
+            gcts.extend([w >> 35 & 15 for w in words])
+            dead.extend([w >> 39 & 1 for w in words])
+            sizes.extend([w & (_BIG - 1) for w in words])
+            if self.big:
+                for k in range(first, len(addrs)):
+                    if sizes[k] == _BIG - 1 and addrs[k] in self.big:
+                        sizes[k] = self.big[addrs[k]]
         return addrs, bytes(gcts), sizes, bytes(dead)
 
     def _locate(self, o, need, what):

@@ -4,6 +4,7 @@ testprogs/debs.py): request coroutines blocked in ngx.sleep, in a cosocket
 read and inside a coroutine.wrap, each recording its frames; the worker
 idles in epoll_wait with no Lua state in any frame.  Attached, from its
 gcore and from the kernel's core after SIGABRT.  Traffic on 127.0.0.1 only."""
+import json
 import os
 import re
 import shutil
@@ -130,6 +131,16 @@ def check(outs, expected, how):
                 (how, r, out["lthreads"])
     assert [r for r in expected if r[0] == "exdata"], "thread.exdata gave nothing"
     assert "(exact)" in out["lgcstat"], (how, out["lgcstat"])
+    # Who holds each request's table: the module's M.held[NAME], and
+    # nothing else; the path from the roots ends there.
+    held = [r for r in expected if r[0] == "held"]
+    assert sorted(r[1] for r in held) == sorted(REQUESTS), expected
+    for _, name, obj, holder in held:
+        ref = json.loads(out["lgcref --json 0x%x" % addr_of(obj)])
+        assert [(r["how"], r["holder"], r["key"]) for r in ref["referrers"]] == \
+            [("val", "0x%x" % addr_of(holder), '"%s"' % name)], (how, name, ref)
+        path = json.loads(out["lgcpath --json 0x%x" % addr_of(obj)])
+        assert path["expression"].endswith(".held.%s" % name), (how, name, path)
     rows = [line for line in out["lstates"].splitlines() if line.startswith("0x")]
     assert len(rows) == 1 and " idle " in rows[0], (how, out["lstates"])
 
@@ -158,8 +169,10 @@ def run_request_coroutines(d, env=None, also=None):
         time.sleep(0.3)         # every handler is in its blocking call
         expected = p.reread()
         threads = [addr_of(r[2]) for r in expected if r[0] == "req"]
+        held = [addr_of(r[2]) for r in expected if r[0] == "held"]
         cmds = ["linfo", "lthreads", "lgcstat", "lstates", "lbt --all"] + \
-            ["lbt L=0x%x" % L for L in threads]
+            ["lbt L=0x%x" % L for L in threads] + \
+            ["lgcref --json 0x%x" % a for a in held] + ["lgcpath --json 0x%x" % a for a in held]
         core = os.path.join(d, "gcore")
         check(p.attach(cmds, core), expected, "attached")
         check(core_outputs(NGINX, core, cmds, d), expected, "gcore")

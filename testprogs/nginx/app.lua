@@ -7,8 +7,11 @@
 --                                    blocks (debug.getinfo, on that same line)
 --   exdata  NAME  POINTER            the thread's exdata (luajit2's
 --                                    thread.exdata): the request it serves
+--   held  NAME  OBJECT  HOLDER       a table the module keeps for the
+--                                    request: HOLDER[NAME] (M.held) is the
+--                                    one reference to it
 -- and the test writes "ready" once every request is blocked.
-local M = {}
+local M = { held = {} }
 
 local function rec(...)
   local f = assert(io.open(os.getenv("LJGDB_EXPECTED"), "a"))
@@ -19,6 +22,8 @@ end
 local has_exdata, exdata = pcall(require, "thread.exdata")
 
 local function record(name)
+  M.held[name] = { "request data of " .. name }
+  rec("held", name, tostring(M.held[name]), tostring(M.held))
   rec("req", name, tostring(coroutine.running()))
   if has_exdata then rec("exdata", name, tostring(exdata())) end
   for level = 2, 40 do
