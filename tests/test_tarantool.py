@@ -2,9 +2,11 @@
 info): fibers blocked in nested Lua calls.  lbt of each fiber's thread
 equals the frames debug.getinfo recorded, lthreads and lbt name the fiber
 as its scheduler sees it, lgcstat's sum is g->gc.total and equals
-collectgarbage("count"), and the VM is found although the process idles in
+collectgarbage("count"), lgcstat --retained of a table is what the program
+measured dropping one like it frees, and the VM is found although the process idles in
 its event loop with no Lua state in any frame: attached, from gcore's core
 and from the kernel's core after SIGABRT."""
+import json
 import os
 import re
 import shutil
@@ -42,6 +44,10 @@ def check(outs, expected, how):
         assert re.search(r'^0x%x\s+normal .* \(fiber %s "%s", suspended\)$' % (L, fid, fib[fid]),
                          out["lthreads"], re.M), (how, out["lthreads"])
     assert "g->gc.total: %d bytes (exact)" % total in out["lgcstat"], (how, out["lgcstat"])
+    # What dropping _G.held freed, as the program measured it, and its path.
+    (held, nbytes), = [(addr_of(r[1]), int(r[2])) for r in expected if r[0] == "retained"]
+    doc = json.loads(out["lgcstat --retained --json 0x%x" % held])["object"]
+    assert (doc["retained"], doc["path"]) == (nbytes, "_G.held"), (how, doc)
     # One VM, found by the memory search, with the recorded heap size.
     rows = [line.split() for line in out["lstates"].splitlines() if line.startswith("0x")]
     assert len(rows) == 1 and int(rows[0][3]) == total and "memory search" in out["lstates"], \
@@ -54,7 +60,9 @@ def test_tarantool_fibers(tmp_path):
     p = HostProcess([TARANTOOL, PROGRAM, exp], d, exp)
     try:
         threads = [addr_of(r[2]) for r in p.expected if r[0] == "thread"]
-        cmds = ["linfo", "lthreads", "lgcstat", "lstates"] + ["lbt L=0x%x" % L for L in threads]
+        (held,) = [addr_of(r[1]) for r in p.expected if r[0] == "retained"]
+        cmds = ["linfo", "lthreads", "lgcstat", "lstates"] + ["lbt L=0x%x" % L for L in threads] \
+            + ["lgcstat --retained --json 0x%x" % held]
         core = os.path.join(d, "gcore")
         check(p.attach(cmds, core), p.expected, "attached")
         check(core_outputs(TARANTOOL, core, cmds, d), p.expected, "gcore")

@@ -10,6 +10,11 @@
 --                                      debug.getinfo sees them where it blocks
 --   total  BYTES                       collectgarbage("count") * 1024 with the
 --                                      collector stopped, the last allocation
+--   retained  OBJECT  BYTES            _G.held, a table of tables, and what
+--                                      the collector freed when the program
+--                                      dropped one built the same way
+--                                      (collectgarbage("count") before and
+--                                      after, each after full collections)
 local fiber = require('fiber')
 local out = assert(io.open(arg[1], 'w'))
 local lines = {}
@@ -43,6 +48,27 @@ local function sleeper(n)
   blocked = blocked + 1
   record_stack(fiber.id()); fiber.sleep(1e6); return 0
 end
+
+-- Collect until a full collection frees nothing more.
+local function settle()
+  local c
+  repeat
+    c = collectgarbage('count')
+    collectgarbage('collect')
+  until collectgarbage('count') == c
+  return c
+end
+local function build()
+  local t = {}
+  for i = 1, 40 do t['key' .. i] = { i, 'value' .. i } end
+  return t
+end
+held = build()
+local before = settle()
+held = nil
+local after = settle()
+held = build()
+rec('retained', tostring(held), string.format('%d', (before - after) * 1024))
 
 for i = 1, 3 do
   chans[i] = fiber.channel()
