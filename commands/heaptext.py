@@ -34,6 +34,8 @@ def object_text(vm, heap, addr, gct=None):
                 vm, decode_tv(vm, _tv_bits(vm, addr, C.LJ_TSTR)), 40))
         if gct == C.GCT_PROTO:
             return "prototype (GCproto *)0x%x %s" % (addr, proto_site(vm, addr))
+        if gct == C.GCT_TRACE:
+            return "trace %d (GCtrace *)0x%x" % (heap.traceno(addr), addr)
         if gct == C.GCT_UDATA:
             state = heap.finalizer_state(addr)
             if state is not None:
