@@ -115,8 +115,25 @@ def retained_report(doc):
 
 # --- lgcstat --save / --diff ---------------------------------------------
 
-def save_data(vm, heap, path):
-    head = heapsnap.save(heap, path)
+HOLDERS = 200
+
+
+def holders(vm, heap, dom, count, maxs):
+    """The `count` objects that retain the most, as {path: {"retained",
+    "objects", "type"}} (those with a path)."""
+    out = {}
+    for k in dom.top(count):
+        path = _where(vm, heap, dom, k, maxs)
+        if path is not None and path not in out:
+            out[path] = {"retained": dom.retained[k], "objects": dom.count[k],
+                         "type": C.GCT_TEXT[dom.gct(k)]}
+    return out
+
+
+def save_data(vm, heap, path, progress=None, max_string=200):
+    dom = Dominators(heap, progress)
+    held = holders(vm, heap, dom, HOLDERS, max_string)
+    head = heapsnap.save(heap, path, [dict(v, path=p) for p, v in held.items()])
     return {"kind": "save", "file": path, "G": hexa(vm.G), "objects": head["objects"],
             "object_bytes": heap.stat.object_bytes, "gc_total": head["gc_total"],
             "process": head["identity"]["process"]}
@@ -152,13 +169,15 @@ def diff_data(vm, heap, path, top, listing, progress=None, max_string=200):
         doc["other"].append({"name": name, "bytes_then": then_other.get(name, 0),
                              "bytes_now": now_other.get(name, 0)})
     doc["gc_total_then"], doc["gc_total_now"] = snap.head["gc_total"], st.total
+    dom = Dominators(heap, progress)
+    doc["paths"] = _path_changes(snap.head.get("holders") or [],
+                                 holders(vm, heap, dom, HOLDERS, max_string), top)
     if not doc["same_process"]:
         return doc
     d = heapsnap.Diff(heap, snap)
     doc["new"] = {C.GCT_TEXT[g]: v for g, v in d.new.items() if v[0]}
     doc["freed"] = {C.GCT_TEXT[g]: v for g, v in d.freed.items() if v[0]}
     doc["resized"] = {C.GCT_TEXT[g]: v for g, v in d.resized.items() if v[0]}
-    dom = Dominators(heap, progress)
     owners = d.owners(dom)
     rows = []
     for k, (objs, nbytes, grew) in owners.items():
@@ -180,6 +199,23 @@ def diff_data(vm, heap, path, top, listing, progress=None, max_string=200):
                         "object": object_text(vm, heap, heap.addrs[i], heap.gcts[i])}
                        for i in d.new_index]
     return doc
+
+
+def _path_changes(then, now, top):
+    """The paths among the most retaining objects then or now, by the
+    change of their retained bytes (largest growth first); a side where a
+    path was not among them has null."""
+    was = {h["path"]: h for h in then}
+    rows = []
+    for path in list(was) + [p for p in now if p not in was]:
+        a, b = was.get(path), now.get(path)
+        rows.append({"path": path, "retained_then": a["retained"] if a else None,
+                     "retained_now": b["retained"] if b else None,
+                     "objects_then": a["objects"] if a else None,
+                     "objects_now": b["objects"] if b else None})
+    both = [r for r in rows if r["retained_then"] is not None and r["retained_now"] is not None]
+    both.sort(key=lambda r: (-(r["retained_now"] - r["retained_then"]), r["path"]))
+    return [r for r in both if r["retained_now"] != r["retained_then"]][:top]
 
 
 def _signed(v):
@@ -204,9 +240,18 @@ def diff_report(doc):
     out.append("g->gc.total: %d then, %d now: %s bytes%s" % (
         doc["gc_total_then"], doc["gc_total_now"], _signed(total),
         " (objects %s, the rest %s)" % (_signed(obj_change), _signed(other_change))))
+    if doc["paths"]:
+        out.append("Retained bytes by path (of the %d objects that retain the most, then and "
+                   "now), most growth first:" % HOLDERS)
+        out.append("%12s %12s %10s  %s" % ("then", "now", "change", "path"))
+        for r in doc["paths"]:
+            out.append("%12d %12d %10s  %s" % (r["retained_then"], r["retained_now"],
+                                               _signed(r["retained_now"] - r["retained_then"]),
+                                               r["path"]))
     if not doc["same_process"]:
         out.append("The snapshot is of another process or VM: objects cannot be matched by "
-                   "address, so only the figures per type compare")
+                   "address, so only the figures per type and the retained bytes by path "
+                   "compare")
         return out
 
     def per(d):

@@ -40,10 +40,14 @@ g->gc.total.
                 the most (10 by default), each with its path from the
                 roots, or one OBJECT with the objects that dominate it
   --save FILE   keep every object's address, type and size in FILE (a file
-                of this machine; nothing is written into the process)
+                of this machine; nothing is written into the process), and
+                the retained sizes of the 200 objects that retain the most
+                by their paths
   --diff FILE [--top N] [--list]
                 the heap now against the one saved in FILE: counts and
-                bytes per type then and now; in the same process also the
+                bytes per type then and now, the retained bytes by path of
+                the objects that retained the most then and now (these
+                compare between processes too); in the same process also the
                 new, freed and resized objects, and where the new ones hang
                 (each charged to the nearest object that dominates it and
                 existed before; the N with the most bytes); --list lists
@@ -117,10 +121,11 @@ Example:
             raise UsageError("--top goes with --diff, not --save")
         vm = get_vm(L_expr)
         heap = Heap(vm, max(param("heap-cache"), 4) << 20)
-        if "save" in opts:
-            return save_data(vm, heap, os.path.expanduser(opts["save"]))
         progress = _Progress("objects followed") if from_tty and _is_terminal() else None
         try:
+            if "save" in opts:
+                return save_data(vm, heap, os.path.expanduser(opts["save"]), progress,
+                                 param("max-string"))
             return diff_data(vm, heap, os.path.expanduser(opts["diff"]),
                              int_option(opts, "top", 10, 1), listing, progress,
                              param("max-string"))

@@ -15,8 +15,10 @@ the same type made at its address in between look like one object: when
 anything was freed, the difference says so.  The new objects are then
 charged to the object that owns them: the nearest of their dominators
 (heapdom) that already existed, so growth is shown where it hangs (a cache
-table that existed before and gained entries).  Between two processes
-only the per-type figures can be compared.
+table that existed before and gained entries).  The snapshot also keeps
+the retained sizes of the objects that retain the most, by their paths
+from the roots: those compare between two processes too (two runs of one
+program), where nothing else but the per-type figures does.
 """
 import json
 from array import array
@@ -37,15 +39,18 @@ def identity(vm):
     return {"process": vm.t.process_id(), "G": vm.G, "main_L": vm.main_L}
 
 
-def save(heap, path):
-    """Write the heap's snapshot to path; returns its header."""
+def save(heap, path, holders=()):
+    """Write the heap's snapshot to path; returns its header.  holders:
+    [{"path", "retained", "objects"}] of the objects that retain the most,
+    compared by path when objects cannot be matched by address."""
     vm = heap.vm
     addrs, gcts = heap.index()
     st = heap.stat
     head = {"identity": identity(vm), "layout": vm.lay.mode_name(), "gc_total": st.total,
             "objects": len(addrs),
             "types": {C.GCT_TEXT[g]: [ts.count, ts.bytes] for g, ts in st.types.items()},
-            "other": [[name, size] for name, size, _ in st.other]}
+            "other": [[name, size] for name, size, _ in st.other],
+            "holders": list(holders)}
     data = json.dumps(head, sort_keys=True).encode()
     with open(path, "wb") as f:
         f.write(MAGIC)

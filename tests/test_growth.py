@@ -99,6 +99,10 @@ def test_diff_lists_exactly_what_the_program_made(run):
             assert t["count_now"] - t["count_then"] == n, (mode, t)
         owners = {o["path"]: o["objects"] for o in doc["owners"]}
         assert owners == want_owner, (mode, doc["owners"])
+        # Everything the program made hangs under _G.sessions: what it
+        # retains grew by the whole change of g->gc.total.
+        paths = {r["path"]: r["retained_now"] - r["retained_then"] for r in doc["paths"]}
+        assert paths.get("_G.sessions") == c2 - c1, (mode, doc["paths"])
 
 
 def test_diff_text_and_save_line(run):
@@ -115,7 +119,8 @@ def test_diff_text_and_save_line(run):
 
 def test_snapshot_of_another_process_compares_types_only(run, tmp_path):
     """A snapshot of another process (the core reader's of the first core,
-    its process id changed) gives the per-type figures and the one line."""
+    its process id changed) gives the per-type figures, the retained bytes
+    by path and the one line."""
     host = build_of(run.variant)["host"]
     snap = str(tmp_path / "snap")
     reader(run, os.path.join(run.work, "core.0"), host, "lgcstat", "--save", snap)
@@ -129,9 +134,13 @@ def test_snapshot_of_another_process_compares_types_only(run, tmp_path):
         f.write(data[:head_at - 8] + len(new).to_bytes(8, "little") + new + data[head_at + n:])
     out = reader(run, os.path.join(run.work, "core.1"), host, "lgcstat", "--diff", snap)
     assert out.splitlines()[-1] == ("The snapshot is of another process or VM: objects cannot "
-                                    "be matched by address, so only the figures per type "
-                                    "compare"), out
+                                    "be matched by address, so only the figures per type and "
+                                    "the retained bytes by path compare"), out
     assert "New objects" not in out
+    # By path, the growth the program measured.
+    (c1, c2), = [(int(r[1]), int(r[2])) for r in run.expected if r[0] == "total"]
+    rows = [line.split() for line in out.splitlines() if line.endswith(" _G.sessions")]
+    assert len(rows) == 1 and rows[0][2] == "%+d" % (c2 - c1), out
 
 
 @pytest.mark.parametrize("args,line", [
