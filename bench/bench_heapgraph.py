@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Seconds and peak memory of `lgcpath`, `lgcref` and `lgcstat --retained`
-on big heaps, inside gdb (live) and in the core reader.
+"""Seconds and peak memory of `lgcpath`, `lgcref`, `lgcstat --retained`,
+`--save` and `--diff` on big heaps, inside gdb (live) and in the core
+reader.
 
   python3 bench/bench_heapgraph.py [--sizes N,N,...] [VARIANT ...]
       default: --sizes 1000000,5000000 r21-gc64
@@ -18,7 +19,9 @@ as a program (python3 -m ljgdb CORE BINARY ...): its wall time and peak
 resident memory are measured from outside (/usr/bin/time's figures, read
 from os.wait4).  Each answer is checked against the probe: lgcpath must
 end at it, lgcref must find the one slot that holds it, lgcstat --retained
-must give the probe's path (its retained size is checked by the tests).
+must give the probe's path (its retained size is checked by the tests),
+--save must save, and --diff, of the heap against its own snapshot, must
+find no new object.
 """
 import os
 import re
@@ -31,17 +34,37 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from harness import LOADER, LUA_DIR, manifest, read_expected  # noqa: E402
 
+# The commands timed: (command, whether the probe is its argument).  The
+# --save and --diff pair compares the heap with itself (nothing new).
+COMMANDS = (("lgcpath", True), ("lgcref", True), ("lgcstat --retained", True),
+            ("lgcstat --save SNAP", False), ("lgcstat --diff SNAP", False))
+
+
+def answer(cmd, out):
+    """The line of a command's output that answers it."""
+    lines = out.splitlines() or [""]
+    if cmd.startswith("lgcstat --diff"):
+        return next((ln for ln in lines if ln.startswith("New objects")), lines[-1])
+    if cmd.startswith("lgcstat --retained"):
+        return lines[2] if len(lines) > 2 else lines[-1]
+    return lines[0]
+
+
 TIMER = """python
 import resource, time
 gdb.execute("linfo", to_string=True)
 probe = [l.split("\\t")[1].split()[1] for l in open(%r) if l.startswith("probe")][0]
-for cmd in ("lgcpath", "lgcref", "lgcstat --retained"):
+snap = %r
+COMMANDS = %r
+%s
+for cmd, with_probe in COMMANDS:
+    line = cmd.replace("SNAP", snap) + (" " + probe if with_probe else "")
     t = time.perf_counter()
-    out = gdb.execute("%%s %%s" %% (cmd, probe), to_string=True)
+    out = gdb.execute(line, to_string=True)
     dt = time.perf_counter() - t
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    line = out.splitlines()[2 if cmd.startswith("lgcstat") else 0]
-    print("BENCH %%s %%.2f %%d %%s" %% (cmd.replace(" ", "~"), dt, rss, line.replace(" ", "~")))
+    print("BENCH %%s %%.2f %%d %%s" %% (cmd.replace(" ", "~"), dt, rss,
+                                   answer(cmd, out).replace(" ", "~")))
 end
 """
 
@@ -53,24 +76,25 @@ def gdb(args, cwd):
     return p.stdout.decode("utf-8", "replace")
 
 
-def reader(core, binary, cmd, probe):
+def reader(core, binary, cmd, args):
     """(seconds, peak RSS in KB, the line that answers) of the core reader
     as a program."""
     t = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-m", "ljgdb", core, binary] + cmd.split() + [probe],
+    p = subprocess.Popen([sys.executable, "-m", "ljgdb", core, binary] + cmd.split() + args,
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    out = p.stdout.read().decode().splitlines()
+    out = p.stdout.read().decode()
     _, _, usage = os.wait4(p.pid, 0)
-    k = 2 if cmd.startswith("lgcstat") else 0
-    return time.perf_counter() - t, usage.ru_maxrss, out[k] if len(out) > k else "\n".join(out)
+    return time.perf_counter() - t, usage.ru_maxrss, answer(cmd, out)
 
 
 def run(variant, n, work):
     m = manifest()[variant]
     exp = os.path.join(work, "heap.exp")
     timer = os.path.join(work, "timer.gdb")
+    import inspect
     with open(timer, "w") as f:
-        f.write(TIMER % exp)
+        f.write(TIMER % (exp, os.path.join(work, "snap-gdb"), COMMANDS,
+                         inspect.getsource(answer)))
     core = os.path.join(work, "heap.core")
     live = gdb(["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run",
                 "-ex", "source " + timer, "-ex", "gcore " + core, "-ex", "kill",
@@ -79,12 +103,14 @@ def run(variant, n, work):
     for cmd, secs, rss, first in re.findall(r"^BENCH (\S+) ([\d.]+) (\d+) (.*)$", live, re.M):
         rows[("gdb (live)", cmd.replace("~", " "))] = (float(secs), int(rss),
                                                        first.replace("~", " "))
-    if len(rows) != 3:
+    if len(rows) != len(COMMANDS):
         raise SystemExit("no benchmark result:\n" + live[-3000:])
     rec = {r[0]: r[1] for r in read_expected(exp)}
     probe = rec["probe"].split()[1]
-    for cmd in ("lgcpath", "lgcref", "lgcstat --retained"):
-        rows[("core reader", cmd)] = reader(core, m["host"], cmd, probe)
+    for cmd, with_probe in COMMANDS:
+        rows[("core reader", cmd)] = reader(core, m["host"],
+                                            cmd.replace("SNAP", os.path.join(work, "snap-core")),
+                                            [probe] if with_probe else [])
     os.unlink(core)
     return rows, int(rec["made"]), probe
 
@@ -94,6 +120,10 @@ def check(cmd, first, probe):
         return first.startswith("(local keep of thread (the main thread))[")
     if cmd == "lgcstat --retained":
         return "(local keep of thread (the main thread))[" in first
+    if cmd == "lgcstat --save SNAP":
+        return first.startswith("Saved ")
+    if cmd == "lgcstat --diff SNAP":
+        return first == "New objects: none"
     return first == "references to table (GCtab *)%s: 1" % probe
 
 

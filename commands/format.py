@@ -1,8 +1,7 @@
 """Text forms of decoded values, shared by the commands."""
-import math
 
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.objects import Cdata, Func, Proto, Str, Tab, Udata
+from ..gdb_ext.objects import Cdata, Func, Proto, Str, Tab, Udata, number_text as number
 from ..gdb_ext.runtime import builtin_names
 from ..gdb_ext import consts as C
 
@@ -41,17 +40,6 @@ def quote(data, truncated=False, length=None):
     if truncated:
         s += "... (%d bytes)" % length
     return s
-
-
-def number(x):
-    """As Lua's tostring() prints a number (LUAI_NUMFFORMAT %.14g)."""
-    if math.isnan(x):
-        # LuaJIT prints every NaN as nan, whatever its sign bit (checked on
-        # 2.0, 2.1, Debian's and OpenResty's: tostring(0/0), tostring(-(0/0))).
-        return "nan"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return "%.14g" % x
 
 
 def chunk_display(name):

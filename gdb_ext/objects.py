@@ -427,3 +427,14 @@ def looks_like_gc_object(vm, addr):
     except (FaultError, CorruptError):
         return None
     return kind
+
+
+def number_text(x):
+    """A number as Lua's tostring() writes it (LUAI_NUMFFORMAT %.14g)."""
+    if x != x:
+        # LuaJIT prints every NaN as nan, whatever its sign bit (checked on
+        # 2.0, 2.1, Debian's and OpenResty's: tostring(0/0), tostring(-(0/0))).
+        return "nan"
+    if x in (float("inf"), float("-inf")):
+        return "inf" if x > 0 else "-inf"
+    return "%.14g" % x

@@ -32,7 +32,8 @@ apt_install() {
 }
 # Real hosts, and the tools to rebuild Debian's LuaJIT packages.  (Debian's
 # luajit conflicts with libluajit2-5.1-2: debs.py unpacks it instead.)
-for pkg in tarantool nginx libnginx-mod-http-lua debuginfod curl dpkg-dev debhelper; do
+# lua-check: a real Lua program no one here wrote, for lbc's listings.
+for pkg in tarantool nginx libnginx-mod-http-lua debuginfod curl dpkg-dev debhelper lua-check; do
   dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || apt_pkgs+=("$pkg")
 done
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
