@@ -73,8 +73,8 @@ are shown as they are in memory, as jit.bc.dump in the process shows them.
 
 Usage: lbc <function | prototype | chunk:line> [--all] [L=<lua_State *>]
 Example:
-  (gdb) lbc leak.lua:43
-  -- BYTECODE -- leak.lua:43-43
+  (gdb) lbc leak.lua:48
+  -- BYTECODE -- leak.lua:48-48
   0001    UGET     0   0      ; big
   0002    RET1     0   2"""
 
