@@ -2,6 +2,7 @@
 
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.objects import Cdata, Func, Proto, Str, Tab, Udata, number_text as number
+from ..gdb_ext.ffitypes import cdata_text
 from ..gdb_ext.runtime import builtin_names
 from ..gdb_ext import consts as C
 
@@ -121,8 +122,9 @@ def value_text(vm, v, max_string=200):
         if k == "cdata":
             cd = Cdata(vm, v.addr)
             size = "size %d" % cd.size if cd.size is not None else "size unknown"
-            return "cdata: (GCcdata *)0x%x ctypeid %d, %s, data at 0x%x" % (
-                v.addr, cd.ctypeid, size, cd.payload)
+            typ, val = cdata_text(vm, cd)
+            return "cdata<%s>: (GCcdata *)0x%x ctypeid %d, %s, data at 0x%x%s" % (
+                typ, v.addr, cd.ctypeid, size, cd.payload, " = " + val if val else "")
         if k == "proto":
             return "proto: (GCproto *)0x%x %s" % (v.addr, proto_site(vm, v.addr))
         if k == "upval":

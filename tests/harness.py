@@ -215,8 +215,12 @@ def value_regex(typ, shown, ffnames=None):
             return _re.escape("light userdata (void *) 0x%x" % ptr)
         return r"userdata: \(GCudata \*\)0x[0-9a-f]+ userdata, \d+ bytes at 0x%x" % ptr
     if typ == "cdata":
+        # tostring() names the type: cdata<TYPE>: 0x...; a value may follow.
+        ctype = _re.escape(shown.split(">: ")[0] + ">")
         if "*" in shown.split(">:")[0]:
             # tostring() of a pointer cdata prints the pointer, not the payload
-            return r"cdata: \(GCcdata \*\)0x[0-9a-f]+ ctypeid \d+, size \d+, data at 0x[0-9a-f]+"
-        return r"cdata: \(GCcdata \*\)0x[0-9a-f]+ ctypeid \d+, size \d+, data at 0x%x" % addr_of(shown)
+            return (r"%s: \(GCcdata \*\)0x[0-9a-f]+ ctypeid \d+, size \d+, data at "
+                    r"0x[0-9a-f]+( = .*)?" % ctype)
+        return (r"%s: \(GCcdata \*\)0x[0-9a-f]+ ctypeid \d+, size \d+, data at 0x%x( = .*)?"
+                % (ctype, addr_of(shown)))
     raise AssertionError("unexpected type " + typ)

@@ -17,6 +17,8 @@ NSLOTS = 22
 ASIZE = "print/r ((GCtab *)$tab)->asize"
 HMASK = "print/r ((GCtab *)$tab)->hmask"
 GCTOTAL = "print/r ((double *)L->base)[%d]" % (NSLOTS - 1)
+FFITAB = ('python gdb.execute("ltab --json (GCtab *)" + [l.split()[2] for l in '
+          'open("expected.txt") if l.startswith("ffitab")][0])')
 COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
             ["lval --raw L 2", "lval --raw L 1", "lval --raw L 17",
              "ltab L->base+8", "ltab L->base+8 --depth 2", "ltab L->base+8 --limit 2",
@@ -36,7 +38,10 @@ COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
              "print $lua_value(L->base+8)"] +
             # The same data as JSON documents (docs/json.md).
             ["linfo --json", "ltab --json L->base+8 --depth 2", "lval --json (GCtab *)0"] +
-            ["lval --json L %d" % i for i in range(1, NSLOTS + 1)])
+            ["lval --json L %d" % i for i in range(1, NSLOTS + 1)] +
+            # The cdata values.lua keeps in a table (its address is in the
+            # expected file, in gdb's working directory).
+            [FFITAB])
 MODES = ("live", "core")
 
 
@@ -85,8 +90,9 @@ def expected_text(stop, typ, shown):
         payload = addr_of(shown)
         for ctid, size, text in records(stop, "cdata"):
             if addr_of(text) == payload:
-                return (r"cdata: \(GCcdata \*\)0x[0-9a-f]+ ctypeid %s, size %s, data at 0x%x"
-                        % (ctid, size, payload))
+                # The type as tostring() names it; the value follows.
+                return (r"%s: \(GCcdata \*\)0x[0-9a-f]+ ctypeid %s, size %s, data at 0x%x = .*"
+                        % (re.escape(text.split(">: ")[0] + ">"), ctid, size, payload))
         raise AssertionError("no cdata record for " + shown)
     if typ == "userdata":
         if shown == "userdata: NULL":
@@ -385,3 +391,19 @@ def test_json_error_document(stop, mode):
     d = json.loads(out[0])
     assert d["command"] == "lval" and d["error"].startswith("lval: cannot access memory at 0x0")
     assert out[1] == d["error"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cdata_type_and_value(stop, mode):
+    """Each cdata as cdata<TYPE>: TYPE as tostring(ffi.typeof(x)) names it,
+    its value as the program set it."""
+    want = {int(i): (typ, val) for i, typ, val in records(stop, "ffi")}
+    assert len(want) == 11
+    doc = json.loads(stop.out(mode, FFITAB))
+    got = {}
+    for e in doc["entries"]:
+        m = re.match(r"cdata<(.*)>: \(GCcdata \*\)0x[0-9a-f]+ ctypeid \d+, size \d+, data at "
+                     r"0x[0-9a-f]+ = (.*)$", e["value"])
+        assert m, e
+        got[int(e["key"].strip("[]"))] = (m.group(1), m.group(2))
+    assert got == want

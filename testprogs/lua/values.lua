@@ -58,6 +58,38 @@ rec("func", info.short_src, info.linedefined)
 rec("cdata", tonumber(ffi.typeof(cd)), ffi.sizeof(cd), tostring(cd))
 rec("cdata", tonumber(ffi.typeof(vla)), ffi.sizeof(vla), tostring(vla))
 rec("longlen", #long)
+-- C types as LuaJIT names them (tostring(ffi.typeof(x))) and values the
+-- program set, written as lval writes a cdata's value: in a global table
+-- (ffikeep, recorded as ffitab) so that they live at the stop.
+ffi.cdef[[
+struct point { int x; int y; };
+typedef struct { double re; unsigned char flags[3]; } rec_t;
+enum color { RED, GREEN = 5 };
+]]
+local p = ffi.new("struct point", 1, 2)
+local r = ffi.new("rec_t", 2.5, {7, 8, 9})
+local u64, i64 = ffi.new("uint64_t", 12345678901234), ffi.new("int64_t", -5)
+ffikeep = {
+  {p, "{x = " .. p.x .. ", y = " .. p.y .. "}"},
+  {cd, "{" .. cd[0] .. ", " .. cd[1] .. ", " .. cd[2] .. ", " .. cd[3] .. "}"},
+  {r, "{re = " .. r.re .. ", flags = {" .. r.flags[0] .. ", " .. r.flags[1] .. ", " ..
+      r.flags[2] .. "}}"},
+  {u64, tostring(u64)},
+  {i64, tostring(i64)},
+  {ffi.new("const char *", nil), "NULL"},
+  {ffi.new("enum color", "GREEN"), tostring(tonumber(ffi.new("enum color", "GREEN")))},
+  {ffi.new("bool", true), "true"},
+  {ffi.new("float", 0.5), tostring(tonumber(ffi.new("float", 0.5)))},
+  {ffi.new("int (*)(int)", nil), "NULL"},
+  {ffi.new("struct point *[2]"), "{NULL, NULL}"},
+}
+local ffivals = {}
+for i, e in ipairs(ffikeep) do
+  ffivals[i] = e[1]
+  rec("ffi", i, (tostring(ffi.typeof(e[1])):match("^ctype<(.*)>$")), e[2])
+end
+ffikeep.vals = ffivals
+rec("ffitab", tostring(ffivals))
 for k, v in pairs(t) do
   if type(v) ~= "table" then rec("t", type(k), shown(k), type(v), shown(v)) end
 end
