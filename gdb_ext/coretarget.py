@@ -247,7 +247,8 @@ def dwarf_layout(img):
     if src is None:
         return None
     from ..profile import make_profile
-    doc = _cached(img, "layout", lambda: make_profile(src, img.file if src != img.file else None))
+    # ("layout2": the types lheap reads were added; older files lack them.)
+    doc = _cached(img, "layout2", lambda: make_profile(src, img.file if src != img.file else None))
     return profiles.Profile(doc, src)
 
 

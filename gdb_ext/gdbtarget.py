@@ -11,7 +11,7 @@ import gdb  # noqa: F401  (only importable inside gdb)
 
 from . import corefile
 from .errors import FaultError, NotLuaJITError
-from .layout import LUAJIT_SYMBOLS
+from .layout import LUAJIT_SYMBOLS, TAG_ONLY_TYPES
 from .state import STATE_REGISTERS, register_candidates
 from .target import FLATTEN_DEPTH, Field, MachineFrame, Target, TypeInfo
 
@@ -167,6 +167,12 @@ class GdbTarget(Target):
             t = gdb.lookup_type(name).strip_typedefs()
         except gdb.error:
             t = None
+            if name in TAG_ONLY_TYPES:
+                # A struct known by its tag only (lj_alloc.c's).
+                try:
+                    t = gdb.lookup_type("struct " + name).strip_typedefs()
+                except gdb.error:
+                    t = None
         if t is not None and t.code in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION):
             fields = {}
             _flatten(t, 0, "", fields, 0)

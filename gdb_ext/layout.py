@@ -25,7 +25,9 @@ OPTIONAL_TYPES = ("GCtrace", "jit_State", "StrInternState", "CTState", "CType", 
                   "MCLink")
 # Types other parts of the engine read when present (gcstat: K64Array,
 # SBufExt; tarantool: fiber, cord).
-EXTRA_TYPES = ("K64Array", "SBufExt", "fiber", "cord")
+EXTRA_TYPES = ("K64Array", "SBufExt", "fiber", "cord", "malloc_state", "malloc_segment")
+# Of those, the structs that have a tag and no typedef (lj_alloc.c).
+TAG_ONLY_TYPES = ("malloc_state", "malloc_segment")
 # Enumerators read from DWARF when present (for names of states).
 GC_STATE_NAMES = ("GCSpause", "GCSpropagate", "GCSatomic", "GCSsweepstring", "GCSsweep",
                   "GCSfinalize")

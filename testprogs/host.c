@@ -29,6 +29,10 @@
  *                        then stop in ljgdb_break(NULL, -1) in an OS thread
  *                        of its own (no Lua state in its frames) while the
  *                        main thread waits in C with every VM idle.
+ *   LJGDB_SYSALLOC=1     make the script's state with lua_newstate and an
+ *                        allocator of the host's own (the C library's
+ *                        realloc), not luaL_newstate (GC64 builds only:
+ *                        others refuse an allocator of the host's).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -100,6 +104,18 @@ static int ljgdb_ccall(lua_State *L)
   return lua_gettop(L);
 }
 
+/* The allocator of LJGDB_SYSALLOC. */
+static void *ljgdb_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+  (void)ud;
+  (void)osize;
+  if (nsize == 0) {
+    free(ptr);
+    return NULL;
+  }
+  return realloc(ptr, nsize);
+}
+
 /* The OS thread of LJGDB_IDLE: C code that knows no Lua state. */
 static void *ljgdb_outside(void *arg)
 {
@@ -143,7 +159,8 @@ int main(int argc, char **argv)
       return 1;
     }
   }
-  L = ljgdb_states[0] = luaL_newstate();
+  L = ljgdb_states[0] = getenv("LJGDB_SYSALLOC") != NULL ? lua_newstate(ljgdb_alloc, NULL)
+                                                         : luaL_newstate();
   if (L == NULL) {
     fprintf(stderr, "host: cannot create a Lua state\n");
     return 1;
