@@ -9,6 +9,7 @@ this run).
 """
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
@@ -17,7 +18,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from harness import LOADER, LUA_DIR, _cut, _wrap, manifest, read_expected, run_gdb  # noqa: E402
 
 VARIANTS = ("r21-gc64", "r21-x64")
-STOP1 = ["lgcstat"] + ["lval --raw L %d" % i for i in range(1, 9)] + ["lgcstat --save SNAP"]
+STOP1 = ["lgcstat"] + ["lval --raw L %d" % i for i in range(1, 14)] + ["lgcstat --save SNAP"]
 STOP2 = ["lgcstat --diff SNAP --top 3"]
 
 
@@ -36,19 +37,33 @@ def run(variant, work):
         {r[0]: r[1:] for r in read_expected(exp)}, snap
 
 
-# One stop each: (program, its arguments after the expected file, commands).
-SINGLE = (("frag.lua", [], ["lheap"]),
-          ("jit_traces.lua", ["main"], ["lmcode"]))
+# One stop each: (program, its arguments after the expected file, commands,
+# the function to break on, the variants).  oom.lua fills an X64 heap (2 GB)
+# and its core is read by the core reader too.
+SINGLE = (("frag.lua", [], ["lheap"], "ljgdb_break", VARIANTS),
+          ("jit_traces.lua", ["main"], ["lmcode"], "ljgdb_break", VARIANTS),
+          ("popen.lua", [], ["lbt full"], "popen", VARIANTS[:1]),
+          ("oom.lua", [], ["lgcstat --top 3", "gcore CORE"], "ljgdb_break", VARIANTS[1:]))
 
 
-def one_stop(variant, program, args, commands, work):
+def one_stop(variant, program, args, commands, stop_at, work):
     m = manifest()[variant]
     exp = os.path.join(work, "expected-" + program)
-    cmd = ["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run"] + \
+    core = os.path.join(work, "core-" + program)
+    commands = [c.replace("CORE", core) for c in commands]
+    cmd = ["-ex", "source " + LOADER, "-ex", "break " + stop_at, "-ex", "run"] + \
         _wrap(commands) + ["-ex", "kill", "--args", m["host"],
                            os.path.join(LUA_DIR, program), exp] + args
     text = run_gdb(cmd, cwd=work, env={"LUA_PATH": os.path.join(m["src"], "?.lua") + ";;"})
-    return dict(_cut(text, commands))
+    outs = {c.replace(core, "CORE"): t for c, t in _cut(text, commands)}
+    if os.path.exists(core):
+        p = subprocess.run([sys.executable, "-m", "ljgdb", core, m["host"], "lgcstat"],
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        outs["reader lgcstat"] = p.stdout.decode()
+        os.unlink(core)
+    if os.path.exists(exp):
+        outs["expected " + program] = open(exp).read()
+    return outs
 
 
 def _wrap2(commands, first):
@@ -69,8 +84,9 @@ def main():
     for v in VARIANTS:
         with tempfile.TemporaryDirectory(prefix="ljgdb-tour-") as work:
             outs, exp, snap = run(v, work)
-            for program, args, commands in SINGLE:
-                outs.update(one_stop(v, program, args, commands, work))
+            for program, args, commands, stop_at, variants in SINGLE:
+                if v in variants:
+                    outs.update(one_stop(v, program, args, commands, stop_at, work))
             res[v] = {c: (t or "(no output)").replace(snap, "snap").rstrip("\n")
                       for c, t in outs.items()}
 
@@ -84,7 +100,12 @@ def main():
         gc64_objects=og, x64_objects=ox, percent=round(100.0 * (og - ox) / ox),
         gc64_total=tg, x64_total=tx,
         fig_lgcstat=b(g, "lgcstat") + "\n" + b(x, "lgcstat"),
-        fig_raw="\n".join(b(v, "lval --raw L %d" % i) for i in (2, 5, 1) for v in (g, x)),
+        fig_raw="\n".join(b(v, "lval --raw L %d" % i) for i in range(1, 14) for v in (g, x)),
+        fig_popen=b(g, "lbt full"),
+        fig_oom=b(x, "lgcstat --top 3") + "\n```\n$ python3 -m ljgdb core lgcstat\n%s\n```\n"
+        % res[x]["reader lgcstat"].rstrip("\n"),
+        oom_made=res[x]["expected oom.lua"].split("\t")[1],
+        oom_error=res[x]["expected oom.lua"].split("\t")[2].strip(),
         fig_diff=b(g, diff) + "\n" + b(x, diff),
         fig_lheap=b(g, "lheap") + "\n" + b(x, "lheap"),
         fig_lmcode=b(g, "lmcode")))
@@ -112,7 +133,9 @@ header); closures and prototypes most.
 {fig_lgcstat}
 ## One TValue, two layouts
 
-A TValue is 8 bytes in both. In X64 the type tag is the high 32 bits and a
+The values `tour.lua` passes to its stop (nil, true, 42, 0.5, a string, a
+table, a Lua function, a built-in, false, a coroutine, a userdata, a light
+userdata, a cdata), bit for bit. A TValue is 8 bytes in both. In X64 the type tag is the high 32 bits and a
 GC object's address the low 32 (so the heap lives below 4 GB, the old 2 GB
 limit); in GC64 the tag is the top 17 bits and the address the low 47. A
 number is a double in both, recognised by a tag below `LJ_TISNUM`; `nil` in
@@ -151,12 +174,23 @@ x86-64 jump range around the exit handler, so that every trace can jump to
 it).
 
 {fig_lmcode}
-## Not in the tour yet
+## An X64 heap at its 2 GB limit
 
-The issue that asked for this tour (15) also lists: an X64 build running
-into its 2 GB limit and `lgcstat` on its core, a `[builtin#io.popen]`
-frame, and `lval --raw` of every value type (here: nil, true, a string).
-"""
+`testprogs/lua/oom.lua` keeps strings of 1 MB in a table until LuaJIT says
+no: in the X64 build it made {oom_made} of them before `{oom_error}`. Every
+GC object of an X64 build lives below 4 GB (a GCRef is 32 bits), and
+LuaJIT's allocator keeps its memory below 2 GB. `lgcstat` stopped there,
+then the core reader on the core gdb wrote: the strings are the heap.
+
+{fig_oom}
+## A frame in a fast function: io.popen
+
+`testprogs/lua/popen.lua` calls `io.popen` from a Lua function; `tour.py`
+breaks on the C library's `popen`, called by LuaJIT's built-in. The Lua
+stack shows the built-in (a fast function, by its name in LuaJIT's own
+`jit.vmdef`) above the Lua frame that called it.
+
+{fig_popen}"""
 
 
 if __name__ == "__main__":

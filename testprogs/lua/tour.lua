@@ -9,13 +9,18 @@
 local out = assert(io.open(arg[1], "w"))
 local keep = {}
 for i = 1, 1000 do keep[i] = false end
+local ffi = require("ffi")
 local f = function() end
 local t = { 1, 2, 3, x = "y" }
 collectgarbage("collect")
 collectgarbage("collect")
 collectgarbage("stop")
 local c1 = collectgarbage("count")
-ljgdb_stop(nil, true, 42, 0.5, "str", t, f, print, coroutine.running())
+local co = coroutine.create(f)
+local ud = newproxy(false)
+local lud = ljgdb_lightud(0x1234)
+local cd = ffi.new("int", 7)
+ljgdb_stop(nil, true, 42, 0.5, "str", t, f, print, false, co, ud, lud, cd)
 for i = 1, 1000 do keep[i] = coroutine.create(f) end
 local c2 = collectgarbage("count")
 ljgdb_stop()
