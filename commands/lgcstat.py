@@ -7,8 +7,8 @@ from ..gdb_ext.errors import CorruptError, FaultError, LjError
 from ..gdb_ext.gcstat import HEADER_STRUCT, TYPE_ORDER, HeapWalker
 from ..gdb_ext.jit import TraceObj, jit_state
 from ..gdb_ext.objects import Cdata, Proto, Str, Tab, Thread, Udata
-from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
 from ..gdb_ext.heapgraph import Heap
+from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
 from .format import chunk_display, func_text, hexa, proto_site, quote
 from .heapreport import (diff_data, diff_report, retained_data, retained_report, save_data,
                          save_report)
@@ -112,7 +112,6 @@ Example:
             if progress is not None:
                 progress.clear()
         return data(vm, st, top, "by-chunk" in flags)
-
 
     def snapshot(self, opts, L_expr, rest, listing, from_tty):
         if rest:

@@ -52,13 +52,16 @@ def save(heap, path, holders=()):
             "other": [[name, size] for name, size, _ in st.other],
             "holders": list(holders)}
     data = json.dumps(head, sort_keys=True).encode()
-    with open(path, "wb") as f:
-        f.write(MAGIC)
-        f.write(len(data).to_bytes(8, "little"))
-        f.write(data)
-        f.write(addrs.tobytes())
-        f.write(gcts)
-        f.write(heap.sizes.tobytes())
+    try:
+        with open(path, "wb") as f:
+            f.write(MAGIC)
+            f.write(len(data).to_bytes(8, "little"))
+            f.write(data)
+            f.write(addrs.tobytes())
+            f.write(gcts)
+            f.write(heap.sizes.tobytes())
+    except OSError as e:
+        raise SnapshotError("cannot write %s: %s" % (path, e.strerror or e))
     return head
 
 

@@ -148,6 +148,8 @@ def test_snapshot_of_another_process_compares_types_only(run, tmp_path):
                                       "directory"),
     (["--diff", "/etc/hostname"], "lgcstat: /etc/hostname is no heap snapshot of lgcstat --save"),
     (["--save", "x", "--diff", "y"], "lgcstat: --save and --diff do not go together"),
+    (["--save", "/nonexistent/dir/snap"], "lgcstat: cannot write /nonexistent/dir/snap: No "
+                                          "such file or directory"),
     (["--list"], "lgcstat: --list goes with --diff FILE"),
     (["--retained", "--by-chunk"], "lgcstat: --by-chunk and --retained do not go together"),
 ])
