@@ -103,6 +103,14 @@ class CTypes(object):
             prepstr(word)
             prepqual(qual)
 
+        def paren(ptrto):
+            """A pointer to an array or a function: (*) around what
+            came before; returns the new ptrto (False)."""
+            if ptrto:
+                prepc("(")
+                app.append(")")
+            return False
+
         qual = 0
         ptrto = False
         for _ in range(64):
@@ -165,10 +173,7 @@ class CTypes(object):
             elif kind == "ARRAY":
                 if info & (CTMASK_NUM | CTF_VECTOR | CTF_COMPLEX) == info & CTMASK_NUM:
                     st["needsp"] = True
-                    if ptrto:
-                        ptrto = False
-                        prepc("(")
-                        app.append(")")
+                    ptrto = paren(ptrto)
                     app.append("[")
                     if size != CTSIZE_INVALID:
                         csize = self.get(info & CTMASK_CID)[2]
@@ -187,10 +192,7 @@ class CTypes(object):
                     prepstr("__attribute__((vector_size(")
             elif kind == "FUNC":
                 st["needsp"] = True
-                if ptrto:
-                    ptrto = False
-                    prepc("(")
-                    app.append(")")
+                ptrto = paren(ptrto)
                 app.append("(")
                 app.append(")")
             else:
