@@ -57,8 +57,12 @@ COMMANDS = (
     "lmcode {mcode}",
     "ltrace",
     "ltrace 2",
+    "lgcref (GCtab *){env}",
+    "lgcpath (GCtab *){env}",
+    "lgcstat --retained --top 3",
+    "lbc fuzz.lua:0 --all",
+    "lheap",
 )
-NAMES = ("linfo", "lval", "ltab", "lbt", "lthreads", "lgcstat", "lmcode", "ltrace")
 FAIL_RE = re.compile(r"Traceback|internal error|Python Exception|Error occurred in Python")
 _BEGIN = "@@FZ-BEGIN %d %d@@"
 _END = "@@FZ-END %d %d@@"
