@@ -24,6 +24,19 @@ _KINDS = ("NUM", "STRUCT", "PTR", "ARRAY", "VOID", "ENUM", "FUNC", "TYPEDEF", "A
           "FIELD", "BITFIELD", "CONSTVAL", "EXTERN", "KW")
 
 
+class NoFFIState(CorruptError):
+    """The VM has no ctype table (no FFI state yet, or none in the layout)."""
+
+
+def ctypes_of(vm):
+    """The CTypes of vm, read once per command (vm.cache)."""
+    cache = vm.cache("ctypes")
+    ct = cache.get("table")
+    if ct is None:
+        ct = cache["table"] = CTypes(vm)
+    return ct
+
+
 class CTypes(object):
     """The ctype table of one VM."""
 
@@ -34,7 +47,7 @@ class CTypes(object):
         cts = vm.t.uint(vm.G + lay.G.ctype_state, lay.mref_size, "g->ctype_state") if \
             lay.has_ctype_state else 0
         if not cts or self.cts_s is None or self.ct_s is None:
-            raise CorruptError("no FFI state (g->ctype_state)")
+            raise NoFFIState("no FFI state (g->ctype_state)")
         self.tab = vm.t.ptr(cts + self.cts_s.tab, "CTState.tab")
         self.top = vm.t.u32(cts + self.cts_s.top, "CTState.top")
         t = vm.t
@@ -45,6 +58,7 @@ class CTypes(object):
                 self.kind[v] = name
         if "NUM" not in self.kind.values():
             raise CorruptError("debug info lacks the CT_* enumerators (lj_ctype.h)")
+        self.hassize = t.constant("CT_HASSIZE")     # kinds up to it have a size
         self.cta_qual = t.constant("CTA_QUAL")
         self.ctid_ctypeid = t.constant("CTID_CTYPEID")
         self.ptr_size = lay.ptr_size
@@ -280,11 +294,8 @@ def cdata_text(vm, cd):
     """(the type's text, the value's text or None) of objects.Cdata cd;
     ("?", None) when the FFI state cannot be read."""
     from .errors import FaultError
-    cache = vm.cache("ctypes")
     try:
-        ct = cache.get("table")
-        if ct is None:
-            ct = cache["table"] = CTypes(vm)
+        ct = ctypes_of(vm)
         typ = ct.repr(cd.ctypeid)
     except (FaultError, CorruptError):
         return "?", None

@@ -509,13 +509,17 @@ class Heap(object):
                 out.append(Ref(o, C.GCT_PROTO, tr, ("trace",)))
         return out
 
-    def _trace_addr(self, traceno):
-        """The GCtrace of a trace number (J->trace[traceno]), or 0."""
+    def _jit(self):
+        """(J->trace, J->sizetrace, REF_BIAS), read once."""
         if self._jtrace is None:
             from .jit import jit_state
             js = jit_state(self.vm)
             self._jtrace = (js.trace, js.sizetrace, js.ref_bias)
-        base, size, _ = self._jtrace
+        return self._jtrace
+
+    def _trace_addr(self, traceno):
+        """The GCtrace of a trace number (J->trace[traceno]), or 0."""
+        base, size, _ = self._jit()
         if not base or not 0 < traceno < size:
             return 0
         return self.ref(base + traceno * self.rs)
@@ -555,7 +559,7 @@ class Heap(object):
         if not get("traceno"):
             return out
         kgc, knull, mask = self._ir_kinds()
-        ref_true = self._jtrace_bias() - 3          # lj_ir.h REF_TRUE = REF_BIAS - 3
+        ref_true = self._jit()[2] - 3               # lj_ir.h REF_TRUE = REF_BIAS - 3
         nk, ir = get("nk"), get("ir")
         if kgc is not None and ir and ref_true - (1 << 16) < nk < ref_true:
             data = self.read(ir + 8 * nk, 8 * (ref_true - nk) + 8)
@@ -588,10 +592,6 @@ class Heap(object):
         """The number of the trace at o."""
         f = self.lay.trace.field("traceno")
         return int.from_bytes(self.read(o + f.offset, f.size), "little")
-
-    def _jtrace_bias(self):
-        self._trace_addr(0)
-        return self._jtrace[2]
 
     def _udata(self, o):
         lay = self.lay

@@ -324,28 +324,20 @@ def ctype_size(vm, ctypeid):
     g->ctype_state (R lj_cdata.c lj_cdata_free: ctype_raw, then the size if
     ctype_hassize, else a pointer's).  CorruptError when it cannot be read
     (no FFI state, an id past the table)."""
-    lay = vm.lay
-    cts_s, ct_s = lay.s.get("CTState"), lay.s.get("CType")
-    cts = vm.t.uint(vm.G + lay.G.ctype_state, lay.mref_size, "g->ctype_state") if \
-        vm.G is not None and lay.has_ctype_state else 0
-    if not cts or cts_s is None or ct_s is None:
+    from .ffitypes import NoFFIState, ctypes_of
+    try:
+        ct = ctypes_of(vm) if vm.G is not None else None
+    except NoFFIState:
+        ct = None
+    if ct is None:
         raise CorruptError("cdata of ctype %d but no FFI state (g->ctype_state)" % ctypeid)
-    tab = vm.t.ptr(cts + cts_s.tab, "CTState.tab")
-    top = vm.t.u32(cts + cts_s.top, "CTState.top")
-    attrib = vm.t.constant("CT_ATTRIB")
-    hassize = vm.t.constant("CT_HASSIZE")
-    if attrib is None or hassize is None:
+    if ct.hassize is None or "ATTRIB" not in ct.kind.values():
         raise CorruptError("debug info lacks the CT_* enumerators (lj_ctype.h)")
     cid = ctypeid
     for _ in range(64):
-        if cid >= top:
-            raise CorruptError("ctype id %d is past the ctype table (%d entries)" % (cid, top))
-        rec = vm.t.read(tab + cid * ct_s.size, ct_s.size, "CType %d" % cid)
-        info = int.from_bytes(rec[ct_s.info:ct_s.info + 4], "little")
-        if info >> 28 != attrib:
-            if info >> 28 <= hassize:
-                return int.from_bytes(rec[ct_s.size_:ct_s.size_ + 4], "little")
-            return lay.ptr_size
+        kind, info, size, _sib, _name = ct.get(cid)
+        if kind != "ATTRIB":
+            return size if info >> 28 <= ct.hassize else vm.lay.ptr_size
         cid = info & 0xFFFF
     raise CorruptError("ctype %d: attribute chain too long" % ctypeid)
 
