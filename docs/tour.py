@@ -29,7 +29,7 @@ def run(variant, work):
     two = [c.replace("SNAP", snap) for c in STOP2]
     exp = os.path.join(work, "expected.txt")
     args = ["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run"] + \
-        _wrap(one) + ["-ex", "continue"] + _wrap2(two, len(one)) + ["-ex", "continue", "-ex", "kill",
+        _wrap(one) + ["-ex", "continue"] + _wrap(two, len(one)) + ["-ex", "continue", "-ex", "kill",
                                  "--args", m["host"], os.path.join(LUA_DIR, "tour.lua"), exp]
     text = run_gdb(args, cwd=work, env={"LUA_PATH": os.path.join(m["src"], "?.lua") + ";;"})
     outs = dict(_cut(text, one + two))
@@ -64,12 +64,6 @@ def one_stop(variant, program, args, commands, stop_at, work):
     if os.path.exists(exp):
         outs["expected " + program] = open(exp).read()
     return outs
-
-
-def _wrap2(commands, first):
-    """_wrap with the markers numbered from `first` on."""
-    args = _wrap([None] * first + commands)
-    return args[6 * first:]
 
 
 def _objects(text):

@@ -45,9 +45,11 @@ _BEGIN = "@@LJGDB-BEGIN %d@@"
 _END = "@@LJGDB-END %d@@"
 
 
-def _wrap(commands):
+def _wrap(commands, first=0):
+    """gdb arguments running each command between markers numbered from
+    `first` on (as _cut finds them)."""
     args = []
-    for i, cmd in enumerate(commands):
+    for i, cmd in enumerate(commands, first):
         args += ["-ex", "echo \\n" + _BEGIN % i + "\\n", "-ex", cmd,
                  "-ex", "echo \\n" + _END % i + "\\n"]
     return args
