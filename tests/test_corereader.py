@@ -136,8 +136,10 @@ def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
                     g, c = without_frame_names(g), [without_frame_names(c[0] or ""), c[1]]
                 if cmd.startswith("lgcstat --retained"):
                     # Inside the GC as anywhere: every object reached or
-                    # not, once.
-                    assert "the objects' bytes (exact)" in g, g
+                    # not, once; or, at a moment the heap cannot be walked
+                    # (a string chain being rewritten), one line saying why.
+                    assert "the objects' bytes (exact)" in g or (
+                        g.startswith("lgcstat: ") and len(g.strip().splitlines()) == 1), g
                 bad.append(differs(c, g, "%s (%s, %s core %d)" % (cmd, variant, shape, i)))
                 compared += 1
     assert not any(bad), "\n".join(d for d in bad if d)
