@@ -84,6 +84,18 @@ class GdbHost(Host):
     def profile_match(self):
         return active_match()
 
+    def disassemble(self, lo, hi):
+        """gdb's disassembler over [lo, hi) (it reads the process or core;
+        it writes nothing)."""
+        if hi <= lo:
+            return []
+        try:
+            arch = gdb.selected_inferior().architecture()
+            insns = arch.disassemble(lo, hi - 1)
+        except (gdb.error, gdb.MemoryError, AttributeError):
+            return None
+        return [(i["addr"], i["asm"]) for i in insns if i["addr"] < hi]
+
 
 # --------------------------------------------------------------------------
 # Settings: set ljgdb <name> <value>

@@ -19,6 +19,8 @@ from its surroundings goes through the one Host that is current:
   profile_match()       the layout profile in use (profiles.ProfileMatch)
   frames_note()         why the selected thread's machine frames end early,
                         when the backend knows and gdb would say nothing
+  disassemble(lo, hi)   [(address, instruction text)] of the machine code in
+                        [lo, hi), or None where there is no disassembler
 """
 
 # name -> (kind, default, doc, set_doc, show_doc); kind is 'uint' or 'bool'.
@@ -108,6 +110,9 @@ class Host(object):
         return None
 
     def frames_note(self):
+        return None
+
+    def disassemble(self, lo, hi):
         return None
 
 

@@ -7,6 +7,19 @@ from .format import hexa
 from .lmcode import parent_text, trace_site
 
 
+def trace_number(words):
+    """The trace number the words of a command line give (a number or a
+    gdb expression)."""
+    expr = " ".join(words)
+    try:
+        return int(expr, 0)
+    except ValueError:
+        try:
+            return eval_address(expr, "trace number")
+        except UsageError:
+            raise UsageError("'%s' is not a trace number" % expr)
+
+
 class LTrace(LjCommand):
     """List the JIT's live traces, or show one in detail.
 
@@ -61,16 +74,7 @@ Example:
         """ltrace's document: "traces" and "summary"; with N, "trace"; when
         there is nothing to show, "note" says why."""
         flags, opts, L_expr, rest = split_args(arg)
-        n = None
-        if rest:
-            expr = " ".join(rest)
-            try:
-                n = int(expr, 0)
-            except ValueError:
-                try:
-                    n = eval_address(expr, "trace number")
-                except UsageError:
-                    raise UsageError("'%s' is not a trace number" % expr)
+        n = trace_number(rest) if rest else None
         vm = get_vm(L_expr)
         try:
             js = jit_state(vm)
