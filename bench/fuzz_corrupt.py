@@ -57,6 +57,7 @@ COMMANDS = (
     "lmcode {mcode}",
     "ltrace",
     "ltrace 2",
+    "lir 1",
     "lgcref (GCtab *){env}",
     "lgcpath (GCtab *){env}",
     "lgcstat --retained --top 3",
@@ -128,6 +129,8 @@ if lay.jit and lay.J is not None:
         for T in ts:
             add(T.snap, T.nsnap * (ss.size if ss else 12), "snapshots")
             add(T.snapmap, T.nsnapmap * 4, "snapshots")
+            ir = T._f(vm, "ir")
+            add(ir + 8 * T.nk, 8 * (T.nins - T.nk), "trace-ir")
         for a in mcode_areas(vm, js):
             add(a.start, 16, "mclink")
         mcode = ts[0].mcode + 4 if ts else 0

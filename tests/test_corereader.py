@@ -26,7 +26,8 @@ PLAIN = ["linfo", "lstates", "lbt", "lbt full", "lbt --all", "lbt --all --group"
          "lbt L=8", "ltab", "linfo extra", "lval (GCtab *)0", "lgcstat --top x",
          "linfo --json", "lbt full --json", "lthreads --json", "lgcstat --json",
          "lstates --json", "ltrace --json", "lmcode --json", "lbt --all --group --json",
-         "lbc values.lua:0 --all", "lbc --json nosuch.lua:3", "lheap", "lheap --json"]
+         "lbc values.lua:0 --all", "lbc --json nosuch.lua:3", "lheap", "lheap --json",
+         "lir 1 --no-mcode", "lir 1 --no-mcode --json"]
 
 
 def core_reader(core, binary, commands, env=None):
