@@ -21,14 +21,16 @@ m part) through gdb's disassembler, with ->LOOP: where its loop starts.
 
 Usage: lir <trace> [--no-snap] [--no-mcode] [L=<lua_State *>]
 Example:
-  (gdb) lir 1 --no-mcode
-  ---- TRACE 1 IR
-  ....        SNAP   #0   [ ---- ]
-  0001    int SLOAD  #2    CI
-  0002  + int ADD    0001  +1
-  0003 >  int LE     0002  +1000
-  ....        SNAP   #1   [ ---- 0002 ]
-  0004 ------ LOOP ------------"""
+  (gdb) lir 5 --no-mcode
+  ---- TRACE 5 IR
+  ....        SNAP   #0   [ ---- ---- ]
+  0001    int SLOAD  #5    CI
+  0002    num CONV   0001  num.int
+  ...
+  0020  + int ADD    0012  +1
+  ....        SNAP   #3   [ ---- ---- ---- ---- ---- ]
+  0021 >  int LE     0020  +100
+  0022    int PHI    0012  0020"""
 
     NAME = "lir"
     SUMMARY = "a trace's IR and snapshots as jit.dump lists them, and its machine code"
