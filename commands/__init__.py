@@ -5,10 +5,10 @@ COMMANDS lists them for any host (commands.host)."""
 def command_classes(with_gdb_only=True):
     """The command classes; lprofile (it runs the process) only in gdb."""
     from . import (linfo, lval, ltab, lbt, lthreads, lgcstat, lgcref, lmcode, ltrace, lstates,
-                   lbc, lheap, lir)
+                   lbc, lheap, lir, lstr)
     classes = [linfo.LInfo, lval.LVal, ltab.LTab, lbt.LBt, lthreads.LThreads, lgcstat.LGcStat,
                lgcref.LGcRef, lgcref.LGcPath, lmcode.LMcode, ltrace.LTrace, lstates.LStates,
-               lbc.LBc, lheap.LHeap, lir.LIr]
+               lbc.LBc, lheap.LHeap, lir.LIr, lstr.LStr]
     if with_gdb_only:
         from . import lprofile
         classes.append(lprofile.LProfile)
