@@ -58,6 +58,7 @@ COMMANDS = (
     "ltrace",
     "ltrace 2",
     "lir 1",
+    "lstr",
     "lgcref (GCtab *){env}",
     "lgcpath (GCtab *){env}",
     "lgcstat --retained --top 3",

@@ -27,7 +27,7 @@ PLAIN = ["linfo", "lstates", "lbt", "lbt full", "lbt --all", "lbt --all --group"
          "linfo --json", "lbt full --json", "lthreads --json", "lgcstat --json",
          "lstates --json", "ltrace --json", "lmcode --json", "lbt --all --group --json",
          "lbc values.lua:0 --all", "lbc --json nosuch.lua:3", "lheap", "lheap --json",
-         "lir 1 --no-mcode", "lir 1 --no-mcode --json"]
+         "lir 1 --no-mcode", "lir 1 --no-mcode --json", "lstr", "lstr --json"]
 
 
 def core_reader(core, binary, commands, env=None):
