@@ -34,7 +34,7 @@ import struct
 from .bytecode import _ctl, ascii_text, location, ptr_text
 from .errors import CorruptError, NotLuaJITError
 from .jit import trace_by_number
-from .objects import Func, Proto, str_text
+from .objects import Func, Proto, Str
 
 # R jit/dump.lua irtype_text, by IRType (lj_ir.h IRTDEF), the same in 2.0.
 _IRT = (("NIL", "nil"), ("FALSE", "fal"), ("TRUE", "tru"), ("LIGHTUD", "lud"), ("STR", "str"),
@@ -153,9 +153,8 @@ class TraceIR(object):
             raise CorruptError("trace %d has IR refs %d..%d around REF_BIAS %d"
                                % (T.traceno, self.nk, self.nins, self.bias), T.addr)
         self.ir_addr = T._f(vm, "ir")
-        # 2.1 keeps 64-bit constants in the slot after theirs: read one more.
-        end = self.nins + 1
-        self.ir = vm.t.read(self.ir_addr + 8 * self.nk, 8 * (end - self.nk),
+        # (A 64-bit constant's second slot, in 2.1, is below REF_BIAS too.)
+        self.ir = vm.t.read(self.ir_addr + 8 * self.nk, 8 * (self.nins - self.nk),
                             "IR of trace %d" % T.traceno)
         self.old_k64 = lay.J.has("k64") and lay.J.field("k64").size == lay.mref_size
         ss = lay.s["SnapShot"]
@@ -178,7 +177,7 @@ class TraceIR(object):
     # --- jit.util.traceir / tracek ------------------------------------------
     def raw(self, ref):
         """(o, ot, op1, op2) of the instruction at absolute ref."""
-        if not self.nk <= ref <= self.nins:
+        if not self.nk <= ref < self.nins:
             raise CorruptError("trace %d: IR ref %d is outside %d..%d"
                                % (self.T.traceno, ref, self.nk, self.nins - 1), self.T.addr)
         op1, op2, ot = struct.unpack_from("<HHH", self.ir, 8 * (ref - self.nk))
@@ -187,23 +186,33 @@ class TraceIR(object):
     def traceir(self, ins):
         """jit.util.traceir(tr, ins): (mode, ot, op1, op2), refs unbiased."""
         o, ot, op1, op2 = self.raw(ins + self.bias)
-        m = self.names.modes[o] if o < len(self.names.modes) else IRM_NONE * 5
+        if o >= len(self.names.modes):
+            raise CorruptError("trace %d: IR %04d has opcode %d, which this build does not have"
+                               % (self.T.traceno, ins, o), self.T.addr)
+        m = self.names.modes[o]
         if m & 3 == IRM_REF:
             op1 -= self.bias
         if (m >> 2) & 3 == IRM_REF:
             op2 -= self.bias
         return m, ot, op1, op2
 
+    def _slot(self, ref):
+        """The 8 bytes of IR slot ref (a constant's second slot included)."""
+        if not self.nk <= ref < self.nins:
+            raise CorruptError("trace %d: a constant's value would be at IR ref %d, outside "
+                               "%d..%d" % (self.T.traceno, ref, self.nk, self.nins - 1),
+                               self.T.addr)
+        return self.ir[8 * (ref - self.nk):8 * (ref + 1 - self.nk)]
+
     def _word(self, ref, off, size):
-        b = 8 * (ref - self.nk) + off
-        return int.from_bytes(self.ir[b:b + size], "little")
+        return int.from_bytes(self._slot(ref)[off:off + size], "little")
 
     def _k64(self, ref):
         """The 8 bytes of a KNUM or KINT64 at ref."""
         if self.old_k64:
             p = self._word(ref, 0, 4)
             return self.vm.t.read(p, 8, "64-bit IR constant at 0x%x" % p)
-        return self.ir[8 * (ref + 1 - self.nk):8 * (ref + 2 - self.nk)]
+        return self._slot(ref + 1)
 
     def _kref(self, ref):
         """A KGC's object or a KPTR's pointer (2.1 GC64: in the next slot)."""
@@ -272,10 +281,10 @@ class TraceIR(object):
     def _gc_text(self, t, addr):
         vm = self.vm
         if t == IRT_STR:
-            data = str_text(vm, addr, 1 << 20)
-            escaped = _ctl(data)
+            st = Str(vm, addr, 21)
+            escaped = _ctl(st.data)
             # '%.20s' of the escaped bytes when the string is longer than 20.
-            if len(data) > 20:
+            if st.len > 20:
                 return '"%s"~' % ascii_text(escaped[:20].decode("latin-1"))
             return '"%s"' % ascii_text(escaped.decode("latin-1"))
         if t == IRT_FUNC:
@@ -379,10 +388,7 @@ class TraceIR(object):
     def ins_text(self, ins):
         """The line of instruction ins, or None where jit.dump writes none."""
         m, ot, op1, op2 = self.traceir(ins)
-        op = self.names.ops.get(ot >> 8)
-        if op is None:
-            raise CorruptError("trace %d: IR %04d has opcode %d, which this build does not have"
-                               % (self.T.traceno, ins, ot >> 8), self.T.addr)
+        op = self.names.ops[ot >> 8]
         if op == "LOOP  ":
             return "%04d ------ LOOP ------------" % ins
         if op in ("NOP   ", "CARG  ", "RENAME"):
