@@ -158,7 +158,10 @@ def raw_lines(vm, bits):
         how = "X64: itype = high 32 bits = 0x%08x, payload = low 32 bits = 0x%x" % (it, payload)
     name = C.ITYPE_MACROS.get(it)
     tisnum = C.LJ_TISNUM_GC64 if lay.gc64 else C.LJ_TISNUM_X64
-    if name is None:
+    if it == tisnum and lay.dualnum:
+        # (In GC64 LJ_TISNUM is LJ_TNUMX, a tag that only dual numbers use.)
+        name = "an int32 (itype == LJ_TISNUM, dual-number mode)"
+    elif name is None:
         if it < tisnum:
             name = "a double (itype < LJ_TISNUM 0x%08x)" % tisnum
         elif it == tisnum:

@@ -24,7 +24,7 @@ import struct
 
 from . import consts as C
 from .errors import CorruptError, NotLuaJITError
-from .objects import Proto, number_text, str_text
+from .objects import Proto, decode_tv, number_text, str_text
 from .protoinfo import debug_line, upvalue_names
 
 # lj_bc.h BCDEF: op -> (mode A, mode B, mode C/D), the same in every
@@ -156,9 +156,14 @@ class Listing(object):
         return a, vm.t.u8(a + vm.lay.str.gct, "constant's type")
 
     def knum(self, idx):
-        """Numeric constant idx (a double: builds without dual numbers)."""
+        """Numeric constant idx: a double, or in dual-number builds an
+        integer TValue where the parser kept the constant as one."""
         raw = self.vm.t.u64(self.pt.k + 8 * idx, "number constant %d" % idx)
-        return struct.unpack("<d", struct.pack("<Q", raw))[0]
+        v = decode_tv(self.vm, raw)
+        if v.kind not in ("number", "int"):
+            raise CorruptError("number constant %d of prototype 0x%x is a %s"
+                               % (idx, self.pt.addr, v.kind), self.pt.addr)
+        return v.num
 
     def uvname(self, i):
         names = upvalue_names(self.vm, self.pt)

@@ -54,6 +54,8 @@ VARIANTS = {
     "deb-x64": ("luajit", NO_GC64, "Debian luajit 2.1.0~beta3+git20220320, X64"),
     "or-gc64": ("luajit2", "", "OpenResty luajit2 2.1-20230119, GC64"),
     "or-x64": ("luajit2", NO_GC64, "OpenResty luajit2 2.1-20230119, X64"),
+    "r21-dualnum": ("lupa21", "-DLUAJIT_NUMMODE=2",
+                    "upstream 2.1 rolling, GC64, dual-number mode (integers as their own TValues)"),
     "r21-nojit": ("lupa21", NO_JIT, "upstream 2.1 rolling, GC64, JIT disabled (LUAJIT_DISABLE_JIT)"),
 }
 

@@ -20,7 +20,7 @@ CACHE = os.environ.get("LJGDB_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ljgdb")
 MANIFEST = os.path.join(CACHE, "builds.json")
 
-ALL_VARIANTS = ("r21-gc64", "r21-x64", "r20-x64", "deb-gc64", "deb-x64", "or-gc64", "or-x64")
+ALL_VARIANTS = ("r21-gc64", "r21-x64", "r21-dualnum", "r20-x64", "deb-gc64", "deb-x64", "or-gc64", "or-x64")
 # Built by default too, but without the JIT (LUAJIT_DISABLE_JIT): only for
 # the tests that check what commands say when there is no JIT.
 NOJIT_VARIANTS = ("r21-nojit",)

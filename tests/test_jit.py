@@ -20,7 +20,7 @@ from harness import ALL_VARIANTS, Stop, chunk_display
 
 MODES = ("live", "core")
 ADDR = "lmcode ((double *)L->base)[0]"
-PICK = "ltrace ((double *)L->base)[1]"
+PICK = "ltrace (int)((double *)L->base)[1]"
 COMMANDS = {
     "main": ["lmcode", ADDR, "ltrace", PICK, "ltrace 99999", "ltrace foo", "lmcode --bogus",
              "ltrace --json", "lmcode --json", ADDR + " --json", PICK + " --json"],

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from harness import ALL_VARIANTS, Stop
+from harness import ALL_VARIANTS, Stop, manifest
 
 N = 300
 
@@ -20,7 +20,7 @@ N = 300
 def state_expr(variant, field):
     """A gdb expression (not ljgdb) for a field of the string table, from
     the C variable L of ljgdb_break."""
-    gc64 = "gc64" in variant
+    gc64 = manifest()[variant]["gc64"]
     g = "((global_State *)%sL->glref.%s)" % ("" if gc64 else "(unsigned long)",
                                              "ptr64" if gc64 else "ptr32")
     if variant.startswith("r20"):

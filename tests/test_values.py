@@ -1,7 +1,7 @@
 """linfo, lval and ltab on every build variant, live and from a core.
 
-testprogs/lua/values.lua puts 21 values of every kind on the stack of a C
-call (ljgdb_stop -> ljgdb_break), plus gc.total as slot 22, and writes what
+testprogs/lua/values.lua puts 23 values of every kind on the stack of a C
+call (ljgdb_stop -> ljgdb_break), plus gc.total as slot 24, and writes what
 LuaJIT itself says about each (type, tostring, debug.getinfo, ffi.typeof,
 ffi.sizeof) to the expected file.
 """
@@ -13,14 +13,14 @@ import pytest
 
 from harness import ALL_VARIANTS, Stop, lua_quote, unhex
 
-NSLOTS = 22
+NSLOTS = 24
 ASIZE = "print/r ((GCtab *)$tab)->asize"
 HMASK = "print/r ((GCtab *)$tab)->hmask"
 GCTOTAL = "print/r ((double *)L->base)[%d]" % (NSLOTS - 1)
 FFITAB = ('python gdb.execute("ltab --json (GCtab *)" + [l.split()[2] for l in '
           'open("expected.txt") if l.startswith("ffitab")][0])')
 COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
-            ["lval --raw L 2", "lval --raw L 1", "lval --raw L 17",
+            ["lval --raw L 2", "lval --raw L 23", "lval --raw L 1", "lval --raw L 17",
              "ltab L->base+8", "ltab L->base+8 --depth 2", "ltab L->base+8 --limit 2",
              "lval (GCtab *)0", "lval L 0", "lval L 99", "lval nosuchsymbol", "lval --bogus L 1",
              "ltab L->base", "ltab", "linfo extra", "ltab L->base+8 --depth x",
@@ -31,7 +31,7 @@ COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
              "set $tab = sizeof(GCRef) == 8 ? ((L->base+8)->u64 & 0x7fffffffffff) : "
              "((L->base+8)->u64 & 0xffffffff)", "lval $tab",
              # gdb's own reading of that table's sizes and of the number in
-             # slot 22 (gc.total as collectgarbage("count") gave it): what
+             # slot 24 (gc.total as collectgarbage("count") gave it): what
              # ljgdb prints is compared with these, not with itself.
              ASIZE, HMASK, GCTOTAL,
              "print $lua_value(L->base[0])", "print $lua_value(L->base+1)",
@@ -111,6 +111,11 @@ def _slot_shown(stop, i):
     raise AssertionError(i)
 
 
+def dual_numbers(stop):
+    """Whether the build keeps integers as their own TValues: its flags."""
+    return "LUAJIT_NUMMODE=2" in stop.build["xcflags"]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_linfo_reports_build_mode(stop, mode):
     out = stop.out(mode, "linfo")
@@ -120,7 +125,8 @@ def test_linfo_reports_build_mode(stop, mode):
     assert info["mode"].startswith("GC64" if gc64 else "X64"), out
     # On x86-64, LJ_FR2 follows LJ_GC64 in every variant we build.
     assert info["FR2"].startswith("yes" if gc64 else "no"), out
-    assert info["DUALNUM"].startswith("no"), out          # x86-64 default
+    # x86-64's default is off; LUAJIT_NUMMODE=2 turns it on (r21-dualnum).
+    assert info["DUALNUM"].startswith("yes" if dual_numbers(stop) else "no"), out
     assert info["JIT"].startswith("yes" if one(stop, "jitstatus")[0] == "true" else "no"), out
     assert info["pointer size"] == "8"
     version = one(stop, "version")[0]
@@ -144,7 +150,7 @@ def _gdb_number(stop, cmd):
 
 def _gc_total(stop):
     """gc.total as collectgarbage("count") saw it right before the stop (slot
-    22, read by gdb)."""
+    24, read by gdb)."""
     return _gdb_number(stop, GCTOTAL)
 
 
@@ -179,11 +185,23 @@ def test_lval_details(stop, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_lval_raw_split(stop, mode):
-    bits = struct.unpack("<Q", struct.pack("<d", 42.0))[0]
-    out = stop.out(mode, "lval --raw L 2")
-    assert out.splitlines()[0] == "raw 0x%016x" % bits
-    assert "tag: a double" in out
     gc64 = stop.build["gc64"]
+    out = stop.out(mode, "lval --raw L 2")
+    if dual_numbers(stop):
+        # 42 is an integer TValue: LJ_TISNUM over the int32 (R lj_obj.h
+        # setintV: LJ_TNUMX << 47 in GC64, 0xfffeffff << 32 in X64).
+        bits = ((0xFFFFFFF2 << 47) & (2 ** 64 - 1) if gc64 else 0xFFFEFFFF << 32) | 42
+        assert "tag: an int32" in out
+    else:
+        bits = struct.unpack("<Q", struct.pack("<d", 42.0))[0]
+        assert "tag: a double" in out
+    assert out.splitlines()[0] == "raw 0x%016x" % bits
+    # Slot 23 is 42 made by a division: a double in every build, and
+    # LuaJIT prints it as it prints the integer 42.
+    assert [r[1:] for r in records(stop, "slot") if r[0] in ("2", "23")] == [["number", "42"]] * 2
+    out = stop.out(mode, "lval --raw L 23")
+    assert out.splitlines()[0] == "raw 0x%016x" % struct.unpack("<Q", struct.pack("<d", 42.0))[0]
+    assert "tag: a double" in out
     out = stop.out(mode, "lval --raw L 1")
     assert ("GC64: itype = bits >> 47" if gc64 else "X64: itype = high 32 bits") in out
     assert "tag: LJ_TSTR" in out
@@ -261,7 +279,7 @@ def test_bad_input_gives_one_line(stop, mode):
     cases = {
         "lval (GCtab *)0": "lval: cannot access memory at 0x0",
         "lval L 0": "lval: slot 0 does not exist",
-        "lval L 99": "lval: slot 99 is outside the 22 slots of this frame",
+        "lval L 99": "lval: slot 99 is outside the 24 slots of this frame",
         "lval nosuchsymbol": "lval: cannot evaluate expression 'nosuchsymbol'",
         "lval --bogus L 1": "lval: unknown option '--bogus'. Usage: lval",
         "ltab L->base": "ltab: TValue at 0x",
@@ -351,7 +369,7 @@ def doc_of(stop, mode, cmd):
 def test_json_linfo(stop, mode):
     d = doc_of(stop, mode, "linfo --json")
     gc64 = one(stop, "gc64")[0] == "true"
-    assert d["gc64"] is gc64 and d["fr2"] is gc64 and d["dualnum"] is False
+    assert d["gc64"] is gc64 and d["fr2"] is gc64 and d["dualnum"] is dual_numbers(stop)
     assert d["jit"] is (one(stop, "jitstatus")[0] == "true")
     assert d["version"] == one(stop, "version")[0]
     assert d["gc_total"] == _gc_total(stop)

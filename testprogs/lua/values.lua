@@ -45,9 +45,12 @@ local nul = ljgdb_lightud(0)
 local long = string.rep("abcdefghij", 50)
 local esc = "tab\tnl\nquote\"bs\\"
 
+-- 42 as a double made at run time: dual-number builds keep the constant 42
+-- (slot 2) as an integer TValue, but division always yields a double.
+local half = #string.rep("x", 84) / 2
 local args = {"hello", 42, 3.25, -0.5, 1e300, true, false, nil, t, lua_func, print,
-              ljgdb_ccall, co, cd, vla, ud, lud, nul, long, esc, 2^53, 0}
-local n = 21   -- slot 22 gets gc.total in bytes just before the stop
+              ljgdb_ccall, co, cd, vla, ud, lud, nul, long, esc, 2^53, 0, half}
+local n = 23   -- slot 24 gets gc.total in bytes just before the stop
 
 for i = 1, n do
   local v = args[i]
