@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fetch LuaJIT sources and build the ljgdb test matrix, idempotently.
 
-Usage: python3 testprogs/build.py [--list] [VARIANT ...]
+Usage: python3 testprogs/build.py [--list] [--arm64] [VARIANT ...]
 
 Every build is made with -g, cached outside the checkout under
 $LJGDB_CACHE (default ~/.cache/ljgdb) and keyed by a hash of its sources,
@@ -18,7 +18,10 @@ source-only list derived from the system's own Debian sources, so the
 system's apt configuration is not touched.
 
 Each variant builds a static libluajit.a, the luajit binary and our C host
-(testprogs/host.c) linked against it.
+(testprogs/host.c) linked against it.  The arm64 variants are cross-built
+(aarch64-linux-gnu-gcc, installed by install-deps.sh) and run under
+qemu-user: their manifest entry has "arch": "arm64" and "runner", the
+command line that runs their binaries here.
 """
 import hashlib
 import json
@@ -45,6 +48,13 @@ LUPA_SHA256 = "d8022641b9ec8ecf2c5ecbe9f47e5a70e0b87c4b5ae921b92cb02a638e0acd08"
 NO_GC64 = "-DLUAJIT_DISABLE_GC64"
 NO_JIT = "-DLUAJIT_DISABLE_JIT"
 
+ARM64_CROSS = "aarch64-linux-gnu-"
+ARM64_SYSROOT = "/usr/aarch64-linux-gnu"
+ARM64_RUNNER = ["qemu-aarch64", "-L", ARM64_SYSROOT]
+# Built only when asked for by name or with --arm64 (they need the cross
+# tools; arm64 LuaJIT is always GC64 and dual-number).
+ARM64_VARIANTS = ("r21-arm64", "or-arm64")
+
 # name: (source, extra XCFLAGS, what it is)
 VARIANTS = {
     "r21-gc64": ("lupa21", "", "upstream 2.1 rolling, GC64"),
@@ -57,6 +67,8 @@ VARIANTS = {
     "r21-dualnum": ("lupa21", "-DLUAJIT_NUMMODE=2",
                     "upstream 2.1 rolling, GC64, dual-number mode (integers as their own TValues)"),
     "r21-nojit": ("lupa21", NO_JIT, "upstream 2.1 rolling, GC64, JIT disabled (LUAJIT_DISABLE_JIT)"),
+    "r21-arm64": ("lupa21", "", "upstream 2.1 rolling, arm64 (GC64, dual-number), under qemu-user"),
+    "or-arm64": ("luajit2", "", "OpenResty luajit2 2.1-20230119, arm64 (GC64, dual-number), under qemu-user"),
 }
 
 
@@ -206,8 +218,9 @@ def host_hash():
 
 def build_variant(name, sources):
     source, xcflags, what = VARIANTS[name]
+    arm64 = name in ARM64_VARIANTS
     files = sources[source]
-    h = hashlib.sha256(("%s|%s|%s|" % (RECIPE, source, xcflags)).encode())
+    h = hashlib.sha256(("%s|%s|%s|%s" % (RECIPE, source, xcflags, "arm64" if arm64 else "")).encode())
     for f in files:
         h.update(sha256_file(f).encode())
     key = h.hexdigest()[:12]
@@ -222,8 +235,11 @@ def build_variant(name, sources):
         jobs = str(os.cpu_count() or 2)
         # The lupa sdist ships generated files and host binaries: start clean.
         run(["make", "-s", "-C", os.path.join(tree, "src"), "clean"], stdout=subprocess.DEVNULL)
+        # (A cross build sets CROSS and not CC: the Makefile prefixes CC
+        # with CROSS itself; HOST_CC builds buildvm for this machine.)
+        cross = ["HOST_CC=gcc", "CROSS=" + ARM64_CROSS, "TARGET_SYS=Linux"] if arm64 else []
         run(["make", "-s", "-j" + jobs, "-C", os.path.join(tree, "src"), "CCDEBUG=-g",
-             "BUILDMODE=static", "XCFLAGS=" + xcflags, "Q="], stdout=subprocess.DEVNULL)
+             "BUILDMODE=static", "XCFLAGS=" + xcflags, "Q="] + cross, stdout=subprocess.DEVNULL)
         os.rename(os.path.join(tree, "src"), srcdir)
         shutil.rmtree(tree)
         open(done, "w").close()
@@ -233,13 +249,20 @@ def build_variant(name, sources):
             if old.startswith("host-"):
                 os.unlink(os.path.join(out, old))
         tmp = host + ".tmp"
-        run(["gcc", "-g", "-O0", "-Wall", "-I", srcdir, "-o", tmp, os.path.join(HERE, "host.c"),
-             os.path.join(srcdir, "libluajit.a"), "-lm", "-ldl", "-lpthread", "-Wl,-E"])
+        # arm64: not PIE, else gdb cannot relocate it in qemu's cores.
+        cc = [ARM64_CROSS + "gcc", "-no-pie"] if arm64 else ["gcc"]
+        run(cc + ["-g", "-O0", "-Wall", "-I", srcdir, "-o", tmp, os.path.join(HERE, "host.c"),
+                  os.path.join(srcdir, "libluajit.a"), "-lm", "-ldl", "-lpthread", "-Wl,-E"])
         os.rename(tmp, host)
     return {
         "name": name, "what": what, "source": source, "xcflags": xcflags,
         "gc64": NO_GC64 not in xcflags and source != "lupa20",
         "jit": NO_JIT not in xcflags,
+        # arm64's default is dual-number mode; x86-64's is not.
+        "dualnum": arm64 or "LUAJIT_NUMMODE=2" in xcflags,
+        "arch": "arm64" if arm64 else "x86-64",
+        "runner": ARM64_RUNNER if arm64 else [],
+        "sysroot": ARM64_SYSROOT if arm64 else "",
         "dir": out, "src": srcdir, "luajit": os.path.join(srcdir, "luajit"),
         "lib": os.path.join(srcdir, "libluajit.a"), "host": host,
     }
@@ -250,7 +273,8 @@ def main(argv):
         for name, (_, _, what) in VARIANTS.items():
             print("%-10s %s" % (name, what))
         return 0
-    names = [a for a in argv if not a.startswith("-")] or list(VARIANTS)
+    names = [a for a in argv if not a.startswith("-")] or \
+        [n for n in VARIANTS if n not in ARM64_VARIANTS or "--arm64" in argv]
     bad = [n for n in names if n not in VARIANTS]
     if bad:
         raise SystemExit("build.py: unknown variant(s) %s; known: %s" % (", ".join(bad), ", ".join(VARIANTS)))

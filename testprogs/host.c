@@ -29,6 +29,9 @@
  *                        then stop in ljgdb_break(NULL, -1) in an OS thread
  *                        of its own (no Lua state in its frames) while the
  *                        main thread waits in C with every VM idle.
+ *   LJGDB_FORK_CORE=1    in ljgdb_break, after the debugger's stop: fork a
+ *                        child that aborts (its core is the stop's memory;
+ *                        for the arm64 tests under qemu-user) and wait for it.
  *   LJGDB_SYSALLOC=1     make the script's state with lua_newstate and an
  *                        allocator of the host's own (the C library's
  *                        realloc), not luaL_newstate (GC64 builds only:
@@ -40,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "lua.h"
 #include "lauxlib.h"
@@ -58,6 +62,16 @@ __attribute__((noinline)) void ljgdb_break(lua_State *L, int nargs)
   (void)L;
   (void)nargs;
   __asm__ volatile("" ::: "memory");
+  /* Under qemu-user, whose gdb stub cannot write a core of a live process,
+     the tests take the core of each stop from a child that aborts: forked
+     after the debugger let the stop go on, its memory is the stop's. */
+  if (getenv("LJGDB_FORK_CORE")) {
+    pid_t pid = fork();
+    if (pid == 0)
+      abort();
+    if (pid > 0)
+      waitpid(pid, NULL, 0);
+  }
 }
 
 static int ljgdb_stop(lua_State *L)

@@ -2,7 +2,8 @@
 # Install what ljgdb's tests and demo need, idempotently: gdb, a C toolchain,
 # patch, xz; the real hosts the tests run (tarantool, with its own LuaJIT
 # fork; nginx with libnginx-mod-http-lua, on OpenResty's libluajit2; a
-# debuginfod server and curl) and what testprogs/debs.py rebuilds Debian's
+# debuginfod server and curl); the arm64 cross tools, qemu-user and
+# gdb-multiarch; and what testprogs/debs.py rebuilds Debian's
 # LuaJIT packages with (dpkg-dev, debhelper); and for the Python that runs the tests: pip, pytest,
 # setuptools, wheel (pip download of the lupa sdist runs its metadata step), pyelftools
 # (the DWARF reader of python3 -m ljgdb.profile);
@@ -33,7 +34,10 @@ apt_install() {
 # Real hosts, and the tools to rebuild Debian's LuaJIT packages.  (Debian's
 # luajit conflicts with libluajit2-5.1-2: debs.py unpacks it instead.)
 # lua-check: a real Lua program no one here wrote, for lbc's listings.
-for pkg in tarantool nginx libnginx-mod-http-lua debuginfod curl dpkg-dev debhelper lua-check; do
+# The arm64 variants: a cross compiler and C library, qemu-user to run them,
+# gdb-multiarch to debug them through qemu's gdb stub.
+for pkg in tarantool nginx libnginx-mod-http-lua debuginfod curl dpkg-dev debhelper lua-check \
+           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gdb-multiarch; do
   dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || apt_pkgs+=("$pkg")
 done
 if [ ${#apt_pkgs[@]} -gt 0 ]; then

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: install dependencies, build the LuaJIT matrix and
-# rebuild Debian's LuaJIT packages for their debug symbols (cached in
-# ~/.cache/ljgdb), then run pytest: engine unit tests on synthetic memory
+# The whole test suite: install dependencies, build the LuaJIT matrix (the
+# arm64 variants too) and rebuild Debian's LuaJIT packages for their debug
+# symbols (cached in ~/.cache/ljgdb), then run pytest: engine unit tests on synthetic memory
 # and end-to-end tests of every command under real gdb, live and on cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash testprogs/install-deps.sh
-python3 testprogs/build.py
+python3 testprogs/build.py --arm64
 python3 testprogs/debs.py
 exec python3 -m pytest -q tests "$@"

@@ -10,8 +10,12 @@ LuaJIT itself) to a file before it stops.
 import json
 import os
 import re
+import resource
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOADER = os.path.join(ROOT, "ljgdb.py")
@@ -24,6 +28,11 @@ ALL_VARIANTS = ("r21-gc64", "r21-x64", "r21-dualnum", "r20-x64", "deb-gc64", "de
 # Built by default too, but without the JIT (LUAJIT_DISABLE_JIT): only for
 # the tests that check what commands say when there is no JIT.
 NOJIT_VARIANTS = ("r21-nojit",)
+# Cross-built for arm64 and run under qemu-user (testprogs/build.py --arm64;
+# Stop and MultiStop run them under qemu-aarch64 and gdb-multiarch).
+ARM64_VARIANTS = ("r21-arm64", "or-arm64")
+# The x86-64 matrix and arm64: for the modules whose every test runs on arm64.
+BOTH_ARCHES = ALL_VARIANTS + ARM64_VARIANTS
 GDB_TIMEOUT = int(os.environ.get("LJGDB_GDB_TIMEOUT", "300"))
 
 
@@ -33,10 +42,10 @@ def manifest():
                            % MANIFEST)
     with open(MANIFEST) as f:
         m = json.load(f)
-    missing = [v for v in ALL_VARIANTS + NOJIT_VARIANTS
+    missing = [v for v in ALL_VARIANTS + NOJIT_VARIANTS + ARM64_VARIANTS
                if v not in m or not os.path.exists(m[v]["host"])]
     if missing:
-        raise RuntimeError("builds missing for %s: run `python3 testprogs/build.py`"
+        raise RuntimeError("builds missing for %s: run `python3 testprogs/build.py --arm64`"
                            % ", ".join(missing))
     return m
 
@@ -64,11 +73,11 @@ def _cut(text, commands):
     return out
 
 
-def run_gdb(args, timeout=GDB_TIMEOUT, cwd=None, env=None):
+def run_gdb(args, timeout=GDB_TIMEOUT, cwd=None, env=None, gdb="gdb"):
     """Run gdb in batch mode without any init file; return its whole output.
     cwd is where gdb runs: never the checkout, to show that `source` of the
     loader by absolute path is all it takes."""
-    cmd = ["gdb", "-nx", "-nh", "--batch", "-ex", "set confirm off", "-ex", "set pagination off",
+    cmd = [gdb, "-nx", "-nh", "--batch", "-ex", "set confirm off", "-ex", "set pagination off",
            "-ex", "set width 0", "-ex", "set auto-load safe-path /"] + args
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
                        stdin=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C", **(env or {})),
@@ -102,6 +111,12 @@ class Stop(object):
             if os.path.exists(f):
                 os.unlink(f)
         prog = os.path.join(LUA_DIR, program)
+        # LUA_PATH lets the program load jit.vmdef (LuaJIT's own names).
+        env = dict(env or {}, LUA_PATH=os.path.join(m["src"], "?.lua") + ";;")
+        argv = [m["host"], prog, self.expected_file] + list(args)
+        if m.get("arch") == "arm64":
+            self._run_qemu(argv, workdir, stop_on, live_prelude, env)
+            return
         live_args = ["-ex", "source " + LOADER]
         if stop_on == "break":
             live_args += ["-ex", "break ljgdb_break"]
@@ -109,25 +124,49 @@ class Stop(object):
         for cmd in live_prelude:
             live_args += ["-ex", cmd]
         live_args += _wrap(self.commands)
-        live_args += ["-ex", "gcore " + self.core, "-ex", "kill",
-                      "--args", m["host"], prog, self.expected_file] + list(args)
-        # LUA_PATH lets the program load jit.vmdef (LuaJIT's own names).
-        env = dict(env or {}, LUA_PATH=os.path.join(m["src"], "?.lua") + ";;")
+        live_args += ["-ex", "gcore " + self.core, "-ex", "kill", "--args"] + argv
         self.live_text = run_gdb(live_args, cwd=workdir, env=env)
+        self._check_live(stop_on)
+        core_args = ["-ex", "source " + LOADER, "-ex", "core-file " + self.core]
+        core_args += _wrap(self.commands)
+        self.core_text = run_gdb(core_args + [m["host"]], cwd=workdir, env=env)
+        self._finish()
+
+    def _check_live(self, stop_on):
         # (Without debug info gdb writes "Breakpoint 1, 0x... in ljgdb_break ()".)
         marker = r"Breakpoint 1, (0x[0-9a-f]+ in )?ljgdb_break" if stop_on == "break" else \
             "received signal " + stop_on
         if not re.search(marker, self.live_text):
             raise AssertionError("%s: the program did not reach ljgdb_break:\n%s"
-                                 % (variant, self.live_text[-3000:]))
+                                 % (self.variant, self.live_text[-3000:]))
         if not os.path.exists(self.core):
-            raise AssertionError("%s: gcore wrote no core:\n%s" % (variant, self.live_text[-3000:]))
+            raise AssertionError("%s: no core was written:\n%s" % (self.variant, self.live_text[-3000:]))
         self.live = _cut(self.live_text, self.commands)
-        core_args = ["-ex", "source " + LOADER, "-ex", "core-file " + self.core]
-        core_args += _wrap(self.commands)
-        self.core_text = run_gdb(core_args + [m["host"]], cwd=workdir, env=env)
+
+    def _finish(self):
         self.core_out = _cut(self.core_text, self.commands)
         self.expected = read_expected(self.expected_file)
+
+    def _run_qemu(self, argv, workdir, stop_on, live_prelude, env):
+        """The arm64 stop (qemu_gdb): gcore over qemu's stub writes no
+        usable core, so the core is the one qemu writes when gdb delivers
+        SIGABRT."""
+        m = self.build
+        live_args = ["-ex", "source " + LOADER]
+        if stop_on == "break":
+            live_args += ["-ex", "break ljgdb_break"]
+        live_args += ["-ex", "continue"]
+        for cmd in live_prelude:
+            live_args += ["-ex", cmd]
+        live_args += _wrap(self.commands) + ["-ex", "signal SIGABRT"]
+        self.live_text, cores = qemu_gdb(m, argv, workdir, env, live_args)
+        if cores:
+            os.rename(cores[0], self.core)
+        self._check_live(stop_on)
+        core_args = qemu_target(m) + ["-ex", "core-file " + self.core, "-ex", "source " + LOADER]
+        self.core_text = run_gdb(core_args + _wrap(self.commands), cwd=workdir, env=env,
+                                 gdb="gdb-multiarch")
+        self._finish()
 
     def out(self, mode, cmd, nth=0):
         """Output of the nth run of cmd (a command may be listed twice)."""
@@ -137,6 +176,58 @@ class Stop(object):
             whole = self.live_text if mode == "live" else self.core_text
             raise AssertionError("no output for %r (%s):\n%s" % (cmd, mode, whole[-3000:]))
         return text
+
+
+def qemu_target(m):
+    """gdb-multiarch's first arguments for an arm64 build (sysroot first:
+    in batch mode it must come before the file and the core are loaded)."""
+    return ["-ex", "set sysroot " + m["sysroot"], "-ex", "file " + m["host"]]
+
+
+def qemu_gdb(m, argv, workdir, env, gdb_args, timeout=GDB_TIMEOUT):
+    """Run argv (an arm64 build's host) under qemu-user with its gdb stub
+    on a unix socket (nothing listens on the network), attach
+    gdb-multiarch with `target remote`, run gdb_args.  Returns gdb's
+    output, then the program's, and the cores qemu wrote, oldest first,
+    moved to workdir as qcore.N (qemu writes qemu_<prog>_<date>_<pid>.core
+    in its working directory, where the kernel also drops a core of qemu
+    itself: both in a directory of their own, removed after)."""
+    # (A unix socket's path has at most 107 bytes: not under workdir.)
+    sockdir = tempfile.mkdtemp(prefix="ljgdb-q")
+    sock = os.path.join(sockdir, "gdb.sock")
+    qdir = os.path.join(workdir, "qemu")
+    shutil.rmtree(qdir, ignore_errors=True)
+    os.makedirs(qdir)
+    logname = os.path.join(workdir, "qemu.log")
+    log = open(logname, "wb")
+    qemu = subprocess.Popen(
+        m["runner"] + ["-g", sock] + argv, cwd=qdir, stdin=subprocess.DEVNULL,
+        stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, LC_ALL="C", **env),
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,) * 2))
+    try:
+        for _ in range(200):
+            if os.path.exists(sock) or qemu.poll() is not None:
+                break
+            time.sleep(0.05)
+        text = run_gdb(qemu_target(m) + ["-ex", "target remote " + sock] + gdb_args,
+                       timeout=timeout, cwd=workdir, env=env, gdb="gdb-multiarch")
+        qemu.wait(timeout=60)
+    finally:
+        if qemu.poll() is None:
+            qemu.kill()
+            qemu.wait()
+        log.close()
+        shutil.rmtree(sockdir, ignore_errors=True)
+    with open(logname, errors="replace") as f:
+        text += "\n[the program's output under qemu]\n" + f.read()[-2000:]
+    found = sorted((os.stat(os.path.join(qdir, f)).st_mtime_ns, f) for f in os.listdir(qdir)
+                   if f.startswith("qemu_") and f.endswith(".core"))
+    cores = []
+    for n, (_, f) in enumerate(found):
+        cores.append(os.path.join(workdir, "qcore.%d" % n))
+        os.rename(os.path.join(qdir, f), cores[-1])
+    shutil.rmtree(qdir, ignore_errors=True)
+    return text, cores
 
 
 def stripped_with_profile(host, name, workdir):

@@ -7,7 +7,7 @@ import re
 
 import json
 
-from harness import LOADER, LUA_DIR, MANIFEST, read_expected, run_gdb
+from harness import LOADER, LUA_DIR, MANIFEST, qemu_gdb, qemu_target, read_expected, run_gdb
 
 _BEGIN = "@@LJGDB-BEGIN %d %d@@"
 _END = "@@LJGDB-END %d %d@@"
@@ -50,23 +50,35 @@ class MultiStop(object):
         for f in [self.expected_file] + cores:
             if os.path.exists(f):
                 os.unlink(f)
-        live = ["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run"]
+        argv = [m["host"], os.path.join(LUA_DIR, program), self.expected_file] + list(args)
+        arm64 = m.get("arch") == "arm64"
+        live = ["-ex", "source " + LOADER, "-ex", "break ljgdb_break",
+                "-ex", "continue" if arm64 else "run"]
         for s in range(nstops):
-            live += _wrap(s, self.commands) + ["-ex", "gcore " + cores[s]]
-            if s + 1 < nstops:
+            live += _wrap(s, self.commands)
+            # arm64 under qemu: the host forks a child that aborts at each
+            # stop once gdb lets it go on (LJGDB_FORK_CORE; see host.c).
+            live += ["-ex", "continue"] if arm64 else ["-ex", "gcore " + cores[s]]
+            if s + 1 < nstops and not arm64:
                 live += ["-ex", "continue"]
-        live += ["-ex", "kill", "--args", m["host"], os.path.join(LUA_DIR, program),
-                 self.expected_file] + list(args)
-        self.live_text = run_gdb(live, cwd=workdir)
+        # LUA_PATH lets the program load jit.vmdef (LuaJIT's own names).
+        env = {"LUA_PATH": os.path.join(m["src"], "?.lua") + ";;"}
+        if arm64:
+            self.live_text, qcores = qemu_gdb(m, argv, workdir, dict(env, LJGDB_FORK_CORE="1"),
+                                              live + ["-ex", "kill"])
+            for q, c in zip(qcores, cores):
+                os.rename(q, c)
+        else:
+            self.live_text = run_gdb(live + ["-ex", "kill", "--args"] + argv, cwd=workdir, env=env)
         missing = [c for c in cores if not os.path.exists(c)]
         if missing:
             raise AssertionError("%s: %d of %d stops reached:\n%s" % (
                 variant, nstops - len(missing), nstops, self.live_text[-4000:]))
         self.live = _cut(self.live_text, nstops, self.commands)
-        core = ["-ex", "source " + LOADER, "-ex", "file " + m["host"]]
+        core = (qemu_target(m) if arm64 else ["-ex", "file " + m["host"]]) + ["-ex", "source " + LOADER]
         for s in range(nstops):
             core += ["-ex", "core-file " + cores[s]] + _wrap(s, self.commands)
-        self.core_text = run_gdb(core, cwd=workdir)
+        self.core_text = run_gdb(core, cwd=workdir, gdb="gdb-multiarch" if arm64 else "gdb")
         self.core = _cut(self.core_text, nstops, self.commands)
         if not keep_cores:
             for c in cores:
