@@ -3,6 +3,7 @@ from ..gdb_ext.backtrace import Backtracer
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.frames import frame_locals, frame_upvalues
 from ..gdb_ext.protoinfo import cached_proto
+from ..gdb_ext.state import TRACE_UNKNOWN
 from ..gdb_ext.threadscan import ThreadScanner, group
 from .base import LjCommand, UsageError, get_vm, param, split_args
 from .format import chunk_display, error_text, hexa, value_text
@@ -15,6 +16,7 @@ VMSTATE_TEXT = {
     "RECORD": "RECORD (recording a trace)",
     "OPT": "OPT (optimizing a trace)",
     "ASM": "ASM (assembling a trace)",
+    "TRACE": "TRACE (%s)" % TRACE_UNKNOWN,
 }
 
 

@@ -1,6 +1,7 @@
 """linfo: what LuaJIT this is and where its state lives."""
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.runtime import jit_version
+from ..gdb_ext.state import TRACE_UNKNOWN
 from ..gdb_ext.vmstack import locate
 from .base import LjCommand, UsageError, get_vm, split_args
 from .host import current
@@ -70,8 +71,9 @@ Example:
                     if prof else "DWARF debug info"))
         out.append(("selected L", "(lua_State *)0x%x  [%s]" % (vm.L, vm.L_source)))
         name, trace = vm.vmstate_name()
-        out.append(("VM state", "TRACE %d (running JIT-compiled code)" % trace if name == "TRACE"
-                    else name))
+        out.append(("VM state", name if name != "TRACE" else
+                    "TRACE %d (running JIT-compiled code)" % trace if trace is not None else
+                    "TRACE (%s)" % TRACE_UNKNOWN))
         try:
             start = locate(vm, vm.thread(vm.running_L), vm.machine_frames)
             out.append(("running frame", "%s%s" % (start.how, "" if start.warning is None

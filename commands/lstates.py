@@ -36,7 +36,8 @@ Example:
                 running, total, vmstate = "?", "?", "unreadable: %s" % s["unreadable"]
             else:
                 total = "%d" % s["gc_total"]
-                vmstate = "TRACE %d" % s["trace"] if s["trace"] is not None else s["vmstate"]
+                vmstate = "TRACE %d" % s["trace"] if s["trace"] is not None else \
+                    "TRACE ?" if s["vmstate"] == "TRACE" else s["vmstate"]
             out.append("%-19s %-19s %-19s %12s  %-9s %s"
                        % (s["G"], s["main_L"], running, total, vmstate, "; ".join(s["found_by"])))
         n = len(doc["states"])

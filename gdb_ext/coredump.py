@@ -494,7 +494,10 @@ class Core(object):
         if e_type != 4:
             raise ValueError("%s is an ELF file but not a core file (ELF type %d)" % (path, e_type))
         if machine != 62:
-            raise ValueError("%s is a core file of machine %d, not x86-64" % (path, machine))
+            arch = {183: "an arm64 (aarch64)", 3: "an i386", 40: "an ARM"}.get(
+                machine, "a machine %d" % machine)
+            raise ValueError("%s is %s core file: the core reader reads x86-64 cores only; "
+                             "open it in gdb (gdb-multiarch) with ljgdb" % (path, arch))
         size = len(self._m)
         self.segments = corefile.segments(path)
         mem = sorted((s.vaddr, s.vaddr + min(s.filesz, max(0, size - s.offset)), s.offset)

@@ -189,20 +189,22 @@ def trace_by_number(vm, js, n):
 
 
 def snapshots(vm, T):
-    """[(mcofs or None, count, pc)] of a trace's snapshots."""
+    """[(mcofs in bytes or None, count, pc)] of a trace's snapshots."""
     lay = vm.lay
     ss = lay.s.get("SnapShot")
     if ss is None or not T.nsnap:
         return []
     data = vm.t.read(T.snap, ss.size * T.nsnap, "snapshots of trace %d" % T.traceno)
     has_mcofs = lay.snap_mcofs
+    unit = MCODE_UNIT.get(getattr(vm.t, "arch", "x86_64"), 1)
     out = []
     for i in range(T.nsnap):
         b = i * ss.size
         mapofs = int.from_bytes(data[b + ss.mapofs:b + ss.mapofs + 4], "little")
         nent = data[b + ss.nent]
         count = data[b + ss.count]
-        mcofs = int.from_bytes(data[b + ss.mcofs:b + ss.mcofs + 2], "little") if has_mcofs else None
+        mcofs = (int.from_bytes(data[b + ss.mcofs:b + ss.mcofs + 2], "little") * unit
+                 if has_mcofs else None)
         entry = T.snapmap + 4 * (mapofs + nent)
         try:
             # R lj_jit.h:217 snap_pc: FR2 keeps pc << 8 in 64 bits.
@@ -214,18 +216,48 @@ def snapshots(vm, T):
 
 
 # x86/x64 exit stubs: groups of 32 stubs, 4 bytes apart (R lj_target_x86.h:164-165,
-# 20 lj_target_x86.h:157-158; exitstub_addr in lj_target.h).
+# 20 lj_target_x86.h:157-158; exitstub_addr in lj_target.h).  arm64 has
+# no groups: each trace's stubs follow its code (below).
 EXITSTUB_SPACING = {"x86_64": 4}
 EXITSTUBS_PER_GROUP = {"x86_64": 32}
+# Bytes per MCode unit, the unit of SnapShot.mcofs (R lj_target_*.h).
+MCODE_UNIT = {"aarch64": 4}
+A64_NOP = 0xd503201f
+
+
+def _sext(v, bits):
+    return v - (1 << bits) if v & (1 << (bits - 1)) else v
+
+
+def _a64_branch(ins, addr):
+    """The target of an arm64 branch lj_asm_patchexit rewrites (R
+    lj_asm_arm64.h: b.cond, b, cbz/cbnz, tbz/tbnz), or None."""
+    if ins & 0xff000010 == 0x54000000:                  # b.cond imm19
+        return addr + 4 * _sext((ins >> 5) & 0x7ffff, 19)
+    if ins & 0xfc000000 == 0x14000000:                  # b imm26
+        return addr + 4 * _sext(ins & 0x3ffffff, 26)
+    if ins & 0x7e000000 == 0x34000000:                  # cbz/cbnz imm19
+        return addr + 4 * _sext((ins >> 5) & 0x7ffff, 19)
+    if ins & 0x7e000000 == 0x36000000:                  # tbz/tbnz imm14
+        return addr + 4 * _sext((ins >> 5) & 0x3fff, 14)
+    return None
 
 
 def _branches(arch, code, base):
     """[(offset, target)] of the relative branches in code (at address
     base) that exits use: x86-64 jcc rel32 (0f 80..8f) and jmp rel32 (e9),
-    the two forms lj_asm_patchexit rewrites (R lj_asm_x86.h).  The bytes
+    the two forms lj_asm_patchexit rewrites (R lj_asm_x86.h); arm64's
+    b.cond, b, cbz/cbnz and tbz/tbnz (R lj_asm_arm64.h).  x86-64's bytes
     are not decoded instruction by instruction, so a few may be false
     matches; callers only trust targets that are exit stubs or trace
     starts.  None when this architecture's branches are not decoded."""
+    if arch == "aarch64":
+        out = []
+        for i in range(0, len(code) - 3, 4):
+            tgt = _a64_branch(struct.unpack_from("<I", code, i)[0], base + i)
+            if tgt is not None:
+                out.append((i, tgt))
+        return out
     if arch != "x86_64":
         return None
     out = []
@@ -242,8 +274,46 @@ def _branches(arch, code, base):
     return sorted(out)
 
 
-def _stub_exit(js, arch, addr):
-    """The exit number whose exit stub is at addr, or None."""
+def a64_stubs(vm, T):
+    """arm64: the address of trace T's exit stub 0.  The stubs follow the
+    trace's code after NOP padding: `str lr, [sp]`, then `bl
+    ->vm_exit_handler` (or, out of its range, `ldr lr, [gl, #...]; blr
+    lr`), `movz w0, #traceno`, then one `bl` per exit (R lj_target_arm64.h
+    exitstub_trace_addr_, lj_asm_arm64.h asm_exitstub_setup)."""
+    p = T.mcode + T.szmcode
+    words = struct.unpack("<16I", vm.t.read(p, 64, "exit stubs of trace %d" % T.traceno))
+    i = 0
+    while i < 14 and words[i] == A64_NOP:
+        i += 1
+    if words[i + 1] >> 28 == 0xf:          # the ldr form
+        i += 1
+    return p + 4 * (i + 3)
+
+
+def a64_stub_links(vm, T, target):
+    """arm64: the exits of trace T whose stub branches to target.  A
+    patched exit's stub becomes `b target` (R lj_asm_arm64.h
+    lj_asm_patchexit: "Always patch long-range branch in exit stub
+    itself"), an unpatched one stays `bl`."""
+    base = a64_stubs(vm, T)
+    n = T.nsnap + 1                      # a side trace has one exit more
+    data = vm.t.read(base, 4 * n, "exit stubs of trace %d" % T.traceno)
+    out = []
+    for e in range(n):
+        ins = struct.unpack_from("<I", data, 4 * e)[0]
+        if ins & 0xfc000000 == 0x14000000 and _a64_branch(ins, base + 4 * e) == target:
+            out.append(e)
+    return out
+
+
+def _stub_exit(js, arch, addr, stubs=None):
+    """The exit number whose exit stub is at addr, or None.  stubs: on
+    arm64, the address of the trace's stub 0 (a64_stubs)."""
+    if arch == "aarch64":
+        if stubs is None or addr < stubs or (addr - stubs) % 4:
+            return None
+        e = (addr - stubs) // 4
+        return e if e <= 0xffff else None
     sp, per = EXITSTUB_SPACING.get(arch), EXITSTUBS_PER_GROUP.get(arch)
     if sp is None:
         return None
@@ -271,11 +341,12 @@ def trace_parent(vm, js, all_traces, T):
     A side trace's parent is not stored (R lj_trace.c:527-537); it is found
     the way LuaJIT linked it: among the traces of the same root, a snapshot
     marked SNAPCOUNT_DONE whose pc is the side trace's start pc.  Where that
-    leaves a choice, on x86-64 the parent is the trace whose exit branch was
-    patched to the side trace's first instruction, and the exit is the
-    snapshot holding that branch: by SnapShot.mcofs where it exists (2.1),
-    else between the exits of the nearest unpatched exit branches around it
-    (their targets are exit stubs, whose numbers are known; 2.0)."""
+    leaves a choice, the parent is the trace whose exit branch was patched
+    to the side trace's first instruction, and the exit is the snapshot
+    holding that branch: by SnapShot.mcofs where it exists (2.1), else
+    between the exits of the nearest unpatched exit branches around it
+    (their targets are exit stubs, whose numbers are known; 2.0).  On
+    arm64 the patched exit's own stub says it exactly (a64_stub_links)."""
     live = {n: t for n, t in all_traces if not isinstance(t, Exception)}
     if not T.root:
         for n, P in live.items():
@@ -307,10 +378,20 @@ def trace_parent(vm, js, all_traces, T):
         if br is None:
             allowed = None
             break
+        a64 = None
+        if arch == "aarch64":
+            try:
+                a64 = a64_stubs(vm, P)
+                linked = a64_stub_links(vm, P, T.mcode)
+            except FaultError:
+                linked = []
+            if linked:
+                allowed[P.traceno] = set(linked)
+                continue
         offs = [o for o, tgt in br if tgt == T.mcode]
         if not offs:
             continue
-        stubs = [(o, _stub_exit(js, arch, tgt)) for o, tgt in br]
+        stubs = [(o, _stub_exit(js, arch, tgt, a64)) for o, tgt in br]
         stubs = [(o, e) for o, e in stubs if e is not None]
         ok = None
         for o in offs:
@@ -359,7 +440,11 @@ def _order_exits(vm, js, arch, P, family, snaps, T):
     # Only side traces can hang off an exit (a link to the root is a branch too).
     kids = {X.mcode: X for X in family if X.traceno != P.traceno and X.root}
     kids[T.mcode] = T
-    stubs = [(o, _stub_exit(js, arch, tgt)) for o, tgt in br]
+    try:
+        a64 = a64_stubs(vm, P) if arch == "aarch64" else None
+    except FaultError:
+        a64 = None
+    stubs = [(o, _stub_exit(js, arch, tgt, a64)) for o, tgt in br]
     stubs = [(o, e) for o, e in stubs if e is not None]
     first, last = {}, {}
     for o, tgt in br:

@@ -80,11 +80,31 @@ class VM(_Caches):
         return self.t.i32(self.G + self.lay.G.vmstate, "g->vmstate")
 
     def vmstate_name(self, v=None):
+        """(state name, trace number or None).  In a trace the state is
+        the trace's number, except on arm64, whose traces store 0 (R
+        vm_arm64.dasc BC_JLOOP: "Traces on ARM64 don't store the trace #");
+        0 is no trace number (they start at 1), so the trace is then the
+        one whose machine code holds a pc of the selected thread's frames,
+        and None when none does (TRACE_UNKNOWN says why)."""
         v = self.vmstate if v is None else v
-        if v >= 0:
+        if v > 0:
             return "TRACE", v
+        if v == 0:
+            return "TRACE", self.trace_from_pc()
         name = self.lay.vmstate_names.get(~v)
         return (name[len("LJ_VMST_"):] if name else "unknown(%d)" % v), None
+
+    def trace_from_pc(self):
+        """The number of the trace whose code holds a machine pc of the
+        selected thread's frames, or None (cached)."""
+        if "_trace_from_pc" not in self.__dict__:
+            from .snapshots import trace_of_pc
+            try:
+                found = trace_of_pc(self, [m.pc for m in self.machine_frames])
+            except (FaultError, CorruptError):
+                found = None
+            self._trace_from_pc = found[0] if found else None
+        return self._trace_from_pc
 
     @property
     def gc_total(self):
@@ -362,5 +382,11 @@ def make_vm(target, lay, explicit_L=None, candidates=(), explicit_G=None, search
         msg += " (rejected %d: %s)" % (len(problems), problems[0])
     raise NotLuaJITError(msg)
 
+
+# What the VM state says when g->vmstate is 0 (arm64 in a trace) and no
+# machine pc lies in a trace's code.
+TRACE_UNKNOWN = ("running JIT-compiled code; which trace is not known: g->vmstate is 0 "
+                 "(arm64 traces do not store their number) and no pc of this thread's "
+                 "machine frames lies in a trace")
 
 THREAD_STATUS = C.THREAD_STATUS

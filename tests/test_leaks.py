@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from harness import ALL_VARIANTS, Stop, addr_of
+from harness import BOTH_ARCHES, Stop, addr_of
 
 # Runs inside gdb, live and on the core: lgcpath and lgcref (--json) on
 # every object the program recorded (its expected file is beside it).
@@ -55,7 +55,7 @@ print("@@LEAKS@@" + json.dumps(out))
 '''
 
 
-@pytest.fixture(scope="module", params=ALL_VARIANTS)
+@pytest.fixture(scope="module", params=BOTH_ARCHES)
 def stop(request, tmp_path_factory):
     work = str(tmp_path_factory.mktemp(request.param))
     driver = os.path.join(work, "driver.py")

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from harness import ALL_VARIANTS, NOJIT_VARIANTS, ROOT, Stop
+from harness import BOTH_ARCHES, NOJIT_VARIANTS, ROOT, Stop
 
 CORERUN = os.path.join(ROOT, "tests", "corerun.py")
 
@@ -64,7 +64,7 @@ def dump_sections(path):
     return out
 
 
-@pytest.fixture(scope="module", params=ALL_VARIANTS)
+@pytest.fixture(scope="module", params=BOTH_ARCHES)
 def stop(request, tmp_path_factory):
     work = str(tmp_path_factory.mktemp("lir-" + request.param))
     driver = os.path.join(work, "driver.py")
@@ -137,7 +137,7 @@ def test_the_traces_hold_what_they_are_meant_to(stop):
     want |= {"CALLL"} if v20 else {"BUFSTR", "BUFPUT", "CALLXS", "CALLL"}
     assert want <= ops, sorted(want - ops)
     # (bias: the constant of TOBIT, which dual-number builds do not need.)
-    dual = "LUAJIT_NUMMODE=2" in stop.build["xcflags"]
+    dual = stop.build["dualnum"]
     for shown in ('"bxor"', "LOOP", "bit.band", '"~', "SNAP") + (() if dual else ("bias",)):
         assert shown in text, shown
     if not v20:
@@ -179,6 +179,12 @@ def test_lir_in_the_core_reader(stop):
                        input=json.dumps(cmds).encode(), stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=600)
     assert p.returncode == 0, p.stderr.decode()[-3000:]
+    if stop.build.get("arch") == "arm64":
+        # Not yet: the core reader decodes x86-64 cores only, and says so.
+        for out, err in json.loads(p.stdout):
+            assert err.endswith("is an arm64 (aarch64) core file: the core reader reads x86-64 "
+                                "cores only; open it in gdb (gdb-multiarch) with ljgdb"), err
+        return
     for n, (out, err) in zip(sorted(live), json.loads(p.stdout)):
         assert err is None, err
         ir, mcode = ir_part(out, n)

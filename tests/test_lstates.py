@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from harness import ALL_VARIANTS, Stop, addr_of
+from harness import BOTH_ARCHES, Stop, addr_of
 
 
 def records(stop, kind):
@@ -18,7 +18,7 @@ def rows(text):
     return [line.split() for line in text.splitlines() if line.startswith("0x")]
 
 
-@pytest.mark.parametrize("variant", ALL_VARIANTS)
+@pytest.mark.parametrize("variant", BOTH_ARCHES)
 def test_idle_vm_from_a_thread_outside_lua(variant, tmp_path):
     cmds = ["linfo", "lbt", "lthreads", "lstates", "lgcstat"]
     s = Stop(variant, "idle.lua", cmds, str(tmp_path), env={"LJGDB_IDLE": "1"})
@@ -26,6 +26,16 @@ def test_idle_vm_from_a_thread_outside_lua(variant, tmp_path):
     L = int(L, 16)
     for mode in ("live", "core"):
         linfo = s.out(mode, "linfo")
+        if mode == "live" and s.build.get("arch") == "arm64":
+            # qemu-user's gdb stub gives no memory map to search: said, in
+            # one line, by every command.
+            for cmd in cmds:
+                out = s.out(mode, cmd).strip()
+                if cmd == "lstates":       # an empty table, then the line
+                    out = out.splitlines()[-1]
+                assert "the memory map of this process is not known here, so it cannot be " \
+                       "searched for a Lua state" in out and "\n" not in out, (cmd, out)
+            continue
         assert "memory search" in linfo, linfo
         assert re.search(r"main lua_State:\s+\(lua_State \*\)0x%x\n" % L, linfo), linfo
         lbt = s.out(mode, "lbt").splitlines()

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from harness import ALL_VARIANTS, Stop, manifest
+from harness import BOTH_ARCHES, Stop, manifest
 
 N = 300
 
@@ -33,7 +33,7 @@ def commands(variant):
             state_expr(variant, "mask"), "lstr --top x", "lstr extra", "lstr --bogus"]
 
 
-@pytest.fixture(scope="module", params=ALL_VARIANTS)
+@pytest.fixture(scope="module", params=BOTH_ARCHES)
 def stop(request, tmp_path_factory):
     return Stop(request.param, "strtab.lua", commands(request.param),
                 str(tmp_path_factory.mktemp("lstr-" + request.param)), args=[str(N)])

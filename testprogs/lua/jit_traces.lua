@@ -33,7 +33,11 @@ local util = jit.util or require("jit.util")
 -- Small areas so that several are needed: 4 KB is the smallest useful size
 -- (upstream 2.1 rounds sizemcode up to whole pages in jit.opt.start, 2.0 and
 -- the 2.1 snapshots round each area to pages in mcode_allocarea).
+-- arm64: upstream 2.1's LJ_PAGESIZE is 16 KB there (lj_arch.h), so its
+-- areas are 16 KB at least; 16 KB for both arm64 builds, and four times the
+-- loops to fill more than one.
 local SIZEMCODE, MAXMCODE = 4, 256
+if jit.arch == "arm64" then SIZEMCODE = 16 end
 jit.opt.start("sizemcode=" .. SIZEMCODE, "maxmcode=" .. MAXMCODE, "hotloop=8", "hotexit=4")
 rec("param", SIZEMCODE, MAXMCODE)
 
@@ -77,11 +81,11 @@ local function fib(n)
   return fib(n - 1) + fib(n - 2)
 end
 
--- Thirty distinct loops (their own prototypes, each a root trace of a few
--- hundred bytes): together more than fit in one 4 KB area.
+-- Thirty distinct loops per 4 KB of sizemcode (their own prototypes, each
+-- a root trace of a few hundred bytes): together more than fit in one area.
 local function many_loops(prefix)
   local src = {}
-  for k = 1, 30 do
+  for k = 1, 30 * SIZEMCODE / 4 do
     src[#src + 1] = ([[
 local function f%d(t, n)
   local s = 0
@@ -89,9 +93,12 @@ local function f%d(t, n)
   return s
 end
 R[%d] = f%d({1, 2, 3, 4, 5}, 300)
-]]):format(k, k, k + 1, k, k)
+KEEP[#KEEP + 1] = f%d
+]]):format(k, k, k + 1, k, k, k)
   end
-  R = {}
+  -- (KEEP holds the functions: a collected prototype takes its traces
+  -- with it, between the listing of the traces and their recording.)
+  R, KEEP = {}, {}
   assert(loadstring(table.concat(src), "=" .. prefix))()
 end
 
