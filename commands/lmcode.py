@@ -1,7 +1,7 @@
 """lmcode: the JIT's machine-code areas, or who owns one machine-code address."""
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.jit import NoJitError, jit_state, trace_parent, traces
-from ..gdb_ext.mcode import Placement, assign_traces, locate, mcode_areas
+from ..gdb_ext.mcode import LOWEST, Placement, assign_traces, locate, mcode_areas, room
 from .base import LjCommand, eval_address, get_vm, split_args
 from .format import chunk_display, hexa
 
@@ -41,6 +41,14 @@ def parent_text(vm, js, all_traces, T):
     if p is None:
         return "?"
     return "%d/%s" % (p, "?" if e is None else e)
+
+
+def _cut_text(pl):
+    """The window's part below the lowest mappable address, if any."""
+    if not pl.cut:
+        return ""
+    return ("; its lower %s would lie below 0x%x (the exit handler is %s from address 0): cut"
+            % (human(pl.cut), LOWEST, human(pl.exit_handler)))
 
 
 def _perms(maps, area):
@@ -136,7 +144,10 @@ Example:
             d.update(prot=_perms(maps, a), from_target=pl.distance(a) if pl.known else None,
                      in_window=ok, traces=sorted(t.traceno for t in a.traces))
             items.append(d)
-        return {"jit_State": hexa(js.addr), "areas": items,
+        left = room(vm, js, areas, pl)
+        return {"jit_State": hexa(js.addr), "areas": items, "room": {
+                    "area_size": left["size"], "areas_under_maxmcode": left["by_limit"],
+                    "window_unmapped_bytes": left["free"], "window_holes": left["by_window"]},
                 "orphans": [{"number": t.traceno, "mcode": hexa(t.mcode)} for t in orphans],
                 "placement": self.placement_lines(pl),
                 "limits": next(x for x in lines if x.startswith("limits:"))[len("limits:  "):],
@@ -217,10 +228,23 @@ Example:
             verdict += ", area%s %s OUTSIDE %s: code there may not reach the exit " \
                        "handler or other areas" % ("" if len(bad) == 1 else "s", ", ".join(bad),
                                                    self.window_text(pl))
-        if size_kb is not None and max_kb is not None and js.szallmcarea + (size_kb << 10) > \
-                (max_kb << 10):
-            verdict += "; no room for another area: the next trace that needs one flushes " \
-                       "all traces (MCODEAL)"
+        left = room(vm, js, areas, pl)
+        if left["by_limit"] == 0:
+            verdict += "; no room for another area under maxmcode: the next trace that needs " \
+                       "one aborts with \"failed to allocate mcode memory\" (MCODEAL) and " \
+                       "flushes all traces"
+        elif left["by_limit"] is not None:
+            verdict += "; room for %d more area%s of %s under maxmcode" % (
+                left["by_limit"], "" if left["by_limit"] == 1 else "s", human(left["size"]))
+        if left["by_window"] is not None:
+            verdict += "; the window has %s unmapped, %s" % (
+                human(left["free"]),
+                "no hole an area fits in: the next area fails (\"failed to allocate mcode "
+                "memory\")" if left["by_window"] == 0 else
+                "holes for at most %d area%s" % (left["by_window"],
+                                                 "" if left["by_window"] == 1 else "s"))
+        elif pl.known and pl.hi is not None:
+            verdict += "; free space in the window unknown (no memory map of the process here)"
         out.append("verdict: " + verdict)
         return out
 
@@ -241,8 +265,8 @@ Example:
         if pl.model == "target":
             return ["target:  0x%x = lj_vm_exit_handler 0x%x & ~0xffff (2.0 / 2.1 snapshot "
                     "placement)" % (pl.target, pl.exit_handler),
-                    "window:  areas are accepted within target +-%s (0x%x-0x%x), half the %s"
-                    % (human(pl.range), pl.lo, pl.hi, jump)]
+                    "window:  areas are accepted within target +-%s (0x%x-0x%x), half the %s%s"
+                    % (human(pl.range), pl.lo, pl.hi, jump, _cut_text(pl))]
         lines = ["target:  lj_vm_exit_handler 0x%x (upstream 2.1 centres its window on it)"
                  % pl.target]
         if pl.pending_new_range:
@@ -250,9 +274,9 @@ Example:
                          "window after the next flush; %s" % jump)
         else:
             width = pl.hi - pl.lo
-            lines.append("window:  [J->mcmin, J->mcmax) = 0x%x-0x%x (%s), half the %s%s"
+            lines.append("window:  [J->mcmin, J->mcmax) = 0x%x-0x%x (%s), half the %s%s%s"
                          % (pl.lo, pl.hi, "2^%d - 64 KB" % pl.jumprange_bits
                             if width == (1 << pl.jumprange_bits) - 0x10000 else human(width), jump,
                             "; moved away from the exit handler after a failed allocation"
-                            if pl.moved else ""))
+                            if pl.moved else "", _cut_text(pl)))
         return lines

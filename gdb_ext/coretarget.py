@@ -82,6 +82,9 @@ class CoreTarget(Target):
     def regions(self):
         return self.core.regions()
 
+    def address_space(self):
+        return [(sg.vaddr, sg.vaddr + sg.memsz) for sg in self.core.segments if sg.memsz]
+
     def machine_frames(self, max_frames=64):
         """The selected thread's frames as the unwind information (CFI) of
         the loaded files gives them, with a frame for each function

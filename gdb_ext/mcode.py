@@ -10,6 +10,7 @@ from .jit import _uint
 # +-2 GB), lj_arch.h:299 arm64 27 (+-128 MB); 20 lj_arch.h:165 x64 31 (20 has no arm64).
 JUMPRANGE = {"x86_64": 31, "aarch64": 27}
 MAX_AREAS = 1 << 16
+LOWEST = 0x10000            # no mapping below it (vm.mmap_min_addr; R lj_mcode.c:283)
 MAX_AREA_SIZE = 1 << 32     # sizemcode is capped far below this (R lib_jit.c:487-495)
 
 class Area(object):
@@ -105,6 +106,7 @@ class Placement(object):
         self.moved = False
         self.pending_new_range = False
         jr = self.jumprange_bits
+        self.cut = 0                  # bytes of the window below address 0x10000
         if jr is None or self.exit_handler is None:
             return
         self.jump = 1 << jr           # +- this many bytes
@@ -114,6 +116,11 @@ class Placement(object):
             self.range = (1 << (jr - 1)) - (1 << 21)
             self.lo = self.target - self.range
             self.hi = self.target + self.range
+            if self.lo < LOWEST:
+                # Near address 0 (a binary linked at 0x400000, no PIE) the
+                # lower half is cut: the unsigned test accepts it, no
+                # mapping can be there.
+                self.cut, self.lo = LOWEST - self.lo, LOWEST
         else:
             # R lj_mcode.c:266 MCODE_RANGE64, 269-285 mcode_setrange.
             self.target = self.exit_handler
@@ -128,8 +135,12 @@ class Placement(object):
             else:
                 lo = (self.target - (r64 >> 1) + 0xffff) & ~0xffff
                 self.lo, self.hi = lo, lo + r64
+                if self.lo < LOWEST:            # R lj_mcode.c:283-284
+                    self.lo = LOWEST
             if self.hi is not None and not (self.lo <= self.target < self.hi):
                 self.moved = True
+            if self.hi is not None and not self.moved and self.hi - self.lo < r64:
+                self.cut = r64 - (self.hi - self.lo)
 
     @property
     def known(self):
@@ -164,6 +175,37 @@ class Placement(object):
         if not self.known:
             return None
         return abs(self.distance(area)) < self.jump
+
+
+def room(vm, js, areas, pl):
+    """What is left for new areas: {"size": bytes of the next area (the
+    current area's size), "by_limit": how many more fit under maxmcode
+    before lj_mcode_limiterr raises "failed to allocate mcode memory"
+    (R lj_mcode.c lj_mcode_limiterr: J->szallmcarea + sizemcode >
+    maxmcode), "free": unmapped bytes inside the window and "by_window":
+    how many area-sized 64 KB-aligned holes it has (the most LuaJIT's
+    probes can find), both None when the process's mappings are not
+    known or the window is not}."""
+    size = areas[0].size if areas else None
+    max_kb = js.params.get("maxmcode")
+    out = {"size": size, "by_limit": None, "free": None, "by_window": None}
+    if size and max_kb is not None:
+        out["by_limit"] = max(0, ((max_kb << 10) - js.szallmcarea) // size)
+    space = vm.t.address_space()
+    if space is None or not pl.known or pl.hi is None or not size:
+        return out
+    lo, hi = pl.lo, pl.hi
+    busy = sorted((max(s, lo), min(e, hi)) for s, e in space if e > lo and s < hi)
+    free, slots, at = 0, 0, lo
+    for s, e in busy + [(hi, hi)]:
+        if s > at:
+            free += s - at
+            start = (at + 0xffff) & ~0xffff
+            if s > start:
+                slots += (s - start) // size
+        at = max(at, e)
+    out["free"], out["by_window"] = free, slots
+    return out
 
 
 def locate(vm, js, areas, all_traces, addr):

@@ -169,6 +169,13 @@ class Target(object):
             return None
         return [(s, e, "w" in perms, "") for s, e, perms in maps]
 
+    def address_space(self):
+        """[(start, end)] of every mapping of the process, with or without
+        bytes (a live process's mappings, all of a core's segments), or
+        None when the backend cannot tell: what a new mapping must avoid."""
+        maps = self.mappings()
+        return None if maps is None else [(s, e) for s, e, _ in maps]
+
     def machine_frames(self, max_frames=64):
         return []
 
