@@ -77,6 +77,7 @@ Example:
         doc = {"trace": T.traceno, "address": hexa(T.addr),
                "ir": ir.lines(with_snapshots="no-snap" not in flags)}
         if "no-mcode" not in flags:
+            lo, hi = T.code_range()
             doc["mcode"] = {"start": hexa(T.mcode), "size": T.szmcode, "loop": T.mcloop,
-                            "lines": current().disassemble(T.mcode, T.mcode + T.szmcode)}
+                            "lines": current().disassemble(lo, hi)}
         return doc

@@ -141,6 +141,14 @@ class TraceObj(Trace):
     def contains(self, addr):
         return self.mcode <= addr < self.end
 
+    def code_range(self):
+        """(start, end) of the trace's machine code, checked: a CorruptError
+        when it is empty at NULL or runs past the end of the address space."""
+        if not self.mcode or self.end > 1 << 64:
+            raise CorruptError("trace %d: machine code at 0x%x, %d bytes, is not in the address "
+                               "space" % (self.traceno, self.mcode, self.szmcode), self.addr)
+        return self.mcode, self.end
+
     def start_site(self, vm):
         """(chunk name, line, bytecode position) where the trace starts."""
         pt = cached_proto(vm, self.startpt)

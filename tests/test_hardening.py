@@ -372,6 +372,14 @@ def test_fuzzer_small_run(variant, tmp_path):
     assert counts["clean"] > 0 and counts["result"] > 0, counts
 
 
+def test_fuzzer_trace_code_past_the_address_space(tmp_path):
+    """Trial 215 of seed 2 (300 trials): a trace's mcode pointer all ones;
+    lir once ended in an OverflowError from gdb's disassembler."""
+    from fuzz_corrupt import fuzz_variant
+    counts, failures = fuzz_variant("r21-gc64", 300, 2, 10, 180, str(tmp_path), only=[215])
+    assert counts["trials"] == 1 and counts["failure"] == 0, failures
+
+
 # --------------------------------------------------------------------------
 # The engine's bounds, on synthetic memory
 
