@@ -117,13 +117,7 @@ class Stop(object):
         if m.get("arch") == "arm64":
             self._run_qemu(argv, workdir, stop_on, live_prelude, env)
             return
-        live_args = ["-ex", "source " + LOADER]
-        if stop_on == "break":
-            live_args += ["-ex", "break ljgdb_break"]
-        live_args += ["-ex", "run"]
-        for cmd in live_prelude:
-            live_args += ["-ex", cmd]
-        live_args += _wrap(self.commands)
+        live_args = self._live_args("run", stop_on, live_prelude)
         live_args += ["-ex", "gcore " + self.core, "-ex", "kill", "--args"] + argv
         self.live_text = run_gdb(live_args, cwd=workdir, env=env)
         self._check_live(stop_on)
@@ -131,6 +125,17 @@ class Stop(object):
         core_args += _wrap(self.commands)
         self.core_text = run_gdb(core_args + [m["host"]], cwd=workdir, env=env)
         self._finish()
+
+    def _live_args(self, start, stop_on, live_prelude):
+        """The live gdb's commands up to the last of self.commands; start
+        is `run` or, attached to qemu's stub, `continue`."""
+        args = ["-ex", "source " + LOADER]
+        if stop_on == "break":
+            args += ["-ex", "break ljgdb_break"]
+        args += ["-ex", start]
+        for cmd in live_prelude:
+            args += ["-ex", cmd]
+        return args + _wrap(self.commands)
 
     def _check_live(self, stop_on):
         # (Without debug info gdb writes "Breakpoint 1, 0x... in ljgdb_break ()".)
@@ -152,13 +157,7 @@ class Stop(object):
         usable core, so the core is the one qemu writes when gdb delivers
         SIGABRT."""
         m = self.build
-        live_args = ["-ex", "source " + LOADER]
-        if stop_on == "break":
-            live_args += ["-ex", "break ljgdb_break"]
-        live_args += ["-ex", "continue"]
-        for cmd in live_prelude:
-            live_args += ["-ex", cmd]
-        live_args += _wrap(self.commands) + ["-ex", "signal SIGABRT"]
+        live_args = self._live_args("continue", stop_on, live_prelude) + ["-ex", "signal SIGABRT"]
         self.live_text, cores = qemu_gdb(m, argv, workdir, env, live_args)
         if cores:
             os.rename(cores[0], self.core)
