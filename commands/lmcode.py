@@ -134,9 +134,10 @@ Example:
             if area is not None:
                 doc["area"] = self._area_doc(areas, area)
             return doc
-        lines = self.areas(vm, js, areas, orphans)
         pl = Placement(vm, js)
         maps = vm.t.mappings()
+        left = room(vm, js, areas, pl)
+        lines = self.areas(vm, js, areas, orphans, pl, maps, left)
         items = []
         for a in areas:
             d = self._area_doc(areas, a)
@@ -144,7 +145,6 @@ Example:
             d.update(prot=_perms(maps, a), from_target=pl.distance(a) if pl.known else None,
                      in_window=ok, traces=sorted(t.traceno for t in a.traces))
             items.append(d)
-        left = room(vm, js, areas, pl)
         return {"jit_State": hexa(js.addr), "areas": items, "room": {
                     "area_size": left["size"], "areas_under_maxmcode": left["by_limit"],
                     "window_unmapped_bytes": left["free"], "window_holes": left["by_window"]},
@@ -182,9 +182,13 @@ Example:
                           ", current" if area.current else ""))
         return out
 
-    def areas(self, vm, js, areas, orphans):
-        pl = Placement(vm, js)
-        maps = vm.t.mappings()
+    def areas(self, vm, js, areas, orphans, pl=None, maps=None, left=None):
+        """The text; pl, maps and left (Placement, mappings, room) when
+        the caller has them already."""
+        if pl is None:
+            pl = Placement(vm, js)
+            maps = vm.t.mappings()
+            left = room(vm, js, areas, pl)
         out = ["mcode areas of (jit_State *)0x%x, newest first (* = current area, J->mcarea):"
                % js.addr,
                "   #  %-18s %-18s %8s %9s  %-7s %12s  %s"
@@ -228,7 +232,6 @@ Example:
             verdict += ", area%s %s OUTSIDE %s: code there may not reach the exit " \
                        "handler or other areas" % ("" if len(bad) == 1 else "s", ", ".join(bad),
                                                    self.window_text(pl))
-        left = room(vm, js, areas, pl)
         if left["by_limit"] == 0:
             verdict += "; no room for another area under maxmcode: the next trace that needs " \
                        "one aborts with \"failed to allocate mcode memory\" (MCODEAL) and " \

@@ -592,6 +592,7 @@ class Core(object):
                 order.append(img)
         rest = sorted((i for i in images if i not in order), key=lambda i: i.start)
         self.images = ([exe] if exe is not None else []) + order + rest
+        self.exe_image = exe
         vdso = self._vdso()
         if vdso is not None:
             self.images.append(vdso)
@@ -772,6 +773,12 @@ class Core(object):
         """The program or library file holding addr (not the vDSO: no file)."""
         img = self.image_of(addr)
         return img.path if img is not None and img.file else None
+
+    def library_of(self, addr):
+        """The shared library holding addr (not the program, not the
+        vDSO), as gdb.solib_name answers, or None."""
+        img = self.image_of(addr)
+        return img.path if img is not None and img.file and img is not self.exe_image else None
 
     def symbol(self, name):
         """Runtime address of a symbol: the program first, then the

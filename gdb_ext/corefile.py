@@ -73,6 +73,12 @@ def segments(path):
     return [Segment(v, m, o, fs, fl) for t, fl, o, v, fs, m in _phdrs(data) if t == PT_LOAD]
 
 
+def address_spans(segs):
+    """[(start, end)] of every segment with memory, bytes in the file or
+    not: the address space the process had mapped."""
+    return [(sg.vaddr, sg.vaddr + sg.memsz) for sg in segs if sg.memsz]
+
+
 def file_offset(segs, addr):
     """Offset in the core file of memory address addr, or None when the
     core does not hold that byte."""

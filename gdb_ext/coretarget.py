@@ -83,7 +83,7 @@ class CoreTarget(Target):
         return self.core.regions()
 
     def address_space(self):
-        return [(sg.vaddr, sg.vaddr + sg.memsz) for sg in self.core.segments if sg.memsz]
+        return corefile.address_spans(self.core.segments)
 
     def machine_frames(self, max_frames=64):
         """The selected thread's frames as the unwind information (CFI) of
@@ -150,7 +150,8 @@ def frame_candidates(target, lay):
     gdbtarget.frame_candidates takes them from gdb: in each frame, its C
     variables of type lua_State * or global_State * (gdb_ext.framevars),
     then in the VM's frames its registers; up to the first frame without a
-    name (a JIT trace: no unwind information)."""
+    name outside the shared libraries (a JIT trace: no unwind information;
+    a nameless function inside a library unwinds by its CFI)."""
     from .framevars import read_variables
     out = []
     regs = STATE_REGISTERS.get(target.arch, ())
@@ -160,7 +161,7 @@ def frame_candidates(target, lay):
             out.append((kind, v, "frame #%d %s: %s" % (mf.level, mf.name or "??", name)))
         if mf.name is None or mf.name.startswith(("lj_vm_", "lj_BC_")):
             out.extend(register_candidates(lay, regs, mf.reg, mf.level, mf.name))
-        if mf.name is None:
+        if mf.name is None and target.core.library_of(mf.pc) is None:
             break
     return out
 

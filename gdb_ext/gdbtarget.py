@@ -257,8 +257,7 @@ class GdbTarget(Target):
     def address_space(self):
         if is_core():
             path = core_path()
-            return None if not path else [(sg.vaddr, sg.vaddr + sg.memsz)
-                                          for sg in corefile.segments(path) if sg.memsz]
+            return corefile.address_spans(corefile.segments(path)) if path else None
         return Target.address_space(self)
 
     def regions(self):
@@ -314,20 +313,11 @@ def _arch_state_registers():
                                "aarch64" if "aarch64" in name else name, ())
 
 
-def _in_loaded_file(frame):
-    """Whether the frame's pc lies in a shared library gdb has loaded or
-    in a line table (the program's own code)."""
-    try:
-        pc = frame.pc()
-        return gdb.solib_name(pc) is not None or gdb.find_pc_line(pc).symtab is not None
-    except (gdb.error, RuntimeError):
-        return False
-
-
 def frame_candidates(lay, max_frames=64):
     """Candidate state pointers from the stack: ('L' or 'G', address, where),
-    innermost frame first, up to the first frame without a name (past it
-    gdb unwinds by guessing).  Reads symbols and registers only."""
+    innermost frame first, up to the first frame without a name outside
+    the shared libraries (past it gdb unwinds by guessing).  Reads symbols
+    and registers only."""
     out = []
     try:
         frame = gdb.selected_frame()
@@ -372,11 +362,16 @@ def frame_candidates(lay, max_frames=64):
             block = block.superblock
         if fname is None or fname.startswith("lj_vm_") or fname.startswith("lj_BC_"):
             out.extend(register_candidates(lay, regs, _register_reader(frame), num, fname))
-        if fname is None and not _in_loaded_file(frame):
-            # Code outside every loaded file (a JIT trace) has no unwind
-            # information: gdb's frames beyond it are guesses.  (A nameless
-            # function inside a library, such as libc without its symbols
-            # under qemu's sysroot, unwinds by the library's .eh_frame.)
+        try:
+            in_library = fname is None and gdb.solib_name(frame.pc()) is not None
+        except (gdb.error, RuntimeError):
+            in_library = False
+        if fname is None and not in_library:
+            # Code without a symbol outside the shared libraries (a JIT
+            # trace) has no unwind information: gdb's frames beyond it are
+            # guesses.  (A nameless function inside a library, such as libc
+            # without its symbols under qemu's sysroot, unwinds by the
+            # library's .eh_frame; coretarget.frame_candidates does the same.)
             break
         try:
             frame = frame.older()

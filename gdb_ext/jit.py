@@ -298,12 +298,11 @@ def a64_stubs(vm, T):
     return p + 4 * (i + 3)
 
 
-def a64_stub_links(vm, T, target):
-    """arm64: the exits of trace T whose stub branches to target.  A
-    patched exit's stub becomes `b target` (R lj_asm_arm64.h
-    lj_asm_patchexit: "Always patch long-range branch in exit stub
-    itself"), an unpatched one stays `bl`."""
-    base = a64_stubs(vm, T)
+def a64_stub_links(vm, T, base, target):
+    """arm64: the exits of trace T (its stub 0 at base, a64_stubs) whose
+    stub branches to target.  A patched exit's stub becomes `b target` (R
+    lj_asm_arm64.h lj_asm_patchexit: "Always patch long-range branch in
+    exit stub itself"), an unpatched one stays `bl`."""
     n = T.nsnap + 1                      # a side trace has one exit more
     data = vm.t.read(base, 4 * n, "exit stubs of trace %d" % T.traceno)
     out = []
@@ -390,7 +389,7 @@ def trace_parent(vm, js, all_traces, T):
         if arch == "aarch64":
             try:
                 a64 = a64_stubs(vm, P)
-                linked = a64_stub_links(vm, P, T.mcode)
+                linked = a64_stub_links(vm, P, a64, T.mcode)
             except FaultError:
                 linked = []
             if linked:
