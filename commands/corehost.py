@@ -2,9 +2,11 @@
 
   python3 -m ljgdb CORE [BINARY] COMMAND [ARGS...]
 
-CORE is an ELF core (from the kernel, systemd-coredump or gcore); BINARY is
-the program that wrote it (by default the core's own record of it).  The
-files the core names are read from where the core says they were mapped;
+CORE is an ELF core (from the kernel, systemd-coredump, gcore or qemu-user;
+x86-64 or arm64); BINARY is the program that wrote it (by default the
+core's own record of it).  The files the core names are read from where
+the core says they were mapped, under --sysroot DIR when given (as gdb's
+`set sysroot`: an arm64 core on an x86-64 machine, /usr/aarch64-linux-gnu);
 LuaJIT's layout comes from DWARF (the file's own or its separate debug file
 under /usr/lib/debug) or from a layout profile.  The output is what the
 command prints inside gdb on the same core."""
@@ -18,8 +20,8 @@ from ..gdb_ext.errors import LjError
 from .base import CommandError, UsageError, help_text
 from .host import SETTINGS, Host, Operand, install
 
-USAGE = ("python3 -m ljgdb [--set NAME=VALUE] [--thread N] CORE [BINARY] COMMAND [ARGS...]  "
-         "(or --help)")
+USAGE = ("python3 -m ljgdb [--set NAME=VALUE] [--thread N] [--sysroot DIR] CORE [BINARY] COMMAND "
+         "[ARGS...]  (or --help)")
 
 
 class CoreHost(Host):
@@ -29,13 +31,15 @@ class CoreHost(Host):
     name = "core"
     debug_hint = "--set debug=on (before CORE) shows a traceback"
 
-    def __init__(self, path, executable=None, settings=None, thread=1):
+    def __init__(self, path, executable=None, settings=None, thread=1, sysroot="/"):
         """thread: the number of the thread to look at, as gdb numbers a
         core's threads (1 is the first in the core, the one that got the
-        signal)."""
+        signal); sysroot: where the files the core names are (gdb's `set
+        sysroot`)."""
         self.path = path
         self.executable = executable
         self.thread = thread
+        self.sysroot = sysroot
         self.settings = {k: v[1] for k, v in SETTINGS.items()}
         self.settings.update(settings or {})
         self._target = self._lay = None
@@ -46,7 +50,7 @@ class CoreHost(Host):
             from ..gdb_ext.coretarget import open_target
             from ..gdb_ext.layout import Layout
             try:
-                core = Core(self.path, self.executable)
+                core = Core(self.path, self.executable, sysroot=self.sysroot)
             except (OSError, ValueError) as e:
                 raise LjError(str(e))
             if not 1 <= self.thread <= len(core.threads):
@@ -152,8 +156,16 @@ def main(argv=None):
     cmds = _commands()
     settings = {}
     thread = 1
-    while argv and argv[0].startswith(("--set", "--thread")):
+    sysroot = "/"
+    while argv and argv[0].startswith(("--set", "--thread", "--sysroot")):
         opt = argv.pop(0)
+        if opt.startswith("--sysroot"):
+            sysroot = opt[len("--sysroot="):] if opt.startswith("--sysroot=") else \
+                (argv.pop(0) if argv else "")
+            if not os.path.isdir(sysroot):
+                return _fail("--sysroot takes a directory (where the core's libraries are, "
+                             "such as /usr/aarch64-linux-gnu); '%s' is not one" % sysroot)
+            continue
         if opt.startswith("--thread"):
             val = opt[len("--thread="):] if opt.startswith("--thread=") else \
                 (argv.pop(0) if argv else "")
@@ -177,7 +189,8 @@ def main(argv=None):
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write("usage: %s\n\n%s\n\nOptions before CORE: --set NAME=VALUE (%s); "
                          "--thread N, the thread to look at (gdb's numbers: 1 is the "
-                         "core's first, the one that got the signal).\n"
+                         "core's first, the one that got the signal); --sysroot DIR, where "
+                         "the core's files are (gdb's set sysroot).\n"
                          % (USAGE, help_text(list(cmds.values())).split("\nIn gdb's")[0].replace(
                              "'help <command>' tells more", "CORE COMMAND --help tells more"),
                             ", ".join(sorted(SETTINGS))))
@@ -197,7 +210,7 @@ def main(argv=None):
     for path, what in ((core, "core file"), (binary, "binary")):
         if path is not None and not os.path.isfile(path):
             return _fail("%s '%s' does not exist or is not a file" % (what, path))
-    install(CoreHost(core, binary, settings, thread))
+    install(CoreHost(core, binary, settings, thread, sysroot))
     if argv and argv[0] in ("-h", "--help"):
         sys.stdout.write((cmds[name].__doc__ or "").replace("(gdb) ", "$ ") + "\n")
         return 0

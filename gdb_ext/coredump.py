@@ -1,4 +1,4 @@
-"""A Linux x86-64 ELF core file read without gdb: memory, threads and their
+"""A Linux x86-64 or arm64 ELF core file read without gdb: memory, threads and their
 registers, the ELF files the process had mapped, their symbols, and an
 unwinder for machine frames driven by the files' call frame information.
 
@@ -25,12 +25,40 @@ DT_DEBUG = 21
 SHF_ALLOC, SHF_TLS = 2, 0x400
 PAGE = 4096
 
-# NT_PRSTATUS's pr_reg: the kernel's struct user_regs_struct, in order.
-PR_REGS = ("r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags "
-           "rsp ss fs_base gs_base ds es fs gs").split()
-# DWARF register numbers of x86-64 (16 is the return address column).
-DWARF_REGS = ("rax rdx rcx rbx rsi rdi rbp rsp r8 r9 r10 r11 r12 r13 r14 r15 rip").split()
-CALLEE_SAVED = ("rbx", "rbp", "r12", "r13", "r14", "r15")
+
+
+class Arch(object):
+    """What the reader needs of a machine, registers named as gdb names
+    them.  pr_regs: NT_PRSTATUS's pr_reg (the kernel's struct
+    user_regs_struct, or arm64's user_pt_regs), in order; dwarf_regs: the
+    DWARF register numbers (psABI); pc, sp: the program counter and the
+    stack pointer (the CFA of the frame below); callee_saved: kept from
+    frame to frame where the CFI says nothing; ra_same: a return address
+    column the CFI gives no rule for keeps its value (arm64: the link
+    register of a leaf function) rather than ending the walk."""
+
+    def __init__(self, name, machine, pr_regs, dwarf_regs, pc, sp, callee_saved, ra_same):
+        self.name, self.machine, self.pr_regs, self.dwarf_regs = name, machine, pr_regs, dwarf_regs
+        self.pc, self.sp, self.callee_saved, self.ra_same = pc, sp, callee_saved, ra_same
+
+    def dwarf_name(self, n):
+        return self.dwarf_regs[n] if 0 <= n < len(self.dwarf_regs) else None
+
+
+X86_64 = Arch("x86_64", 62, ("r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax "
+                             "rip cs eflags rsp ss fs_base gs_base ds es fs gs").split(),
+              # (16, rip, is the return address column)
+              "rax rdx rcx rbx rsi rdi rbp rsp r8 r9 r10 r11 r12 r13 r14 r15 rip".split(),
+              "rip", "rsp", ("rbx", "rbp", "r12", "r13", "r14", "r15"), False)
+AARCH64 = Arch("aarch64", 183, ["x%d" % i for i in range(31)] + ["sp", "pc", "cpsr"],
+               # (30, x30 the link register, is the return address column)
+               ["x%d" % i for i in range(31)] + ["sp"],
+               "pc", "sp", tuple("x%d" % i for i in range(19, 30)), True)
+ARCHES = {a.machine: a for a in (X86_64, AARCH64)}
+# A signed return address (arm64 pointer authentication, after
+# DW_CFA_AARCH64_negate_ra_state) has its signature above the user address
+# bits: Linux gives user space at most 48 bits of address.
+USER_VA_MASK = (1 << 48) - 1
 _SHDR = struct.Struct("<IIQQQQIIQQ")
 _SYM = struct.Struct("<IBBHQQ")
 
@@ -108,13 +136,13 @@ def _encoded(d, p, enc, vaddr_of, datarel=0):
 
 class Thread(object):
     """One thread of the core: tid, regs (gdb's register names), signal
-    (pr_cursig)."""
+    (pr_cursig), pc."""
 
-    def __init__(self, tid, regs, signal):
-        self.tid, self.regs, self.signal = tid, regs, signal
+    def __init__(self, tid, regs, signal, pc):
+        self.tid, self.regs, self.signal, self.pc = tid, regs, signal, pc
 
     def __repr__(self):
-        return "Thread(%d rip=0x%x)" % (self.tid, self.regs["rip"])
+        return "Thread(%d pc=0x%x)" % (self.tid, self.pc)
 
 
 class _Elf(object):
@@ -179,6 +207,9 @@ class _Elf(object):
         dyn = self.sections.get(".dynsym")
         if dyn is None or dyn[5] >= len(self.raw_sections):
             return []
+        machine = struct.unpack_from("<H", self.data, 18)[0]
+        # (JUMP_SLOT, GLOB_DAT), IRELATIVE of x86-64 and of arm64
+        named, irelative = ((1026, 1025), 1032) if machine == 183 else ((6, 7), 37)
         strs, slots, out = self.raw_sections[dyn[5]][4], {}, []
         for rel in (".rela.plt", ".rela.dyn"):
             s = self.sections.get(rel)
@@ -186,10 +217,10 @@ class _Elf(object):
                 continue
             rela = self.data[s[3]:s[3] + s[4] // 24 * 24]
             for off, info, add in struct.iter_unpack("<QQq", rela):
-                if info & 0xffffffff in (6, 7) and 0 < info >> 32 < dyn[4] // 24:
+                if info & 0xffffffff in named and 0 < info >> 32 < dyn[4] // 24:
                     nm = struct.unpack_from("<I", self.data, dyn[3] + 24 * (info >> 32))[0]
                     slots[off] = _cstr(self.data, strs + nm)
-                elif info == 37:                    # R_X86_64_IRELATIVE (an ifunc)
+                elif info == irelative:             # (an ifunc)
                     slots[off] = "*ABS*+0x%x" % add
         for sec in (".plt", ".plt.sec", ".plt.got"):
             s = self.sections.get(sec)
@@ -199,11 +230,12 @@ class _Elf(object):
             step = self.raw_sections[idx][9] or 16
             for e in range(0, size - step + 1, step):
                 entry = bytes(self.data[off + e:off + e + step])
+                slot = _a64_plt_slot(entry, addr + e) if machine == 183 else None
                 k = entry.find(b"\xff\x25")             # jmp *slot(%rip)
-                if 0 <= k <= step - 6:
+                if machine != 183 and 0 <= k <= step - 6:
                     slot = addr + e + k + 6 + struct.unpack_from("<i", entry, k + 2)[0]
-                    if slot in slots:
-                        out.append((addr + e, 0, slots[slot] + "@plt", idx, False))
+                if slot in slots:
+                    out.append((addr + e, 0, slots[slot] + "@plt", idx, False))
         return out
 
     def section_of(self, vaddr):
@@ -212,6 +244,20 @@ class _Elf(object):
         if i >= 0 and vaddr < self.alloc[i][1]:
             return self.alloc[i][2]
         return None
+
+
+def _a64_plt_slot(entry, addr):
+    """The GOT slot an arm64 PLT entry at addr loads its target from
+    (`adrp x16, page; ldr x17, [x16, #off]; ...; br x17`), or None."""
+    if len(entry) < 8:
+        return None
+    adrp, ldr = struct.unpack_from("<II", entry)
+    if adrp & 0x9f00001f != 0x90000010 or ldr & 0xffc003ff != 0xf9400211:
+        return None
+    imm = ((adrp >> 5 & 0x7ffff) << 2 | adrp >> 29 & 3) << 12
+    if imm >> 32:
+        imm -= 1 << 33
+    return (addr & ~0xfff) + imm + (ldr >> 10 & 0xfff) * 8
 
 
 class _SymbolSet(object):
@@ -493,11 +539,11 @@ class Core(object):
         e_type, machine = struct.unpack_from("<HH", h, 16)
         if e_type != 4:
             raise ValueError("%s is an ELF file but not a core file (ELF type %d)" % (path, e_type))
-        if machine != 62:
-            arch = {183: "an arm64 (aarch64)", 3: "an i386", 40: "an ARM"}.get(
-                machine, "a machine %d" % machine)
-            raise ValueError("%s is %s core file: the core reader reads x86-64 cores only; "
-                             "open it in gdb (gdb-multiarch) with ljgdb" % (path, arch))
+        self.arch = ARCHES.get(machine)
+        if self.arch is None:
+            arch = {3: "an i386", 40: "a 32-bit ARM"}.get(machine, "a machine %d" % machine)
+            raise ValueError("%s is %s core file: the core reader reads x86-64 and arm64 cores "
+                             "only; open it in gdb (gdb-multiarch) with ljgdb" % (path, arch))
         size = len(self._m)
         self.segments = corefile.segments(path)
         mem = sorted((s.vaddr, s.vaddr + min(s.filesz, max(0, size - s.offset)), s.offset)
@@ -518,10 +564,11 @@ class Core(object):
 
     # --- notes ----------------------------------------------------------------
     def _note(self, ntype, desc):
-        if ntype == NT_PRSTATUS and len(desc) >= 112 + 27 * 8:
-            regs = dict(zip(PR_REGS, struct.unpack_from("<27Q", desc, 112)))
+        names = self.arch.pr_regs
+        if ntype == NT_PRSTATUS and len(desc) >= 112 + len(names) * 8:
+            regs = dict(zip(names, struct.unpack_from("<%dQ" % len(names), desc, 112)))
             self.threads.append(Thread(struct.unpack_from("<i", desc, 32)[0], regs,
-                                       struct.unpack_from("<h", desc, 12)[0]))
+                                       struct.unpack_from("<h", desc, 12)[0], regs[self.arch.pc]))
         elif ntype == NT_FILE and len(desc) >= 16:
             count, page = struct.unpack_from("<QQ", desc, 0)
             if 16 + 24 * count > len(desc):
@@ -588,7 +635,7 @@ class Core(object):
                 if img is not None:
                     images.append(img)
             if img is not None and name:
-                img.path = name
+                img.path = _under(self.sysroot, name)       # (as gdb names it)
                 order.append(img)
         rest = sorted((i for i in images if i not in order), key=lambda i: i.start)
         self.images = ([exe] if exe is not None else []) + order + rest
@@ -805,7 +852,8 @@ class Core(object):
     def unwind(self, regs, max_frames=64):
         """(frames, stop_reason): [(pc, regs)] innermost first from regs, and
         None when the walk reached the outermost frame, else why it stopped."""
-        frames = [(regs.get("rip"), dict(regs))]
+        pcn, spn = self.arch.pc, self.arch.sp
+        frames = [(regs.get(pcn), dict(regs))]
         if frames[0][0] is None:
             return frames, "the registers have no pc"
         above_signal = True             # frame 0's pc is not a return address
@@ -820,13 +868,13 @@ class Core(object):
                 return frames, "cannot read memory at 0x%x while unwinding" % e.address
             except (IndexError, ValueError, struct.error):
                 return frames, "the unwind information for 0x%x is malformed" % pc
-            if nxt is None or not nxt["rip"]:
+            if nxt is None or not nxt[pcn]:
                 return frames, None
-            key = (nxt["rip"], nxt["rsp"])
+            key = (nxt[pcn], nxt[spn])
             if key in seen:
                 return frames, "the frame above 0x%x is the same frame again (corrupt stack?)" % pc
             seen.add(key)
-            frames.append((nxt["rip"], nxt))
+            frames.append((nxt[pcn], nxt))
             above_signal = signal
         return frames, "stopped after %d frames" % max_frames
 
@@ -840,23 +888,27 @@ class Core(object):
         if found is None:
             raise _Unwound("no unwind information for 0x%x (in %s)" % (pc, img.path))
         cfi, (cie, begin, _, ins) = found
-        cfa_rule, rules = _run_cfa(cfi, cie, begin, ins, lookup - img.bias)
+        arch = self.arch
+        cfa_rule, rules, ra_signed = _run_cfa(cfi, cie, begin, ins, lookup - img.bias)
         if cfa_rule[0] == "reg":
-            base = regs.get(_reg_name(cfa_rule[1]))
+            base = regs.get(arch.dwarf_name(cfa_rule[1]))
             if base is None:
                 raise _Unwound("cannot compute the frame address of 0x%x: register %s unknown"
-                               % (pc, _reg_name(cfa_rule[1])))
+                               % (pc, arch.dwarf_name(cfa_rule[1])))
             cfa = (base + cfa_rule[2]) & 0xffffffffffffffff
         else:
             cfa = self._eval(cfi.d[cfa_rule[1]:cfa_rule[2]], regs, None)
-        out = {n: regs.get(n) for n in CALLEE_SAVED}
-        out["rsp"] = cfa
-        out["rip"] = None
+        out = {n: regs.get(n) for n in arch.callee_saved}
+        out[arch.sp] = cfa
+        out[arch.pc] = None
         ra = cie["ra"]
         if ra not in rules:
-            raise _Unwound("no return address rule for 0x%x" % pc)
+            if not arch.ra_same:
+                raise _Unwound("no return address rule for 0x%x" % pc)
+            rules = dict(rules)
+            rules[ra] = ("same", None)
         for reg, (how, arg) in rules.items():
-            name = _reg_name(reg) if reg != ra else "rip"
+            name = arch.dwarf_name(reg) if reg != ra else arch.pc
             if name is None:
                 continue
             if how == "offset":
@@ -864,17 +916,22 @@ class Core(object):
             elif how == "val_offset":
                 val = (cfa + arg) & 0xffffffffffffffff
             elif how == "register":
-                val = regs.get(_reg_name(arg))
+                val = regs.get(arch.dwarf_name(arg))
             elif how in ("expr", "val_expr"):
                 val = self._eval(cfi.d[arg[0]:arg[1]], regs, cfa)
                 if how == "expr":
                     val = struct.unpack("<Q", self.read(val, 8))[0]
             elif how == "same":
-                val = regs.get(_reg_name(reg))
+                val = regs.get(arch.dwarf_name(reg))
             else:
                 val = None              # undefined
+            if reg == ra and val is not None:
+                if ra_signed:
+                    val &= USER_VA_MASK
+                if arch.ra_same:        # (arm64: the caller's lr is what it returns to)
+                    out[arch.dwarf_name(ra)] = val
             out[name] = val
-        if out["rip"] is None:
+        if out[arch.pc] is None:
             return None, cie["signal"]
         return out, cie["signal"]
 
@@ -892,7 +949,7 @@ class Core(object):
                 if op == 0x92:
                     reg, p = uleb128(expr, p)
                 off, p = sleb128(expr, p)
-                val = regs.get(_reg_name(reg)) if _reg_name(reg) else None
+                val = regs.get(self.arch.dwarf_name(reg)) if self.arch.dwarf_name(reg) else None
                 if val is None:
                     raise _Unwound("CFI expression reads register %d, which is not known" % reg)
                 st.append((val + off) & mask)
@@ -942,21 +999,18 @@ _BINOPS = {
 }
 
 
-def _reg_name(n):
-    return DWARF_REGS[n] if 0 <= n < len(DWARF_REGS) else None
-
-
 def _dynamic(img):
     dyn = [p for p in img.elf.phdrs if p[0] == PT_DYNAMIC]
     return img.bias + dyn[0][3] if dyn else None
 
 
 def _run_cfa(cfi, cie, begin, ins, target):
-    """(CFA rule, {register: (how, argument)}) at ELF address target: the
-    CIE's initial instructions, then the FDE's up to target.  A CFA rule is
-    ("reg", register, offset) or ("expr", start, end) in cfi.d."""
+    """(CFA rule, {register: (how, argument)}, whether the return address
+    is signed) at ELF address target: the CIE's initial instructions, then
+    the FDE's up to target.  A CFA rule is ("reg", register, offset) or
+    ("expr", start, end) in cfi.d."""
     d = cfi.d
-    state = {"cfa": ("reg", 7, 8), "regs": {}}
+    state = {"cfa": ("reg", 7, 8), "regs": {}, "signed": False}
     init = {}
 
     def run(p, end, loc, limit):
@@ -1004,10 +1058,10 @@ def _run_cfa(cfi, cie, begin, ins, target):
                 reg2, p = uleb128(d, p)
                 regs[reg] = ("register", reg2)
             elif op == 0x0a:                            # remember_state
-                stack.append((state["cfa"], dict(regs)))
+                stack.append((state["cfa"], dict(regs), state["signed"]))
             elif op == 0x0b:                            # restore_state
                 if stack:
-                    state["cfa"], saved = stack.pop()
+                    state["cfa"], saved, state["signed"] = stack.pop()
                     regs.clear()
                     regs.update(saved)
             elif op in (0x0c, 0x12):                    # def_cfa, def_cfa_sf
@@ -1033,13 +1087,15 @@ def _run_cfa(cfi, cie, begin, ins, target):
                 p += n
             elif op == 0x2e:                            # GNU_args_size
                 _, p = uleb128(d, p)
+            elif op == 0x2d:                            # AARCH64_negate_ra_state
+                state["signed"] = not state["signed"]
             elif op != 0x00:                            # nop
                 raise _Unwound("CFA instruction 0x%x is not supported" % op)
 
     run(cie["init"][0], cie["init"][1], begin, 1 << 64)
     init.update(state["regs"])
     run(ins[0], ins[1], begin, target)
-    return state["cfa"], state["regs"]
+    return state["cfa"], state["regs"], state["signed"]
 
 
 def _restore(regs, init, reg):

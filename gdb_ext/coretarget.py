@@ -35,7 +35,7 @@ class CoreTarget(Target):
         self.layout = layout
         self.match = match
         self.thread = thread
-        self.arch = "x86_64"
+        self.arch = core.arch.name
         self._frames = None
         self.unwind_stop = None
         self._blocks = {}            # file -> framevars.DwarfBlocks
@@ -107,7 +107,7 @@ class CoreTarget(Target):
         for i, (pc, regs) in enumerate(frames):
             # (A caller's pc is a return address: the call is before it.)
             lookup = pc if i == 0 else pc - 1
-            cfa = frames[i + 1][1].get("rsp") if i + 1 < len(frames) else None
+            cfa = frames[i + 1][1].get(self.core.arch.sp) if i + 1 < len(frames) else None
             img = self.core.image_of(lookup)
             bias = img.bias if img is not None else 0
             chain = self._chain(img, lookup - bias)
@@ -157,7 +157,8 @@ def frame_candidates(target, lay):
     regs = STATE_REGISTERS.get(target.arch, ())
     for mf, variables, vaddr, bias, frame_base, cfa in target.frame_facts():
         for name, kind, v in read_variables(variables, vaddr, mf.reg, cfa, frame_base, bias,
-                                            target.read, target.ptr_size):
+                                            target.read, target.ptr_size,
+                                            target.core.arch.dwarf_regs):
             out.append((kind, v, "frame #%d %s: %s" % (mf.level, mf.name or "??", name)))
         if mf.name is None or mf.name.startswith(("lj_vm_", "lj_BC_")):
             out.extend(register_candidates(lay, regs, mf.reg, mf.level, mf.name))
@@ -280,7 +281,7 @@ def open_target(core, thread=0):
 
     def anchor(prof):
         return core.symbol(prof.anchor) if prof.anchor else None
-    match, why = profiles.choose([i.build_id for i in core.images], img.file, "x86_64",
+    match, why = profiles.choose([i.build_id for i in core.images], img.file, core.arch.name,
                                  states_under, anchor, core.read)
     if match is None:
         raise LjError(

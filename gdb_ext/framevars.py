@@ -19,12 +19,10 @@ may find through the caller's call-site records) is left out.
 import bisect
 import struct
 
-from .coredump import uleb128, sleb128
+from .coredump import X86_64, uleb128, sleb128
 from .elfdwarf import die_name
 from .errors import FaultError
 
-# DWARF register numbers of x86-64 (System V psABI), as gdb names them.
-X64_REGS = ("rax rdx rcx rbx rsi rdi rbp rsp r8 r9 r10 r11 r12 r13 r14 r15 rip").split()
 _KINDS = {"lua_State": "L", "global_State": "G"}
 _VARS = ("DW_TAG_formal_parameter", "DW_TAG_variable")
 
@@ -263,18 +261,26 @@ def _origin_name(die):
 # --------------------------------------------------------------------------
 # Reading them in a thread's frames
 
-def read_variables(variables, vaddr, reg, cfa, frame_base, bias, read, ptr_size=8):
+def read_variables(variables, vaddr, reg, cfa, frame_base, bias, read, ptr_size=8,
+                   regnames=X86_64.dwarf_regs):
     """[(name, kind, value)] of the variables (chain()'s) whose value can
     be read at link-time address vaddr: reg(name) a register of the frame,
     cfa its canonical frame address (None when unknown), bias the file's
-    load bias, read(addr, n) memory.  A NULL value is left out."""
+    load bias, read(addr, n) memory, regnames the names of the DWARF
+    register numbers (coredump.Arch.dwarf_regs).  A NULL value is left out."""
     out = []
+
+    def regno(n):                   # a DWARF register's value, or _Unknown
+        v = reg(regnames[n]) if n < len(regnames) else None
+        if v is None:
+            raise _Unknown()
+        return v
     for name, kind, loc in variables:
         expr = _expr_at(loc, vaddr)
         if expr is None:
             continue
         try:
-            v = _evaluate(bytes.fromhex(expr), reg, cfa, frame_base, bias, read, ptr_size)
+            v = _evaluate(bytes.fromhex(expr), regno, cfa, frame_base, bias, read, ptr_size)
         except (FaultError, _Unknown, IndexError, struct.error):
             continue
         if v:
@@ -285,8 +291,8 @@ def read_variables(variables, vaddr, reg, cfa, frame_base, bias, read, ptr_size=
 def register_reader(frames, i):
     """Register reader of frame i of frames [(pc, regs dict)], innermost
     first: its own value, else (a register the unwind information says
-    nothing of) the inner frame's, as gdb reads the registers an x86-64 CFI
-    leaves unspecified."""
+    nothing of) the inner frame's, as gdb reads the registers the CFI
+    leaves unspecified (x86-64 and arm64 alike)."""
     def read(name):
         for j in range(i, -1, -1):
             regs = frames[j][1]
@@ -310,9 +316,10 @@ class _Unknown(Exception):
     optimized out)."""
 
 
-def _evaluate(expr, reg, cfa, frame_base, bias, read, ptr_size, nested=False):
+def _evaluate(expr, regno, cfa, frame_base, bias, read, ptr_size, nested=False):
     """The value of a variable (a location expression: its address, then
-    read; or a register; or DW_OP_stack_value), or _Unknown."""
+    read; or a register, regno(DWARF number); or DW_OP_stack_value), or
+    _Unknown."""
     stack = []
     in_reg = None
     p = 0
@@ -321,15 +328,15 @@ def _evaluate(expr, reg, cfa, frame_base, bias, read, ptr_size, nested=False):
         op = expr[p]
         p += 1
         if 0x50 <= op <= 0x6F:                  # DW_OP_reg0..31
-            in_reg = _reg(reg, op - 0x50)
+            in_reg = regno(op - 0x50)
         elif 0x70 <= op <= 0x8F:                # DW_OP_breg0..31 N
             off, p = sleb128(expr, p)
-            stack.append((_reg(reg, op - 0x70) + off) & mask)
+            stack.append((regno(op - 0x70) + off) & mask)
         elif op == 0x91:                        # DW_OP_fbreg N
             off, p = sleb128(expr, p)
             if frame_base is None or nested:
                 raise _Unknown()
-            stack.append((_evaluate(bytes.fromhex(frame_base), reg, cfa, None, bias, read,
+            stack.append((_evaluate(bytes.fromhex(frame_base), regno, cfa, None, bias, read,
                                     ptr_size, True) + off) & mask)
         elif op == 0x9C:                        # DW_OP_call_frame_cfa
             if cfa is None:
@@ -372,11 +379,3 @@ def _evaluate(expr, reg, cfa, frame_base, bias, read, ptr_size, nested=False):
         raise _Unknown()
     return int.from_bytes(read(stack[-1], ptr_size), "little")
 
-
-def _reg(reg, n):
-    if n >= len(X64_REGS):
-        raise _Unknown()
-    v = reg(X64_REGS[n])
-    if v is None:
-        raise _Unknown()
-    return v

@@ -2,7 +2,7 @@
 (python3 -m ljgdb runs one command per process; its own code path is
 commands.corehost.main, tested through the real command line too).
 
-  python3 tests/corerun.py CORE [BINARY] [--thread N] < commands.json
+  python3 tests/corerun.py CORE [BINARY] [--thread N] [--sysroot DIR] < commands.json
       ->  [[output, error line], ...]
 """
 import json
@@ -31,14 +31,16 @@ class CapturingHost(CoreHost):
 
 def main():
     args = sys.argv[1:]
-    thread = 1
-    if "--thread" in args:
-        i = args.index("--thread")
-        thread = int(args[i + 1])
-        del args[i:i + 2]
+    opts = {"--thread": "1", "--sysroot": "/"}
+    for opt in opts:
+        if opt in args:
+            i = args.index(opt)
+            opts[opt] = args[i + 1]
+            del args[i:i + 2]
     core = args[0]
     binary = args[1] if len(args) > 1 else None
-    host = install(CapturingHost(core, binary, thread=thread))
+    host = install(CapturingHost(core, binary, thread=int(opts["--thread"]),
+                                 sysroot=opts["--sysroot"]))
     cmds = {c.NAME: c for c in command_classes(with_gdb_only=False)}
     out = []
     for line in json.load(sys.stdin):

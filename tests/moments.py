@@ -8,6 +8,15 @@ Three ways to stop, as operators do:
   sweep    (not random) stopped once, then `stepi` n times: every machine
            instruction the loop runs, in order, is a moment
 
+arm64 builds run under qemu-user (tests/harness.py qemu_gdb), which has no
+attach: its gdb stub takes one debugger, connected before the first
+instruction.  There sigint sends SIGINT to the qemu process (the guest's
+signal, which the stub reports to gdb), abort sends it SIGABRT (qemu writes
+the guest's core, qemu_<prog>_<date>_<pid>.core), and the sweep steps over
+the stub.  qemu stops the guest at the start of a translated block only,
+so random moments fall on fewer places than on x86-64; the sweep covers
+every instruction.
+
 Each way runs one gdb for many moments.  An lbt output is judged:
   exact    every frame equals the recorded stack (plus, on top, only frames
            the loop may call, see `allow` in moments.lua) and no warning
@@ -27,13 +36,19 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import LOADER, LUA_DIR, chunk_display, manifest, read_expected, run_gdb  # noqa: E402
+from harness import (LOADER, LUA_DIR, chunk_display, manifest, qemu_gdb, qemu_target,  # noqa: E402
+                     read_expected, run_gdb)
 
 PROGRAM = os.path.join(LUA_DIR, "moments.lua")
 SHAPES = ("interp", "alloc", "calls", "luacall", "meta", "gsub", "sort", "vararg", "coro", "gc",
           "hook", "jit", "jitside", "jitcall", "jitalloc", "parse", "grow", "error", "coswitch",
           "record", "ffasm")
 WAYS = ("attach", "sigint", "abort")
+ARM64_WAYS = ("sigint", "abort")
+
+
+def ways_of(variant):
+    return ARM64_WAYS if manifest()[variant].get("arch") == "arm64" else WAYS
 _MARK = "@@LJM %d@@"
 _MARK_END = "@@LJM-END %d@@"
 
@@ -75,7 +90,7 @@ elif cfg["way"] == "sigint":
         subprocess.Popen(["sh", "-c", "while [ ! -s %s ] || ! grep -q '^ready' %s; do sleep 0.02; "
                           "done; sleep %.4f; kill -INT $(sed -n 's/^pid\t//p' %s)"
                           % (cfg["expected"], cfg["expected"], d, cfg["expected"])])
-        gdb.execute("run" if i == 0 else "continue", to_string=True)
+        gdb.execute(cfg["start"] if i == 0 else "continue", to_string=True)
         moment(i)
     gdb.execute("kill", to_string=True)
 elif cfg["way"] == "sweep":
@@ -86,7 +101,7 @@ elif cfg["way"] == "sweep":
     subprocess.Popen(["sh", "-c", "while [ ! -s %s ] || ! grep -q '^ready' %s; do sleep 0.02; "
                       "done; sleep %.4f; kill -INT $(sed -n 's/^pid\t//p' %s)"
                       % (cfg["expected"], cfg["expected"], cfg["ready_delay"], cfg["expected"])])
-    gdb.execute("run", to_string=True)
+    gdb.execute(cfg["start"], to_string=True)
     for i in range(cfg["n"]):
         moment(i)
         gdb.execute("stepi", to_string=True)
@@ -116,7 +131,7 @@ def _wait_ready(path, proc, timeout=20):
 
 
 def _start(build, shape, expected, workdir, core=False):
-    cmd = [build["host"], PROGRAM, expected, shape]
+    cmd = build.get("runner", []) + [build["host"], PROGRAM, expected, shape]
     if core:
         cmd = ["bash", "-c", 'ulimit -c unlimited; exec "$@"', "sh"] + cmd
     env = dict(os.environ, **_env(build))
@@ -142,10 +157,17 @@ def sample(variant, shape, way, n, seed, workdir, delay=0.05, commands=("lbt",))
     """Run n moments of one shape stopped one way.  Returns a list of
     (expected records, {"frame0": ...}, [command outputs])."""
     build = manifest()[variant]
+    arm64 = build.get("arch") == "arm64"
+    if way not in ways_of(variant) + ("sweep",):
+        raise ValueError("%s cannot be stopped the %s way" % (variant, way))
     os.makedirs(workdir, exist_ok=True)
     rnd = random.Random(seed)
     cfg = {"seed": seed, "loader": LOADER, "commands": list(commands), "way": way, "n": n,
-           "delay": delay}
+           "delay": delay, "start": "continue" if arm64 else "run"}
+    # The program under gdb: started by gdb (x86-64) or by qemu, which
+    # gdb-multiarch then connects to.
+    under_gdb = None
+    target = qemu_target(build) if arm64 else [build["host"]]
     expected_files = []
     proc = None
     args = ["-ex", "python exec(open(%r).read())" % os.path.join(workdir, "driver.py")]
@@ -166,7 +188,9 @@ def sample(variant, shape, way, n, seed, workdir, delay=0.05, commands=("lbt",))
             cfg["expected"] = exp
             cfg["ready_delay"] = 0.05
             expected_files = [exp] * n
-            args += ["--args", build["host"], PROGRAM, exp, shape]
+            under_gdb = [build["host"], PROGRAM, exp, shape]
+            if not arm64:
+                args += ["--args"] + under_gdb
         elif way == "abort":
             cores = []
             for i in range(n):
@@ -181,16 +205,22 @@ def sample(variant, shape, way, n, seed, workdir, delay=0.05, commands=("lbt",))
                 time.sleep(rnd.uniform(0, delay))
                 p.send_signal(signal.SIGABRT)
                 p.wait(timeout=60)
+                if arm64:
+                    core = _qemu_core(d)
                 if not os.path.exists(core):
                     raise AssertionError("no kernel core in %s (%s)" % (d, kernel_cores_possible()))
                 cores.append(core)
                 expected_files.append(exp)
             cfg["cores"] = cores
-            args = [build["host"]] + args
+            args = target + args
         else:
             raise ValueError(way)
-        text = run_gdb(args, env=dict(_env(build), LJM_CONFIG=json.dumps(cfg)), cwd=workdir,
-                       timeout=120 + 20 * n)
+        env = dict(_env(build), LJM_CONFIG=json.dumps(cfg))
+        if under_gdb and arm64:
+            text = qemu_gdb(build, under_gdb, workdir, env, args, timeout=120 + 20 * n)[0]
+        else:
+            text = run_gdb(args, env=env, cwd=workdir, timeout=120 + 20 * n,
+                           gdb="gdb-multiarch" if arm64 else "gdb")
     finally:
         if proc is not None:
             proc.kill()
@@ -204,6 +234,17 @@ def sample(variant, shape, way, n, seed, workdir, delay=0.05, commands=("lbt",))
         results.append((read_expected(expected_files[i]), json.loads(m.group(1)),
                         m.group(2).split("@@LJM-SEP@@\n")))
     return results
+
+
+def _qemu_core(d):
+    """The guest's core qemu wrote in d (and no core of qemu itself)."""
+    if os.path.exists(os.path.join(d, "core")):
+        os.unlink(os.path.join(d, "core"))
+    found = [f for f in os.listdir(d) if f.startswith("qemu_") and f.endswith(".core")]
+    if len(found) != 1:
+        raise AssertionError("qemu wrote %d cores in %s" % (len(found), d))
+    os.rename(os.path.join(d, found[0]), os.path.join(d, "core"))
+    return os.path.join(d, "core")
 
 
 def _clean(path):

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from harness import Stop, manifest, run_gdb
+from harness import Stop, manifest, qemu_target, run_gdb
 import moments
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -30,6 +30,16 @@ NAMES = ("lua_pcall", "ljgdb_break", "lj_vm_pcall", "ljgdb_break_count", "malloc
 REGS0 = ("rax rbx rcx rdx rsi rdi rbp rsp r8 r9 r10 r11 r12 r13 r14 r15 rip eflags cs ss ds es "
          "fs gs fs_base gs_base orig_rax").split()
 OUTER = ("rip", "rsp", "rbp", "rbx", "r12", "r13", "r14", "r15")
+# arm64 (qemu's cores of the guest): x30 is the link register, x29 the frame pointer.
+A64_REGS0 = ["x%d" % i for i in range(31)] + ["sp", "pc", "cpsr"]
+A64_OUTER = ("pc", "sp", "x30") + tuple("x%d" % i for i in range(19, 30))
+
+
+def regs_of(variant):
+    """(registers of frame 0, registers of every frame) compared."""
+    if manifest()[variant].get("arch") == "arm64":
+        return A64_REGS0, A64_OUTER
+    return REGS0, OUTER
 
 # Runs inside gdb: everything the test compares, as JSON between markers.
 GDB_SCRIPT = r'''
@@ -86,14 +96,20 @@ gdb.write("\n@@JSON@@" + json.dumps(out) + "@@END@@\n")
 '''
 
 
-def gdb_view(host, core, workdir):
+def gdb_view(variant, core, workdir):
     """What gdb sees of the core (the JSON of GDB_SCRIPT) and its whole output."""
     script = os.path.join(workdir, "view.py")
-    cfg = {"regs0": REGS0, "outer": OUTER, "names": NAMES}
+    regs0, outer = regs_of(variant)
+    cfg = {"regs0": regs0, "outer": outer, "names": NAMES}
     with open(script, "w") as f:
         f.write("CONFIG = %r\n" % json.dumps(cfg) + GDB_SCRIPT)
-    text = run_gdb(["-ex", "set backtrace past-main on", "-ex", "set backtrace past-entry on",
-                    "-ex", "core-file " + core, "-x", script, host], cwd=workdir)
+    m = manifest()[variant]
+    args = ["-ex", "set backtrace past-main on", "-ex", "set backtrace past-entry on"]
+    if m.get("arch") == "arm64":
+        text = run_gdb(qemu_target(m) + args + ["-ex", "core-file " + core, "-x", script],
+                       cwd=workdir, gdb="gdb-multiarch")
+    else:
+        text = run_gdb(args + ["-ex", "core-file " + core, "-x", script, m["host"]], cwd=workdir)
     m = re.search(r"@@JSON@@(.*)@@END@@", text)
     assert m, text[-3000:]
     return json.loads(m.group(1)), text
@@ -109,6 +125,8 @@ def kernel_core(variant, shape, workdir):
     time.sleep(0.05)
     p.send_signal(signal.SIGABRT)
     p.wait(timeout=60)
+    if manifest()[variant].get("arch") == "arm64":
+        return moments._qemu_core(workdir)      # (the guest's, as qemu writes it)
     assert os.path.exists(core), moments.kernel_cores_possible()
     return core
 
@@ -124,6 +142,11 @@ CASES = {
     "threads": ("or-x64", "two OS threads: main waits in pthread_join, the other stops"),
     "kernel": ("r21-gc64", "a kernel core (SIGABRT) of the interpreter's loop"),
     "kernel-jit": ("deb-gc64", "a kernel core (SIGABRT) of a loop that runs a trace"),
+    # arm64 under qemu-user: the cores qemu writes of the guest.
+    "a64-nest": ("r21-arm64", "arm64: in ljgdb_break, C and Lua nested"),
+    "a64-crash": ("or-arm64", "arm64: at a SIGSEGV in C code the VM called"),
+    "a64-kernel": ("or-arm64", "arm64: SIGABRT to qemu in the interpreter's loop"),
+    "a64-kernel-jit": ("r21-arm64", "arm64: SIGABRT to qemu in a loop that runs a trace"),
 }
 _cores = {}
 
@@ -135,10 +158,10 @@ def cores(tmp_path_factory):
             variant = CASES[case][0]
             work = str(tmp_path_factory.mktemp(case))
             host = manifest()[variant]["host"]
-            if case.startswith("kernel"):
-                if moments.kernel_cores_possible():
+            if case.startswith(("kernel", "a64-kernel")):
+                if moments.kernel_cores_possible() and not case.startswith("a64"):
                     pytest.skip(moments.kernel_cores_possible())
-                core = kernel_core(variant, "interp" if case == "kernel" else "jit", work)
+                core = kernel_core(variant, "jit" if case.endswith("jit") else "interp", work)
             elif case == "threads":
                 core = Stop(variant, "idle.lua", [], work, env={"LJGDB_IDLE": "1"}).core
             elif case == "handler":
@@ -157,9 +180,10 @@ def cores(tmp_path_factory):
                 core = Stop(variant, "bt.lua", [], work, args=["nest"], live_prelude=[
                     "break 'memcpy@plt'", "continue"]).core
             else:
-                core = Stop(variant, "bt.lua", [], work, args=[case],
-                            stop_on="SIGSEGV" if case == "crash" else "break").core
-            view, text = gdb_view(host, core, work)
+                what = case[4:] if case.startswith("a64-") else case
+                core = Stop(variant, "bt.lua", [], work, args=[what],
+                            stop_on="SIGSEGV" if what == "crash" else "break").core
+            view, text = gdb_view(variant, core, work)
             _cores[case] = (host, core, view, text)
         return _cores[case]
     return get
@@ -214,14 +238,16 @@ def no_cfi(view, pc):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_threads_frames_and_symbols(cores, case):
     host, core_path, view, text = cores(case)
-    core = Core(core_path, executable=host)
+    m = manifest()[CASES[case][0]]
+    core = Core(core_path, executable=host, sysroot=m.get("sysroot", "/"))
+    regs0, outer = regs_of(CASES[case][0])
     # Threads in gdb's order, the first one the one gdb selects.
     assert [t.tid for t in core.threads] == [t["lwp"] for t in view["threads"]]
     sig = re.search(r"Program terminated with signal (SIG[A-Z0-9]+)", text)
     assert core.threads[0].signal == (signal.Signals[sig.group(1)].value if sig else 0)
     checked = 0
     for th, g in zip(core.threads, view["threads"]):
-        for r in REGS0:
+        for r in regs0:
             assert th.regs[r] == g["regs0"][r], (case, th.tid, r)
         frames, why = core.unwind(th.regs)
         gf = g["frames"]
@@ -246,7 +272,7 @@ def test_threads_frames_and_symbols(cores, case):
         else:
             assert why, where
         for i, ((pc, regs), f) in enumerate(zip(frames, want)):
-            for r in OUTER:
+            for r in outer:
                 assert regs.get(r) == f["regs"][r], (where, i, r)
             info = view["info_symbol"][str(pc)]
             assert core.symbolize(pc) == symbol_name(info), (where, i, info)

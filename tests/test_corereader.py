@@ -16,8 +16,8 @@ import sys
 import pytest
 
 import moments
-from harness import (ALL_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, _cut, _wrap, run_gdb,
-                     stripped_with_profile)
+from harness import (ALL_VARIANTS, ARM64_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, _cut, _wrap,
+                     qemu_target, run_gdb, stripped_with_profile)
 
 CORERUN = os.path.join(ROOT, "tests", "corerun.py")
 # Commands that take no address: the same text on any core.
@@ -30,18 +30,27 @@ PLAIN = ["linfo", "lstates", "lbt", "lbt full", "lbt --all", "lbt --all --group"
          "lir 1 --no-mcode", "lir 1 --no-mcode --json", "lstr", "lstr --json"]
 
 
-def core_reader(core, binary, commands, env=None):
-    """[(output, error line or None)] of each command in the core reader."""
-    p = subprocess.run([sys.executable, CORERUN, core, binary], input=json.dumps(commands).encode(),
+def core_reader(core, binary, commands, env=None, build=None):
+    """[(output, error line or None)] of each command in the core reader
+    (an arm64 build's core with its libraries under build's sysroot)."""
+    sysroot = ["--sysroot", build["sysroot"]] if build and build.get("sysroot") else []
+    p = subprocess.run([sys.executable, CORERUN, core, binary] + sysroot,
+                       input=json.dumps(commands).encode(),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600,
                        env=dict(os.environ, **(env or {})))
     assert p.returncode == 0, p.stderr.decode()[-3000:]
     return json.loads(p.stdout)
 
 
-def gdb_on_core(core, binary, commands, cwd, env=None):
-    text = run_gdb(["-ex", "source " + LOADER, "-ex", "core-file " + core] + _wrap(commands) +
-                   [binary], cwd=cwd, env=env)
+def gdb_on_core(core, binary, commands, cwd, env=None, build=None):
+    """gdb's output of each command on the core (gdb-multiarch and the
+    build's sysroot for an arm64 build)."""
+    if build and build.get("arch") == "arm64":
+        text = run_gdb(qemu_target(build) + ["-ex", "core-file " + core, "-ex", "source " + LOADER]
+                       + _wrap(commands), cwd=cwd, env=env, gdb="gdb-multiarch")
+    else:
+        text = run_gdb(["-ex", "source " + LOADER, "-ex", "core-file " + core] + _wrap(commands) +
+                       [binary], cwd=cwd, env=env)
     return [out for _, out in _cut(text, commands)]
 
 
@@ -89,12 +98,12 @@ def _value_commands(stop):
     return cmds
 
 
-@pytest.mark.parametrize("variant", ALL_VARIANTS + NOJIT_VARIANTS)
+@pytest.mark.parametrize("variant", ALL_VARIANTS + NOJIT_VARIANTS + ARM64_VARIANTS)
 def test_same_as_gdb_at_a_c_call(variant, tmp_path):
     stop = Stop(variant, "values.lua", ["print/x (unsigned long)L"], str(tmp_path))
     cmds = PLAIN + _value_commands(stop)
-    want = gdb_on_core(stop.core, stop.build["host"], cmds, str(tmp_path))
-    got = core_reader(stop.core, stop.build["host"], cmds)
+    want = gdb_on_core(stop.core, stop.build["host"], cmds, str(tmp_path), build=stop.build)
+    got = core_reader(stop.core, stop.build["host"], cmds, build=stop.build)
     assert len(want) == len(got) == len(cmds)
     bad = [d for d in map(differs, got, want, cmds) if d]
     assert not bad, "\n".join(bad)
@@ -107,8 +116,9 @@ MOMENT_COMMANDS = ["lbt", "lbt full", "linfo", "lthreads", "lgcstat", "lstates",
                    "lbt --json", "lgcstat --retained --top 3"]
 
 
-@pytest.mark.parametrize("variant", ("r21-gc64", "r20-x64", "or-x64"))
+@pytest.mark.parametrize("variant", ("r21-gc64", "r20-x64", "or-x64") + ARM64_VARIANTS)
 def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
+    """(arm64: qemu's cores of the guest, tests/moments.py)"""
     if moments.kernel_cores_possible():
         pytest.skip(moments.kernel_cores_possible())
     build = moments.manifest()[variant]
@@ -119,7 +129,8 @@ def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
                                  commands=MOMENT_COMMANDS)
         for i, (_, _, outs) in enumerate(results):
             core = os.path.join(work, "c%d" % i, "core")
-            got = core_reader(core, build["host"], MOMENT_COMMANDS, env=moments._env(build))
+            got = core_reader(core, build["host"], MOMENT_COMMANDS, env=moments._env(build),
+                              build=build)
             for cmd, g, c in zip(MOMENT_COMMANDS, outs, got):
                 # (The moments' gdb driver marks an error line "gdb error: ".)
                 g = re.sub(r"^gdb error: ", "", g, flags=re.M)

@@ -3,7 +3,8 @@ program recorded (tests/moments.py; testprogs/lua/moments.lua).
 
 A fixed-seed subset of what bench/bench_moments.py runs by the thousand:
 on every JIT variant, each way of stopping (attaching gdb, SIGINT under
-gdb, SIGABRT and the kernel's core) over a rotation of the stack shapes.
+gdb, SIGABRT and the kernel's core; on arm64 under qemu, SIGINT and
+SIGABRT to qemu) over a rotation of the stack shapes.
 No moment may be wrong (a frame that differs without a warning); almost
 all must be exact.  lthreads must show the running thread where lbt does.
 """
@@ -11,7 +12,7 @@ import re
 
 import pytest
 
-from harness import ALL_VARIANTS
+from harness import ALL_VARIANTS, ARM64_VARIANTS, BOTH_ARCHES
 import moments
 
 N = 3           # moments per (variant, way, shape)
@@ -22,12 +23,12 @@ def shapes_for(variant, way):
     """A rotation of the shapes, so that each variant and way sees a
     different few and the whole matrix sees them all."""
     k = SHAPES_PER[way]
-    start = (ALL_VARIANTS.index(variant) * 7 + moments.WAYS.index(way) * 5) % len(moments.SHAPES)
+    start = (BOTH_ARCHES.index(variant) * 7 + moments.WAYS.index(way) * 5) % len(moments.SHAPES)
     return [moments.SHAPES[(start + i) % len(moments.SHAPES)] for i in range(k)]
 
 
-@pytest.mark.parametrize("way", moments.WAYS)
-@pytest.mark.parametrize("variant", ALL_VARIANTS)
+@pytest.mark.parametrize("variant,way", [(v, w) for v in ALL_VARIANTS for w in moments.WAYS]
+                         + [(v, w) for v in ARM64_VARIANTS for w in moments.ARM64_WAYS])
 def test_random_moments(variant, way, tmp_path):
     if way == "abort" and moments.kernel_cores_possible():
         pytest.skip(moments.kernel_cores_possible())
@@ -49,7 +50,7 @@ def test_random_moments(variant, way, tmp_path):
 SWEEPS = (("interp", 120), ("luacall", 900), ("calls", 900), ("error", 600), ("jitside", 200))
 
 
-@pytest.mark.parametrize("variant", ALL_VARIANTS)
+@pytest.mark.parametrize("variant", BOTH_ARCHES)
 def test_instruction_sweep(variant, tmp_path):
     """Every instruction of the loops' bytecode handlers, fast functions,
     VM routines and the C helpers they call: lbt is exact or honest at
