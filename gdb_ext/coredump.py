@@ -197,7 +197,10 @@ class _Elf(object):
             typ = info & 0xf
             if nm == 0 or shndx == 0 or shndx >= 0xff00 or typ not in (0, 1, 2, 10):
                 continue
-            out.append((value, size, _cstr(self.data, stroff + nm), shndx, info >> 4 != 0))
+            name = _cstr(self.data, stroff + nm)
+            if typ == 0 and name[:1] == "$":    # arm64's mapping symbols ($x, $d): no names
+                continue
+            out.append((value, size, name, shndx, info >> 4 != 0))
         return out
 
     def plt_symbols(self):

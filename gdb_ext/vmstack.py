@@ -18,6 +18,8 @@ to this VM.  Where two readings of a moment are possible (a call or a
 return of a function to itself is half done) the frames both readings
 share are shown and the warning says so.
 """
+import struct
+
 from .errors import CorruptError, FaultError
 from .frames import CFRAME_OFS, CFRAME_RAWMASK, FrameWalker
 from .protoinfo import cached_proto
@@ -69,6 +71,21 @@ CALLS = ("lj_BC_CALL", "lj_BC_ITERC", "lj_BC_ITERN", "lj_vm_call", "lj_vmeta_cal
 # machine code: lea rdx, [rdx+rcx*8+16] / lea edx, [rdx+rcx*8+8].
 CALL_LEA_GC64 = bytes.fromhex("488d54ca10")
 CALL_LEA_X64 = bytes.fromhex("8d54ca08")
+# arm64 (R vm_arm64.dasc): where BASE (x19) runs through slots that hold
+# no frame, and which register keeps the frame meanwhile; per handler: the
+# instruction that opens the window, the one that closes it (its pattern
+# and mask), the register and what to add to it for a frame's BASE.
+#   BC_CALL (ins_call): `mov RB, BASE` (x17), add BASE, BASE, RA; ldr
+#     CARG3, [BASE], #16; ...; until `ldr PC, LFUNC:CARG3->pc` (ldr x21,
+#     [xN, #imm]): x17 is the caller's BASE, PC the caller's.
+#   BC_RET: `sub RB, BASE, #16` (x2, the returning frame's function slot);
+#     the loop that copies the results advances BASE; until `mov BASE, RA`
+#     (mov x19, x3): x2 + 16 is the returning frame's BASE, PC its link.
+A64_WINDOWS = {
+    "lj_BC_CALL": (0xaa1303f1, 0xf9400015, 0xffc0001f, "x17", 0, "RB, the caller's BASE"),
+    "lj_BC_RET": (0xd1004262, 0xaa0303f3, 0xffffffff, "x2", 16,
+                  "RB, the returning frame's function slot"),
+}
 
 # The VM's entries from C (R vm_x64.dasc vm_resume, vm_pcall, vm_call,
 # vm_cpcall) and the landing pads of the error unwinder (vm_unwind_ff_eh,
@@ -471,6 +488,9 @@ class _Locator(object):
                                 % (self.regs["base"], "?" if base is None else "0x%x" % base),
                                 where)
         how = "registers %s (BASE) and %s (PC) in %s" % (self.regs["base"], self.regs["pc"], where)
+        s = self.a64_call_start(vmf, pc)
+        if s is not None:
+            return s
         # PC equal to the frame's own return link: a return has loaded it
         # (the frame below runs now) or a call has stored it (the frame
         # above has not started).
@@ -569,6 +589,48 @@ class _Locator(object):
             return Start(c, pc, "registers in %s, calling the frame above" % where)
         return None
 
+    def a64_window(self, name):
+        """(address of the instruction that opens, of the one that closes)
+        the A64_WINDOWS window of arm64 handler `name`, or None."""
+        spec = A64_WINDOWS.get(name) if self.arch == "aarch64" else None
+        if spec is None:
+            return None
+        first, last, last_mask = spec[:3]
+
+        def find(start, code):
+            words = struct.unpack("<%dI" % (len(code) // 4), code[:len(code) // 4 * 4])
+            if first not in words:
+                return None
+            i = words.index(first)
+            j = next((k for k in range(i + 1, len(words)) if words[k] & last_mask == last), None)
+            return None if j is None else (start + 4 * i, start + 4 * j)
+        return self.code_fact("arm64 window", name, 160, find)
+
+    def a64_call_start(self, vmf, pc):
+        """arm64's BC_CALL and BC_RET move BASE through slots that hold no
+        frame for a few instructions, while another register keeps what
+        BASE was (A64_WINDOWS).  Inside such a window, the Start of the
+        frame that runs: the caller (checked: its function holds PC, which
+        is the caller's there), else None.  The window is found in the
+        handler's machine code."""
+        win = self.a64_window(vmf.name)
+        if win is None or not win[0] < vmf.pc <= win[1]:
+            return None
+        _, _, _, reg, off, what = A64_WINDOWS[vmf.name]
+        b = vmf.reg(reg)
+        if b is None:
+            return None
+        b += off
+        if b & 7 or not self.walker.stack.contains(b - 8):
+            return None
+        how = "register %s (%s) and %s (PC) in %s" % (reg, what, self.regs["pc"], vmf.name)
+        if reg == "x17":
+            if self.pc_in(self.lua_fn_at(b), pc):
+                return Start(b, pc, how + ", calling the frame above")
+            return None
+        c = self.caller_of_return_pc(b, pc)
+        return Start(c, pc, how + ", returning to the frame below") if c is not None else None
+
     def caller_of_return_pc(self, base, pc):
         """BASE of the Lua frame that return pc `pc` returns into, from the
         frame at base (R lj_frame.h frame_prevl: the A operand of the call
@@ -586,7 +648,14 @@ class _Locator(object):
         """In BC_CALL or BC_CALLM: True once the handler has moved BASE up
         to the callee (its `lea BASE, [BASE+RA*8+8*(1+FR2)]`, found in its
         machine code), False before; None elsewhere or when not found."""
-        if vmf.name not in ("lj_BC_CALL", "lj_BC_CALLM") or self.arch != "x86_64":
+        if vmf.name not in ("lj_BC_CALL", "lj_BC_CALLM"):
+            return None
+        if self.arch == "aarch64":
+            # (BC_CALLM's own code has not moved it; BC_CALL moves it in
+            # its window, a64_call_start, and after)
+            win = self.a64_window("lj_BC_CALL")
+            return None if win is None else vmf.name == "lj_BC_CALL" and vmf.pc > win[0]
+        if self.arch != "x86_64":
             return None
         pat = CALL_LEA_GC64 if self.walker.fr2 else CALL_LEA_X64
 

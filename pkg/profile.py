@@ -14,6 +14,7 @@ optimisation; the offsets of the VM's code hold for that very build.
 import argparse
 import json
 import os
+import re
 import sys
 
 FORMAT = 1
@@ -121,6 +122,9 @@ def code_digest(elf, vm):
     return None
 
 
+MAPPING_SYMBOL = re.compile(r"^\$[adtx](\.|$)")
+
+
 def vm_symbols(elf):
     """{"anchor": exported symbol, "offsets": {symbol: address - anchor's},
     "begin", "end": the assembler VM's extent, from the anchor} for the VM's
@@ -145,7 +149,9 @@ def vm_symbols(elf):
         return out
     syms = []
     for sym in tab.iter_symbols():
-        if sym["st_value"] and sym["st_info"]["type"] not in ("STT_SECTION", "STT_FILE"):
+        # (arm64's mapping symbols $x and $d mark code and data, no label)
+        if sym["st_value"] and sym["st_info"]["type"] not in ("STT_SECTION", "STT_FILE") and \
+                not MAPPING_SYMBOL.match(sym.name):
             syms.append((sym["st_value"], sym.name))
     begin = next((v for v, n in syms if n == "lj_vm_asm_begin"), None)
     # The assembler VM: from lj_vm_asm_begin to the first symbol after it

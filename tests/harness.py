@@ -229,11 +229,20 @@ def qemu_gdb(m, argv, workdir, env, gdb_args, timeout=GDB_TIMEOUT):
     return text, cores
 
 
+def tool_for(binary, tool):
+    """The binutils tool for the binary's machine: the host's, or for an
+    arm64 ELF file the cross toolchain's (the host's strip cannot write
+    one)."""
+    with open(binary, "rb") as f:
+        head = f.read(20)
+    return "aarch64-linux-gnu-" + tool if head[18:20] == b"\xb7\x00" else tool
+
+
 def stripped_with_profile(host, name, workdir):
     """(stripped copy of host, directory holding the layout profile
     `name`.json written from host by python3 -m ljgdb.profile)."""
     stripped = os.path.join(workdir, "host")
-    subprocess.run(["strip", "-o", stripped, host], check=True)
+    subprocess.run([tool_for(host, "strip"), "-o", stripped, host], check=True)
     profs = os.path.join(workdir, "profs")
     os.makedirs(profs)
     p = subprocess.run([sys.executable, "-m", "ljgdb.profile", host, "-o",

@@ -132,7 +132,13 @@ def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
             got = core_reader(core, build["host"], MOMENT_COMMANDS, env=moments._env(build),
                               build=build)
             for cmd, g, c in zip(MOMENT_COMMANDS, outs, got):
-                # (The moments' gdb driver marks an error line "gdb error: ".)
+                # (The moments' gdb driver marks an error line "gdb error: ".
+                # It runs each command with to_string=True, and gdb drops
+                # what a command wrote before it failed, such as lgcstat's
+                # partial counts at a moment the string table is being
+                # rebuilt: there, the error lines are compared.)
+                if g.startswith("gdb error: ") and c[1]:
+                    c = ["", c[1]]
                 g = re.sub(r"^gdb error: ", "", g, flags=re.M)
                 if cmd == "linfo":
                     # The reader says where a thread's frames end early (gdb
@@ -218,7 +224,7 @@ def test_cli_refuses_a_core_of_another_binary(nest_core):
 
 # --- stripped binaries: the layout from a profile, as gdb takes it ----------
 
-@pytest.mark.parametrize("variant", ["r21-gc64", "r20-x64"])
+@pytest.mark.parametrize("variant", ["r21-gc64", "r20-x64", "or-arm64"])
 def test_stripped_core_through_a_profile(variant, tmp_path):
     stripped, profs = stripped_with_profile(moments.manifest()[variant]["host"], variant,
                                             str(tmp_path))
@@ -227,11 +233,12 @@ def test_stripped_core_through_a_profile(variant, tmp_path):
     stop = Stop(variant, "bt.lua", cmds, str(tmp_path / "run"), args=["nest"], env=env,
                 host=stripped)
     assert "layout profile %s.json" % variant in stop.out("core", "linfo")
-    got = core_reader(stop.core, stripped, cmds, env=env)
+    got = core_reader(stop.core, stripped, cmds, env=env, build=stop.build)
     bad = [d for d in map(differs, got, [stop.out("core", c) for c in cmds], cmds) if d]
     assert not bad, "\n".join(bad)
     # No profile: one line that says what is missing.
-    out, err = core_reader(stop.core, stripped, ["lbt"], env={"LJGDB_PROFILES": "none"})[0]
+    out, err = core_reader(stop.core, stripped, ["lbt"], env={"LJGDB_PROFILES": "none"},
+                           build=stop.build)[0]
     assert out == "" and err.startswith("lbt: LuaJIT is in %s (it has the symbol " % stripped), err
     assert "layout profile of this build (build-id " in err and "\n" not in err, err
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from harness import ALL_VARIANTS, ROOT, addr_of
+from harness import BOTH_ARCHES, ROOT, addr_of
 from multistop import MultiStop, build_of
 
 # At the first stop: save; at the second: diff (JSON and text); nothing at
@@ -35,7 +35,7 @@ elif _n == 1:
 '''
 
 
-@pytest.fixture(scope="module", params=ALL_VARIANTS)
+@pytest.fixture(scope="module", params=BOTH_ARCHES)
 def run(request, tmp_path_factory):
     work = str(tmp_path_factory.mktemp("growth-" + request.param))
     driver = os.path.join(work, "driver.py")
@@ -51,6 +51,15 @@ def doc_of(text):
     return json.loads(text.split("@@GROWTH@@", 1)[1].strip().splitlines()[0])
 
 
+def core_of(run, n):
+    """The core reader's arguments for the core of stop n: the core and the
+    binary (after --sysroot for an arm64 core, whose libraries are under
+    the cross toolchain's sysroot)."""
+    build = build_of(run.variant)
+    sysroot = ["--sysroot", build["sysroot"]] if build.get("sysroot") else []
+    return sysroot + [os.path.join(run.work, "core.%d" % n), build["host"]]
+
+
 def reader(run, *args):
     p = subprocess.run([sys.executable, "-m", "ljgdb"] + list(args), cwd=ROOT,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
@@ -62,11 +71,10 @@ def diffs(run):
     """{mode: the --diff document} for gdb live, gdb's cores and the core
     reader."""
     out = {"live": doc_of(run.out("live", 1)), "core": doc_of(run.out("core", 1))}
-    host = build_of(run.variant)["host"]
     snap = os.path.join(run.work, "snap-reader")
-    reader(run, os.path.join(run.work, "core.0"), host, "lgcstat", "--save", snap)
-    out["reader"] = json.loads(reader(run, os.path.join(run.work, "core.1"), host, "lgcstat",
-                                      "--diff", snap, "--list", "--top", "5", "--json"))
+    reader(run, *core_of(run, 0), "lgcstat", "--save", snap)
+    out["reader"] = json.loads(reader(run, *core_of(run, 1), "lgcstat", "--diff", snap, "--list",
+                                      "--top", "5", "--json"))
     return out
 
 
@@ -121,9 +129,8 @@ def test_snapshot_of_another_process_compares_types_only(run, tmp_path):
     """A snapshot of another process (the core reader's of the first core,
     its process id changed) gives the per-type figures, the retained bytes
     by path and the one line."""
-    host = build_of(run.variant)["host"]
     snap = str(tmp_path / "snap")
-    reader(run, os.path.join(run.work, "core.0"), host, "lgcstat", "--save", snap)
+    reader(run, *core_of(run, 0), "lgcstat", "--save", snap)
     data = open(snap, "rb").read()
     head_at = data.index(b"{")
     n = int.from_bytes(data[head_at - 8:head_at], "little")
@@ -132,7 +139,7 @@ def test_snapshot_of_another_process_compares_types_only(run, tmp_path):
     new = json.dumps(head, sort_keys=True).encode()
     with open(snap, "wb") as f:
         f.write(data[:head_at - 8] + len(new).to_bytes(8, "little") + new + data[head_at + n:])
-    out = reader(run, os.path.join(run.work, "core.1"), host, "lgcstat", "--diff", snap)
+    out = reader(run, *core_of(run, 1), "lgcstat", "--diff", snap)
     assert out.splitlines()[-1] == ("The snapshot is of another process or VM: objects cannot "
                                     "be matched by address, so only the figures per type and "
                                     "the retained bytes by path compare"), out
@@ -154,9 +161,8 @@ def test_snapshot_of_another_process_compares_types_only(run, tmp_path):
     (["--retained", "--by-chunk"], "lgcstat: --by-chunk and --retained do not go together"),
 ])
 def test_bad_snapshot_input_is_one_line(run, args, line):
-    host = build_of(run.variant)["host"]
-    p = subprocess.run([sys.executable, "-m", "ljgdb", os.path.join(run.work, "core.1"), host,
-                        "lgcstat"] + args, cwd=ROOT, stdout=subprocess.PIPE,
+    p = subprocess.run([sys.executable, "-m", "ljgdb"] + core_of(run, 1) + ["lgcstat"] + args,
+                       cwd=ROOT, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=600)
     err = p.stderr.decode().strip()
     assert p.returncode == 1 and err.startswith(line) and "\n" not in err, err

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from harness import ALL_VARIANTS, NOJIT_VARIANTS, ROOT, manifest, run_gdb
+from harness import ALL_VARIANTS, ARM64_VARIANTS, NOJIT_VARIANTS, ROOT, manifest, run_gdb, tool_for
 
 DUMP = os.path.join(ROOT, "testprogs", "dump_layout.py")
 LIBLUAJIT2 = "/usr/lib/x86_64-linux-gnu/libluajit-5.1.so.2"
@@ -23,7 +23,10 @@ LIBLUAJIT2 = "/usr/lib/x86_64-linux-gnu/libluajit-5.1.so.2"
 
 def gdb_layout(binary, tmp):
     out = os.path.join(tmp, "gdb.json")
-    text = run_gdb(["-ex", "python import sys; sys.argv = ['x', %r]" % out, "-x", DUMP, binary])
+    # (gdb-multiarch reads an arm64 binary's DWARF)
+    gdb = "gdb" if tool_for(binary, "gdb") == "gdb" else "gdb-multiarch"
+    text = run_gdb(["-ex", "python import sys; sys.argv = ['x', %r]" % out, "-x", DUMP, binary],
+                   gdb=gdb)
     assert os.path.exists(out), text[-2000:]
     with open(out) as f:
         return json.load(f)
@@ -62,7 +65,7 @@ def same(prof, ref):
     assert prof["flags"] == ref["flags"]
 
 
-@pytest.mark.parametrize("variant", ALL_VARIANTS + NOJIT_VARIANTS)
+@pytest.mark.parametrize("variant", ALL_VARIANTS + NOJIT_VARIANTS + ARM64_VARIANTS)
 def test_profile_equals_gdb(variant, tmp_path):
     host = manifest()[variant]["host"]
     ref = gdb_layout(host, str(tmp_path))
@@ -73,7 +76,8 @@ def test_profile_equals_gdb(variant, tmp_path):
     # The VM's symbols, as offsets from an exported one.
     vm = prof["vm_symbols"]
     assert vm["anchor"] == "lua_pcall"
-    nm = subprocess.run(["nm", host], stdout=subprocess.PIPE).stdout.decode().split("\n")
+    nm = subprocess.run([tool_for(host, "nm"), host], stdout=subprocess.PIPE).stdout.decode()
+    nm = nm.split("\n")
     addr = {f[2]: int(f[0], 16) for f in (l.split() for l in nm) if len(f) == 3}
     for name in ("lj_vm_asm_begin", "lj_BC_FUNCC", "lj_vm_exit_handler", "lj_vm_pcall"):
         if name in addr:

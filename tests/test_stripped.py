@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from harness import ALL_VARIANTS, ROOT, Stop, manifest, stripped_with_profile
+from harness import BOTH_ARCHES, ROOT, Stop, manifest, stripped_with_profile
 
 READ = ["lbt", "lbt full", "lthreads", "lgcstat", "ltrace"]
 
@@ -44,7 +44,7 @@ def read_twice(variant, stripped, host, profs, tmp_path, first=(), before=(), af
     return s
 
 
-@pytest.mark.parametrize("variant", ALL_VARIANTS)
+@pytest.mark.parametrize("variant", BOTH_ARCHES)
 def test_stripped_build_reads_as_with_debug_info(variant, tmp_path):
     """One process (and its core), read twice: through the profile, then
     with the unstripped binary's symbols and DWARF loaded (symbol-file)."""
