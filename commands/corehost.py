@@ -119,9 +119,13 @@ class CoreHost(Host):
         n = len(t.machine_frames())
         if t.unwind_stop is None:
             return None
-        return ("%d frame%s of thread %d, then no more: %s (gdb guesses on past such code; "
+        note = ("%d frame%s of thread %d, then no more: %s (gdb guesses on past such code; "
                 "the core reader does not)" % (n, "" if n == 1 else "s", self.thread,
                                                t.unwind_stop))
+        if t.core.missing and self.sysroot in ("", "/"):
+            note += ("; the core's files were not found where it says: give --sysroot DIR "
+                     "(before CORE) when they are under another root")
+        return note
 
 
 _NUMBER = r"(-?(?:0[xX][0-9a-fA-F]+|[0-9]+))"

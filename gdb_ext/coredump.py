@@ -562,6 +562,7 @@ class Core(object):
                         self._note(ntype, desc)
         self._maps = {}                 # path on disk -> mmap (None: unreadable)
         self.executable = executable
+        self.missing = []               # files the core names that are not on disk
         self._exe_nt = None             # NT_FILE's name of the executable
         self._load_images()
 
@@ -623,6 +624,9 @@ class Core(object):
         groups = {}
         for s, e, off, name in self.files:
             groups.setdefault(name, []).append((s, e, off))
+        self.missing = [self._disk(n) for n in groups      # (the libraries among them)
+                        if n.startswith("/") and ".so" in os.path.basename(n) and
+                        not os.path.exists(self._disk(n))]
         images = [img for img in (self._image(n, maps) for n, maps in groups.items()) if img]
         exe = next((i for i in images if i.path == self._exe_nt), None) if self._exe_nt else None
         if exe is None and not self.files and self.executable:
@@ -637,6 +641,8 @@ class Core(object):
                 img = self._image_at(name, _under(self.sysroot, name), l_addr)
                 if img is not None:
                     images.append(img)
+                elif not os.path.exists(_under(self.sysroot, name)):
+                    self.missing.append(_under(self.sysroot, name))
             if img is not None and name:
                 img.path = _under(self.sysroot, name)       # (as gdb names it)
                 order.append(img)
@@ -886,7 +892,8 @@ class Core(object):
         this frame is a signal frame)."""
         img = self.image_of(lookup)
         if img is None:
-            raise _Unwound("no unwind information for 0x%x (not in a mapped ELF file)" % pc)
+            raise _Unwound("no unwind information for 0x%x (not in a mapped ELF file%s)" % (
+                pc, "; not found: %s" % ", ".join(self.missing) if self.missing else ""))
         found = img.find_fde(lookup)
         if found is None:
             raise _Unwound("no unwind information for 0x%x (in %s)" % (pc, img.path))

@@ -243,6 +243,21 @@ def test_stripped_core_through_a_profile(variant, tmp_path):
     assert "layout profile of this build (build-id " in err and "\n" not in err, err
 
 
+def test_arm64_core_without_its_sysroot(tmp_path):
+    """An arm64 core (qemu's, of a crash inside libc) read without
+    --sysroot: the libraries it names are not found, the frames end at the
+    first pc in them, and linfo says which files and what to give; the
+    Lua state is still found (by the memory search) and lbt prints what gdb
+    prints with the sysroot."""
+    stop = Stop("or-arm64", "bt.lua", ["lbt"], str(tmp_path), args=["crash"], stop_on="SIGSEGV")
+    (lbt, _), (linfo, _) = core_reader(stop.core, stop.build["host"], ["lbt", "linfo"])
+    assert lbt.rstrip("\n") == stop.out("core", "lbt").rstrip("\n")
+    note = re.search(r"^C frames: +(.*)$", linfo, re.M).group(1)
+    assert re.search(r"\(not in a mapped ELF file; not found: [^)]*/lib/libc\.so\.6", note), note
+    assert note.endswith("give --sysroot DIR (before CORE) when they are under another root"), note
+    assert "memory search" in linfo
+
+
 # --- the crash collector (examples/lua-core-collector.sh) ------------------
 
 def test_crash_collector_writes_the_lua_backtrace(tmp_path):
