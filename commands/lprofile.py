@@ -7,7 +7,7 @@ import time
 
 import gdb
 
-from ..gdb_ext.gdbtarget import is_core, syscall_names
+from ..gdb_ext.gdbtarget import is_core, remote_connection, syscall_names
 from ..gdb_ext.profile import Profile, in_syscall, thread_stack
 from ..gdb_ext.state import VM
 from .base import LjCommand, UsageError, get_vm, split_args
@@ -209,6 +209,14 @@ Example:
         if is_core():
             raise UsageError("a core file is one moment: lprofile samples a running process "
                              "(gdb -p PID); lbt --all --folded gives the core's stacks")
+        remote = remote_connection()
+        if remote:
+            # (qemu-user's stub reports process id 1: a signal sent there
+            # would go to this machine's init)
+            raise UsageError("over a %s stub (qemu-user, gdbserver) the process id gdb has "
+                             "is none of this machine's, and sampling signals it: nothing was "
+                             "sampled; run lprofile where the process runs, or take "
+                             "lbt --folded at stops" % remote)
         vm = get_vm(state)
         inf = gdb.selected_inferior()
         if not inf.pid:

@@ -428,6 +428,15 @@ def is_core():
     return conn is not None and conn.type == "core"
 
 
+def remote_connection():
+    """The type of the selected inferior's connection ('remote',
+    'extended-remote') when it is a debugging stub (qemu-user's, a
+    gdbserver), whose process id names no process of this machine; None
+    for a process gdb runs here and for a core."""
+    conn = getattr(gdb.selected_inferior(), "connection", None)
+    return conn.type if conn is not None and conn.type not in ("native", "core") else None
+
+
 _CORE_RE = re.compile(r"Local core dump file:\s*`(.+?)', file type")
 _core_ids = {}
 

@@ -157,3 +157,16 @@ def test_json(tmp_path):
     assert abs(f5["total_percent"] - 100.0 * times["f5"] / sum(times.values())) <= 6.0
     assert json.loads(stop.out("core", JSON).splitlines()[0])["error"].startswith(
         "lprofile: a core file is one moment")
+
+
+def test_refused_over_a_remote_stub(tmp_path):
+    """Over qemu-user's gdb stub the process id gdb has (1) is none of this
+    machine's: lprofile says so in one line and signals nothing; the stop
+    is as it was (lbt after it is the core's)."""
+    stop = Stop("r21-arm64", "bt.lua", ["lprofile --seconds 1", "lbt"], str(tmp_path),
+                args=["nest"])
+    out = stop.out("live", "lprofile --seconds 1").strip()
+    assert out.startswith("lprofile: over a remote stub (qemu-user, gdbserver) the process id "
+                          "gdb has is none of this machine's") and len(out.splitlines()) == 1, out
+    assert stop.out("live", "lbt") == stop.out("core", "lbt")
+    assert "#0   C:ljgdb_stop" in stop.out("live", "lbt")
