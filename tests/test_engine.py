@@ -21,7 +21,7 @@ from ljgdb.commands.format import table_data, table_lines, value_text, chunk_dis
 
 from synth import Heap, load_layout  # noqa: E402
 
-VARIANTS = ("r21-gc64", "r21-x64", "r20-x64")
+VARIANTS = ("r21-gc64", "r21-x64", "r20-x64", "r21-dualnum", "r21-arm64", "or-arm64")
 
 
 @pytest.fixture(params=VARIANTS)
@@ -47,7 +47,11 @@ def test_layout_modes():
     assert (lay["r20-x64"].gc64, lay["r20-x64"].branch) == (False, "2.0")
     assert lay["r20-x64"].strtab_kind == "strhash"
     assert lay["r21-x64"].strtab_kind == "str"
-    assert not any(l.dualnum or l.openresty for l in lay.values())
+    # (dual-number: LUAJIT_NUMMODE=2 on x86-64, and arm64's default; the
+    # fork's arm64 build is OpenResty's)
+    assert {v for v, l in lay.items() if l.dualnum} == {"r21-dualnum", "r21-arm64", "or-arm64"}
+    assert {v for v, l in lay.items() if l.openresty} == {"or-arm64"}
+    assert all(lay[v].gc64 and lay[v].fr2 for v in ("r21-dualnum", "r21-arm64", "or-arm64"))
     assert all(l.jit for l in lay.values())
     assert lay["r21-gc64"].vmstate_names[1] == "LJ_VMST_C"
 
