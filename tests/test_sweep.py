@@ -21,7 +21,8 @@ print("@@SWEEP@@" + json.dumps({"state": _st, "refs": _ref["referrers"]}))
 '''
 
 
-@pytest.fixture(scope="module", params=("r21-gc64", "r20-x64", "or-x64"))
+@pytest.fixture(scope="module", params=("r21-gc64", "r20-x64", "or-x64", "r21-dualnum", "r21-arm64",
+                                        "or-arm64"))
 def run(request, tmp_path_factory):
     work = str(tmp_path_factory.mktemp("sweep-" + request.param))
     driver = os.path.join(work, "driver.py")
