@@ -403,9 +403,11 @@ class _Locator(object):
 
     def stored_at_entry(self, vmf):
         """The VM code vmf runs in stores L->base first thing (R vm_x64.dasc
-        BC_TNEW, BC_CAT: mov L:RB, SAVE_L; mov L:RB->base, BASE) and vmf.pc
-        is past that store, so L->base is the BASE of this run of it (code
-        is entered at its symbol; a global label inside has its own)."""
+        BC_TNEW, BC_CAT: mov L:RB, SAVE_L; mov L:RB->base, BASE; within its
+        first 40 bytes: vmeta_arith_vv computes the operands' addresses
+        before) and vmf.pc is past that store, so L->base is the BASE of
+        this run of it (code is entered at its symbol; a global label
+        inside has its own)."""
         cfo = self.walker.cfo
         off = self.vm.lay.L.base
         if self.arch != "x86_64" or not cfo or off >= 128:
@@ -420,7 +422,7 @@ class _Locator(object):
                 if j >= 0:
                     return start + j + len(rex) + 3
             return None
-        end = self.code_fact("stores L->base", vmf.name, 24, find)
+        end = self.code_fact("stores L->base", vmf.name, 40, find)
         return end is not None and vmf.pc >= end
 
     def base_dead(self, vmf):

@@ -8,11 +8,13 @@ SIGABRT to qemu) over a rotation of the stack shapes.
 No moment may be wrong (a frame that differs without a warning); almost
 all must be exact.  lthreads must show the running thread where lbt does.
 """
+import os
 import re
 
 import pytest
 
-from harness import ALL_VARIANTS, ARM64_VARIANTS, BOTH_ARCHES
+from harness import (ALL_VARIANTS, ARM64_VARIANTS, BOTH_ARCHES, LOADER, manifest, read_expected,
+                     run_gdb)
 import moments
 
 N = 3           # moments per (variant, way, shape)
@@ -71,6 +73,29 @@ def test_instruction_sweep(variant, tmp_path):
         assert exact >= 0.90 * len(verdicts), (shape, [v for v in verdicts if v[0] != "exact"][:5])
         # The sweep went through VM code and more than one place.
         assert len({info["pc"] for _, info, _ in res}) > 10
+
+
+def test_lbt_while_base_holds_an_argument(tmp_path):
+    """The dual-number interpreter sends the `calls` loop's mixed
+    arithmetic to lj_vmeta_arith_vv, which stores L->base and then passes
+    lj_meta_arith's arguments in BASE's register (rdx) up to the call: at
+    the call, lbt reads L->base and is exact (the store is found in the
+    handler's code, 32 bytes in)."""
+    build = manifest()["r21-dualnum"]
+    dis = run_gdb(["-ex", "disassemble lj_vmeta_arith_vv", build["host"]])
+    call = re.search(r"<\+(\d+)>:\s+call\s+\S+ <lj_meta_arith>", dis)
+    assert call, dis
+    expected = str(tmp_path / "expected.txt")
+    out = run_gdb(["-ex", "source " + LOADER,
+                   "-ex", "break *(lj_vmeta_arith_vv+%s)" % call.group(1), "-ex", "ignore 1 20",
+                   "-ex", "run", "-ex", "echo @@LBT@@\\n", "-ex", "lbt", "-ex", "kill",
+                   "--args", build["host"], moments.PROGRAM, expected, "calls"],
+                  env=moments._env(build), cwd=str(tmp_path))
+    assert "@@LBT@@" in out, out
+    lbt = out.split("@@LBT@@\n", 1)[1]
+    lbt = lbt[:lbt.index("[Inferior")] if "[Inferior" in lbt else lbt
+    verdict, why = moments.judge(read_expected(expected), lbt)
+    assert verdict == "exact", (why, lbt)
 
 
 def check_lthreads(records, lbt, lthreads):
