@@ -8,7 +8,6 @@ SIGABRT to qemu) over a rotation of the stack shapes.
 No moment may be wrong (a frame that differs without a warning); almost
 all must be exact.  lthreads must show the running thread where lbt does.
 """
-import os
 import re
 
 import pytest
@@ -77,7 +76,8 @@ def test_instruction_sweep(variant, tmp_path):
 
 def test_lbt_while_base_holds_an_argument(tmp_path):
     """The dual-number interpreter sends the `calls` loop's mixed
-    arithmetic to lj_vmeta_arith_vv, which stores L->base and then passes
+    arithmetic (BC_ADDVV of a double and an integer, checked in gdb) to
+    lj_vmeta_arith_vv, which stores L->base and then passes
     lj_meta_arith's arguments in BASE's register (rdx) up to the call: at
     the call, lbt reads L->base and is exact (the store is found in the
     handler's code, 32 bytes in)."""
