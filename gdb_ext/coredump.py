@@ -598,14 +598,27 @@ class Core(object):
         return _under(self.sysroot, name)
 
     def _file_map(self, name):
-        """The mmap of the file mapped as `name`, or None when it cannot be read."""
+        """The mmap of the file mapped as `name`, or None when it cannot be
+        read or is an ELF file of another machine."""
         if name not in self._maps:
             disk = self._disk(name)
             try:                        # (regular files only: never a device)
-                self._maps[name] = _map(disk) if os.path.isfile(disk) else None
+                data = _map(disk) if os.path.isfile(disk) else None
             except (OSError, ValueError):
-                self._maps[name] = None
+                data = None
+            self._maps[name] = None if self._foreign(data, disk) else data
         return self._maps[name]
+
+    def _foreign(self, data, disk):
+        """True when data (the file at disk) is an ELF file built for another
+        machine than the core's (an x86-64 library where an arm64 core names
+        its own, read without the right --sysroot): it is named among the
+        files not found, and not read."""
+        if data is None or len(data) < 20 or data[:4] != b"\x7fELF" or \
+                struct.unpack_from("<H", data, 18)[0] == self.arch.machine:
+            return False
+        self.missing.append("%s (built for another machine)" % disk)
+        return True
 
     def _load_images(self):
         """The program and libraries: from NT_FILE (each mapped ELF file), in
@@ -684,7 +697,10 @@ class Core(object):
     def _image_at(self, name, disk, bias):
         """An Image of a file not in NT_FILE, loaded at bias (None: from AT_PHDR)."""
         try:
-            elf = _Elf(_map(disk))
+            data = _map(disk)
+            if self._foreign(data, disk):
+                return None
+            elf = _Elf(data)
         except (OSError, ValueError, struct.error):
             return None
         loads = [p for p in elf.phdrs if p[0] == PT_LOAD]

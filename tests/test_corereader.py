@@ -258,6 +258,26 @@ def test_arm64_core_without_its_sysroot(tmp_path):
     assert "memory search" in linfo
 
 
+def test_arm64_core_with_a_library_of_another_machine(tmp_path):
+    """An arm64 core read with a --sysroot whose libc is this machine's
+    x86-64 one: that file is not read as the core's libc (its code and
+    unwind information would be another machine's); the frames end at the
+    first pc in libc and linfo names the file as built for another
+    machine."""
+    stop = Stop("or-arm64", "bt.lua", ["lbt"], str(tmp_path), args=["crash"], stop_on="SIGSEGV")
+    host_libc = subprocess.run(["gcc", "-print-file-name=libc.so.6"], stdout=subprocess.PIPE,
+                               universal_newlines=True).stdout.strip()
+    assert os.path.isabs(host_libc) and open(host_libc, "rb").read(4) == b"\x7fELF", host_libc
+    root = tmp_path / "wrongroot"
+    (root / "lib").mkdir(parents=True)
+    os.symlink(os.path.realpath(host_libc), str(root / "lib" / "libc.so.6"))
+    (lbt, _), (linfo, _) = core_reader(stop.core, stop.build["host"], ["lbt", "linfo"],
+                                       build={"sysroot": str(root)})
+    assert lbt.rstrip("\n") == stop.out("core", "lbt").rstrip("\n")
+    note = re.search(r"^C frames: +(.*)$", linfo, re.M).group(1)
+    assert "%s (built for another machine)" % (root / "lib" / "libc.so.6") in note, note
+
+
 # --- the crash collector (examples/lua-core-collector.sh) ------------------
 
 def test_crash_collector_writes_the_lua_backtrace(tmp_path):
