@@ -177,6 +177,12 @@ class Stop(object):
         return text
 
 
+def sysroot_args(m):
+    """The core reader's --sysroot for build m's core (an arm64 build's
+    libraries are under the cross toolchain's sysroot), or nothing."""
+    return ["--sysroot", m["sysroot"]] if m and m.get("sysroot") else []
+
+
 def qemu_target(m):
     """gdb-multiarch's first arguments for an arm64 build (sysroot first:
     in batch mode it must come before the file and the core are loaded)."""

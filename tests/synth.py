@@ -11,6 +11,8 @@ import struct
 from ljgdb.gdb_ext.target import SyntheticTarget, TypeInfo
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+# The builds whose layouts tests/data holds (the engine's unit tests run on each).
+LAYOUTS = ("r21-gc64", "r21-x64", "r20-x64", "r21-dualnum", "r21-arm64", "or-arm64")
 
 ITYPE = {"nil": 0, "false": 1, "true": 2, "lightud": 3, "str": 4, "upval": 5, "thread": 6,
          "proto": 7, "func": 8, "trace": 9, "cdata": 10, "table": 11, "udata": 12}

@@ -17,7 +17,7 @@ import pytest
 
 import moments
 from harness import (ALL_VARIANTS, ARM64_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, _cut, _wrap,
-                     qemu_target, run_gdb, stripped_with_profile)
+                     qemu_target, run_gdb, stripped_with_profile, sysroot_args)
 
 CORERUN = os.path.join(ROOT, "tests", "corerun.py")
 # Commands that take no address: the same text on any core.
@@ -33,8 +33,7 @@ PLAIN = ["linfo", "lstates", "lbt", "lbt full", "lbt --all", "lbt --all --group"
 def core_reader(core, binary, commands, env=None, build=None):
     """[(output, error line or None)] of each command in the core reader
     (an arm64 build's core with its libraries under build's sysroot)."""
-    sysroot = ["--sysroot", build["sysroot"]] if build and build.get("sysroot") else []
-    p = subprocess.run([sys.executable, CORERUN, core, binary] + sysroot,
+    p = subprocess.run([sys.executable, CORERUN, core, binary] + sysroot_args(build),
                        input=json.dumps(commands).encode(),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600,
                        env=dict(os.environ, **(env or {})))

@@ -21,9 +21,9 @@ from ljgdb.gdb_ext.pages import PageCache  # noqa: E402
 from ljgdb.gdb_ext.state import make_vm  # noqa: E402
 from ljgdb.gdb_ext.target import SyntheticTarget  # noqa: E402
 
-from synth import Heap, load_layout  # noqa: E402
+from synth import LAYOUTS, Heap, load_layout  # noqa: E402
 
-VARIANTS = ("r21-gc64", "r21-x64", "r20-x64", "r21-dualnum", "r21-arm64", "or-arm64")
+VARIANTS = LAYOUTS
 
 
 # --------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from harness import BOTH_ARCHES, ROOT, addr_of
+from harness import BOTH_ARCHES, ROOT, addr_of, sysroot_args
 from multistop import MultiStop, build_of
 
 # At the first stop: save; at the second: diff (JSON and text); nothing at
@@ -56,8 +56,7 @@ def core_of(run, n):
     binary (after --sysroot for an arm64 core, whose libraries are under
     the cross toolchain's sysroot)."""
     build = build_of(run.variant)
-    sysroot = ["--sysroot", build["sysroot"]] if build.get("sysroot") else []
-    return sysroot + [os.path.join(run.work, "core.%d" % n), build["host"]]
+    return sysroot_args(build) + [os.path.join(run.work, "core.%d" % n), build["host"]]
 
 
 def reader(run, *args):

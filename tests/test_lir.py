@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from harness import BOTH_ARCHES, NOJIT_VARIANTS, ROOT, Stop
+from harness import BOTH_ARCHES, NOJIT_VARIANTS, ROOT, Stop, sysroot_args
 
 CORERUN = os.path.join(ROOT, "tests", "corerun.py")
 
@@ -175,9 +175,8 @@ def test_lir_in_the_core_reader(stop):
     want = dumped(stop)
     live = live_traces(stop)
     cmds = ["lir %d" % n for n in sorted(live)]
-    # (an arm64 core's libraries are under the cross toolchain's sysroot)
-    sysroot = ["--sysroot", stop.build["sysroot"]] if stop.build.get("sysroot") else []
-    p = subprocess.run([sys.executable, CORERUN, stop.core, stop.build["host"]] + sysroot,
+    p = subprocess.run([sys.executable, CORERUN, stop.core, stop.build["host"]] +
+                       sysroot_args(stop.build),
                        input=json.dumps(cmds).encode(), stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=600)
     assert p.returncode == 0, p.stderr.decode()[-3000:]

@@ -7,9 +7,9 @@ import pytest
 from ljgdb.gdb_ext.layout import Layout
 from ljgdb.gdb_ext.state import make_vm
 from ljgdb.gdb_ext.vmfind import _hits, list_states, search_states
-from synth import Heap
+from synth import LAYOUTS, Heap
 
-VARIANTS = ("r21-gc64", "r21-x64", "r20-x64", "r21-dualnum", "r21-arm64", "or-arm64")
+VARIANTS = LAYOUTS
 
 
 def heap_with_states(variant, n):
