@@ -23,6 +23,13 @@ LUA_DIR = os.path.join(ROOT, "testprogs", "lua")
 CACHE = os.environ.get("LJGDB_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ljgdb")
 MANIFEST = os.path.join(CACHE, "builds.json")
+# Debian's libluajit2-5.1-2 rebuilt with its -dbgsym debug file, unpacked
+# (never installed) by testprogs/debs.py: its library directory (for
+# LD_LIBRARY_PATH) and the gdb command that finds its debug file.
+LIBLUAJIT2_ROOT = os.path.join(CACHE, "debs", "libluajit2-rebuilt-root")
+LIBLUAJIT2_DIR = os.path.join(LIBLUAJIT2_ROOT, "usr", "lib", "x86_64-linux-gnu")
+LIBLUAJIT2_DEBUG = "set debug-file-directory %s:/usr/lib/debug" % os.path.join(
+    LIBLUAJIT2_ROOT, "usr", "lib", "debug")
 
 ALL_VARIANTS = ("r21-gc64", "r21-x64", "r21-dualnum", "r20-x64", "deb-gc64", "deb-x64", "or-gc64", "or-x64")
 # Built by default too, but without the JIT (LUAJIT_DISABLE_JIT): only for
