@@ -2,24 +2,24 @@
 """Debug symbols for Debian's own LuaJIT packages, as users get them, for
 the real-host tests: rebuild the `luajit` and `luajit2` source packages
 with dpkg-buildpackage (their -dbgsym packages are not reachable from these
-machines), then
+machines), then unpack (dpkg-deb -x, never dpkg -i: nothing here changes
+the machine's packages) into private roots under $LJGDB_CACHE/debs/:
 
-  luajit2   install the rebuilt libluajit2-5.1-2 (OpenResty's fork, which
-            nginx's lua module links) and libluajit2-5.1-2-dbgsym: luajit2
-            does not rebuild byte-identical, so the official library would
-            not match the debug file.  Its debug file lands under
-            /usr/lib/debug/.build-id/, where gdb looks.
-            Debian's official libluajit2-5.1-2 is unpacked into
-            $LJGDB_CACHE/debs/libluajit2-root/ (not installed), without a
+  luajit2   libluajit2-rebuilt-root/: the rebuilt libluajit2-5.1-2
+            (OpenResty's fork, which nginx's lua module links) and its
+            libluajit2-5.1-2-dbgsym (usr/lib/x86_64-linux-gnu/,
+            usr/lib/debug/.build-id/): luajit2 does not rebuild
+            byte-identical, so the official library would not match the
+            debug file.  The tests run nginx on it through LD_LIBRARY_PATH
+            and point gdb's debug-file-directory at its usr/lib/debug.
+            libluajit2-root/: Debian's official libluajit2-5.1-2, without a
             debug file: the stripped library users run.
-  luajit    unpack Debian's official luajit package and, when the rebuild
-            is byte-identical (checked by build-id), luajit-dbgsym, into
-            $LJGDB_CACHE/debs/luajit-root/ (usr/bin/luajit,
-            usr/lib/debug/.build-id/...).  Not installed: Debian's luajit
-            conflicts with libluajit2-5.1-2, which nginx needs.
+  luajit    luajit-root/: Debian's official luajit package and, when the
+            rebuild is byte-identical (checked by build-id), luajit-dbgsym
+            (usr/bin/luajit, usr/lib/debug/.build-id/...).
 
-Built packages are cached under $LJGDB_CACHE/debs/<source>_<version>/, so
-a second run builds nothing, and installs nothing that is in place.
+Built packages are cached under $LJGDB_CACHE/debs/<source>_<version>/ and
+each root is unpacked once, so a second run does nothing.
 
 Usage: python3 testprogs/debs.py        (run by testprogs/run-tests.sh)
 """
@@ -35,6 +35,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from build import CACHE, SRC, fetch_debian, log, run  # noqa: E402
 
 DEBS = os.path.join(CACHE, "debs")
+# The rebuilt libluajit2-5.1-2 and its debug file (tests/harness.py names it too).
+REBUILT_ROOT = os.path.join(DEBS, "libluajit2-rebuilt-root")
+LIBDIR = os.path.join("usr", "lib", "x86_64-linux-gnu")
 
 
 def build_id(path):
@@ -87,28 +90,46 @@ def debug_ids(dbgsym):
                                             out.decode()))
 
 
-def installed_file(pkg, pattern):
-    out = subprocess.run(["dpkg-query", "-L", pkg], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL).stdout.decode()
-    return [f for f in out.splitlines() if re.search(pattern, f) and os.path.isfile(f)]
-
-
-def dpkg_install(paths):
-    run(["dpkg", "-i"] + paths, stdout=subprocess.DEVNULL)
+def unpack_rebuilt(debs, root):
+    """The packages debs unpacked into root (once: a stamp names them)."""
+    stamp = os.path.join(root, ".debs")
+    names = "".join(os.path.basename(d) + "\n" for d in debs)
+    if os.path.isfile(stamp):
+        with open(stamp) as f:
+            if f.read() == names:
+                return root
+    log("unpacking %s into %s" % (", ".join(os.path.basename(d) for d in debs), root))
+    shutil.rmtree(root + ".tmp", ignore_errors=True)
+    os.makedirs(root + ".tmp")
+    for d in debs:
+        run(["dpkg-deb", "-x", d, root + ".tmp"])
+    libs = glob.glob(os.path.join(root + ".tmp", LIBDIR, "libluajit-5.1.so.2.*"))
+    bids = {build_id(f) for f in libs}
+    if len(libs) != 1 or not bids & debug_ids(debs[1]):
+        raise SystemExit("debs.py: %s holds no debug file for the library of %s (build-id %s)"
+                         % (os.path.basename(debs[1]), os.path.basename(debs[0]),
+                            ", ".join(sorted(str(b) for b in bids)) or "none"))
+    with open(os.path.join(root + ".tmp", ".debs"), "w") as f:
+        f.write(names)
+    if os.path.exists(root):
+        shutil.rmtree(root)
+    os.rename(root + ".tmp", root)
+    return root
 
 
 def main():
     if shutil.which("dpkg-buildpackage") is None:
         raise SystemExit("debs.py: dpkg-buildpackage is missing (testprogs/install-deps.sh "
                          "installs dpkg-dev and debhelper)")
-    # OpenResty's fork: the rebuilt library and its debug file.
+    # OpenResty's fork: the rebuilt library and its debug file, unpacked.
     d = built("luajit2")
-    lib, dbg = deb(d, "libluajit2-5.1-2"), deb(d, "libluajit2-5.1-2-dbgsym")
-    libs = installed_file("libluajit2-5.1-2", r"\.so\.[0-9.]+$")
-    if not libs or not debug_ids(dbg) & {build_id(f) for f in libs} or \
-            not os.path.exists(_debug_path(build_id(libs[0]))):
-        log("installing the rebuilt libluajit2-5.1-2 and its debug symbols")
-        dpkg_install([lib, dbg])
+    unpack_rebuilt([deb(d, "libluajit2-5.1-2"), deb(d, "libluajit2-5.1-2-dbgsym")],
+                   REBUILT_ROOT)
+    system = glob.glob(os.path.join("/", LIBDIR, "libluajit-5.1.so.2.*"))
+    rebuilt = glob.glob(os.path.join(REBUILT_ROOT, LIBDIR, "libluajit-5.1.so.2.*"))
+    if system and rebuilt and build_id(system[0]) == build_id(rebuilt[0]):
+        log("note: %s is the rebuild an earlier debs.py installed (the tests no longer need it): "
+            "apt-get install --reinstall libluajit2-5.1-2 puts Debian's back" % system[0])
     # ... and Debian's official libluajit2-5.1-2, unpacked (not installed):
     # what users run, without a debug file anywhere (tests/test_nginx.py
     # runs nginx on it through LD_LIBRARY_PATH).
@@ -153,10 +174,6 @@ def unpack_official(pkg, root):
     finally:
         shutil.rmtree(dl, ignore_errors=True)
     return root
-
-
-def _debug_path(bid):
-    return "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from build import CACHE  # noqa: E402
 
 OUT = os.path.join(ROOT, "pkg", "profiles")
 DEBIAN_ROOT = os.path.join(CACHE, "debs", "luajit-root")
+LIBLUAJIT2_ROOT = os.path.join(CACHE, "debs", "libluajit2-rebuilt-root")
 
 
 def debian_luajit():
@@ -53,20 +54,22 @@ def debian_luajit():
 
 def debian_libluajit2():
     """(profile name, debug file, library) of the rebuilt libluajit2-5.1-2
-    that testprogs/debs.py installs with its debug file."""
-    out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "libluajit2-5.1-2"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.decode()
-    libs = glob.glob("/usr/lib/x86_64-linux-gnu/libluajit-5.1.so.2.*")
-    if not out or len(libs) != 1:
-        raise SystemExit("make_profiles: libluajit2-5.1-2 is not installed: run python3 "
-                         "testprogs/debs.py first")
+    that testprogs/debs.py unpacks with its debug file."""
+    libs = glob.glob(os.path.join(LIBLUAJIT2_ROOT, "usr", "lib", "x86_64-linux-gnu",
+                                  "libluajit-5.1.so.2.*"))
+    versions = glob.glob(os.path.join(CACHE, "debs", "luajit2_*"))
+    if len(libs) != 1 or len(versions) != 1:
+        raise SystemExit("make_profiles: the rebuilt libluajit2-5.1-2 is not unpacked in %s: "
+                         "run python3 testprogs/debs.py first" % LIBLUAJIT2_ROOT)
+    version = os.path.basename(versions[0])[len("luajit2_"):]
     note = subprocess.run(["readelf", "-n", libs[0]], stdout=subprocess.PIPE).stdout.decode()
     bid = note.split("Build ID: ")[1].split()[0]
-    debug = "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
+    debug = os.path.join(LIBLUAJIT2_ROOT, "usr", "lib", "debug", ".build-id", bid[:2],
+                         bid[2:] + ".debug")
     if not os.path.exists(debug):
         raise SystemExit("make_profiles: no debug file for %s (%s): run python3 "
                          "testprogs/debs.py first" % (libs[0], debug))
-    return "debian-libluajit2_%s.json" % out.replace("~", "-"), debug, libs[0]
+    return "debian-libluajit2_%s.json" % version.replace("~", "-"), debug, libs[0]
 
 
 def profile_text(debug, binary):

@@ -14,10 +14,12 @@ class HostProcess(object):
     """argv started with core dumps allowed, in workdir; `expected` is the
     file the program writes its records to, ending with a line 'ready'."""
 
-    def __init__(self, argv, workdir, expected, env=None, timeout=60, ready=None):
+    def __init__(self, argv, workdir, expected, env=None, timeout=60, ready=None, gdb_init=()):
         """ready: a function that tells when the program is ready (default:
-        a line 'ready' in the expected file)."""
+        a line 'ready' in the expected file); gdb_init: gdb commands run
+        before gdb attaches (such as a debug-file-directory)."""
         self.workdir = workdir
+        self.gdb_init = list(gdb_init)
         self.expected_file = expected
         self.proc = subprocess.Popen(["bash", "-c", 'ulimit -c unlimited; exec "$@"', "sh"] + argv,
                                      cwd=workdir, stdin=subprocess.DEVNULL,
@@ -57,7 +59,8 @@ class HostProcess(object):
     def attach(self, commands, core=None):
         """[(command, output)] of gdb attached to the process (then a gcore
         into `core` if given, and detach)."""
-        args = ["-p", str(self.pid), "-ex", "source " + LOADER] + _wrap(commands)
+        args = _init(self.gdb_init) + ["-p", str(self.pid), "-ex", "source " + LOADER] + \
+            _wrap(commands)
         if core:
             args += ["-ex", "gcore " + core]
         args += ["-ex", "detach"]
@@ -88,6 +91,11 @@ class HostProcess(object):
             self.proc.wait()
 
 
-def core_outputs(program, core, commands, cwd=None):
-    args = ["-ex", "source " + LOADER, "-ex", "core-file " + core] + _wrap(commands) + [program]
+def _init(cmds):
+    return [a for c in cmds for a in ("-iex", c)]
+
+
+def core_outputs(program, core, commands, cwd=None, gdb_init=()):
+    args = _init(gdb_init) + ["-ex", "source " + LOADER, "-ex", "core-file " + core] + \
+        _wrap(commands) + [program]
     return _cut(run_gdb(args, cwd=cwd), commands)

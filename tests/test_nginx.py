@@ -1,9 +1,12 @@
 """nginx with lua-nginx-module (Debian's nginx and libnginx-mod-http-lua, on
-OpenResty's libluajit2 as a shared library, rebuilt with its debug file by
-testprogs/debs.py): request coroutines blocked in ngx.sleep, in a cosocket
-read and inside a coroutine.wrap, each recording its frames; the worker
-idles in epoll_wait with no Lua state in any frame.  Attached, from its
-gcore and from the kernel's core after SIGABRT.  Traffic on 127.0.0.1 only."""
+OpenResty's libluajit2 as a shared library: Debian's package rebuilt with
+its debug file and unpacked into the cache by testprogs/debs.py, never
+installed; nginx loads it through LD_LIBRARY_PATH and gdb finds its debug
+file through debug-file-directory): request coroutines blocked in
+ngx.sleep, in a cosocket read and inside a coroutine.wrap, each recording
+its frames; the worker idles in epoll_wait with no Lua state in any
+frame.  Attached, from its gcore and from the kernel's core after SIGABRT.
+Traffic on 127.0.0.1 only."""
 import json
 import os
 import re
@@ -14,7 +17,8 @@ import time
 
 import pytest
 
-from harness import LOADER, ROOT, _cut, _wrap, addr_of, chunk_display, run_gdb
+from harness import (CACHE, LIBLUAJIT2_DEBUG, LIBLUAJIT2_DIR, LIBLUAJIT2_ROOT, LOADER, ROOT, _cut,
+                     _wrap, addr_of, chunk_display, run_gdb)
 from hostrun import HostProcess, core_outputs
 from moments import kernel_cores_possible
 
@@ -72,7 +76,11 @@ def write_conf(d):
     return port
 
 
-def start_nginx(d, expected, env=None):
+def start_nginx(d, expected, libdir=LIBLUAJIT2_DIR, gdb_init=(LIBLUAJIT2_DEBUG,)):
+    """nginx on the libluajit in libdir (LD_LIBRARY_PATH; by default the
+    rebuilt one, whose debug file gdb_init lets gdb find)."""
+    if not os.path.isdir(libdir):
+        pytest.fail("%s is missing: python3 testprogs/debs.py unpacks it" % libdir)
     port = write_conf(d)
 
     def accepting():
@@ -82,7 +90,9 @@ def start_nginx(d, expected, env=None):
         except OSError:
             return False
     p = HostProcess([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf")], d, expected,
-                    env=dict(env or {}, LJGDB_EXPECTED=expected), ready=accepting)
+                    env={"LD_LIBRARY_PATH": libdir, "LJGDB_EXPECTED": expected}, ready=accepting,
+                    gdb_init=gdb_init)
+    p.libdir = libdir
     return p, port
 
 
@@ -149,13 +159,13 @@ def test_nginx_request_coroutines(tmp_path):
     run_request_coroutines(str(tmp_path))
 
 
-def run_request_coroutines(d, env=None, also=None):
+def run_request_coroutines(d, also=None, **lib):
     """Three request coroutines blocked, read attached, from the gcore and
     from the kernel's core; also(core, cmds, expected): more checks on the
-    gcore."""
+    gcore; lib: start_nginx's libdir and gdb_init."""
     exp = os.path.join(d, "expected.txt")
     silent = SilentServer()
-    p, port = start_nginx(d, exp, env)
+    p, port = start_nginx(d, exp, **lib)
     conns = []
     try:
         conns.append(request(port, "/sleep"))
@@ -174,14 +184,23 @@ def run_request_coroutines(d, env=None, also=None):
             ["lbt L=0x%x" % L for L in threads] + \
             ["lgcref --json 0x%x" % a for a in held] + ["lgcpath --json 0x%x" % a for a in held]
         core = os.path.join(d, "gcore")
-        check(p.attach(cmds, core), expected, "attached")
-        check(core_outputs(NGINX, core, cmds, d), expected, "gcore")
+        attached = p.attach(cmds, core)
+        with open(core, "rb") as f:      # the process ran the library of LD_LIBRARY_PATH
+            assert os.path.realpath(os.path.join(p.libdir, "libluajit-5.1.so.2")).encode() \
+                in f.read(), p.libdir
+        from_core = core_outputs(NGINX, core, cmds, d, p.gdb_init)
+        if p.libdir == LIBLUAJIT2_DIR:   # gdb read the rebuilt library's debug file
+            for outs in (attached, from_core):
+                linfo = dict(outs)["linfo"]
+                assert re.search(r"^layout: +DWARF debug info$", linfo, re.M), linfo
+        check(attached, expected, "attached")
+        check(from_core, expected, "gcore")
         if also is not None:
             also(core, cmds, expected)
         if not kernel_cores_possible():
             kcore = p.abort()
             assert kcore, "no kernel core after SIGABRT:\n%s" % p.log()
-            check(core_outputs(NGINX, kcore, cmds, d), expected, "kernel core")
+            check(core_outputs(NGINX, kcore, cmds, d, p.gdb_init), expected, "kernel core")
     finally:
         for c in conns:
             c.close()
@@ -191,9 +210,7 @@ def run_request_coroutines(d, env=None, also=None):
 
 # Debian's official libluajit2-5.1-2, unpacked by testprogs/debs.py: the
 # stripped library users run, whose debug file is nowhere on this machine.
-OFFICIAL_LIBDIR = os.path.join(os.environ.get("LJGDB_CACHE") or os.path.join(
-    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ljgdb"),
-    "debs", "libluajit2-root", "usr", "lib", "x86_64-linux-gnu")
+OFFICIAL_LIBDIR = os.path.join(CACHE, "debs", "libluajit2-root", "usr", "lib", "x86_64-linux-gnu")
 
 
 @pytest.mark.skipif(not os.path.isdir(OFFICIAL_LIBDIR), reason="testprogs/debs.py unpacks "
@@ -209,7 +226,8 @@ def test_nginx_official_library_through_the_shipped_profile(tmp_path):
     lib = os.path.realpath(os.path.join(OFFICIAL_LIBDIR, "libluajit-5.1.so.2"))
     note = subprocess.run(["readelf", "-n", lib], stdout=subprocess.PIPE).stdout.decode()
     bid = re.search(r"Build ID: ([0-9a-f]+)", note).group(1)
-    assert not os.path.exists("/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:]))
+    for debug_dir in ("/usr/lib/debug", os.path.join(LIBLUAJIT2_ROOT, "usr", "lib", "debug")):
+        assert not os.path.exists("%s/.build-id/%s/%s.debug" % (debug_dir, bid[:2], bid[2:]))
     with open(os.path.join(ROOT, "pkg", "profiles", [
             f for f in os.listdir(os.path.join(ROOT, "pkg", "profiles"))
             if f.startswith("debian-libluajit2_")][0])) as f:
@@ -223,21 +241,27 @@ def test_nginx_official_library_through_the_shipped_profile(tmp_path):
                          r"layout \(of 2 profiles with that version\) \(the binary has no "
                          r"DWARF for LuaJIT\); the VM's code labels from the profile$", out,
                          re.M), out
-        mapped = open(core, "rb").read()
-        assert lib.encode() in mapped       # the core's process ran the official library
         reader = []
         for cmd in cmds:
             r = subprocess.run([sys.executable, "-m", "ljgdb", core, NGINX] + cmd.split(),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT)
             reader.append((cmd, r.stdout.decode()))
         check(reader, expected, "core reader")
-    run_request_coroutines(str(tmp_path), env={"LD_LIBRARY_PATH": OFFICIAL_LIBDIR}, also=also)
+    run_request_coroutines(str(tmp_path), also=also, libdir=OFFICIAL_LIBDIR, gdb_init=())
 
 
 def test_nginx_library_without_its_debug_file(tmp_path):
-    """Without its debug file and without layout profiles (the shipped one
-    would read it: test above), the hint names the package that ships
-    libluajit2 (dpkg -S)."""
+    """nginx on the machine's own libluajit (Debian's official package:
+    libluajit2-5.1-2, or libluajit-5.1-2 where Debian's luajit is
+    installed), without its debug file and without layout profiles (the
+    shipped one would read it: test above): the hint names the package
+    that ships it (dpkg -S)."""
+    import subprocess
+    system = "/usr/lib/x86_64-linux-gnu/libluajit-5.1.so.2"
+    owner = subprocess.run(["dpkg-query", "-S", os.path.realpath(system)], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL).stdout.decode()
+    assert re.match(r"libluajit2?-5\.1-2:", owner), (system, owner)
+    pkg = owner.split(":")[0]
     d = str(tmp_path)
     write_conf(d)
     cmds = ["lbt", "linfo"]
@@ -251,7 +275,7 @@ def test_nginx_library_without_its_debug_file(tmp_path):
         assert out is not None, text[-3000:]
         lines = out.strip().splitlines()
         assert len(lines) == 1 and "without debug info" in lines[0], out
-        assert "apt install libluajit2-5.1-2-dbgsym" in lines[0], out
+        assert "apt install %s-dbgsym" % pkg in lines[0], out
 
 
 def test_nginx_worker_busy_in_lua(tmp_path):
@@ -289,7 +313,7 @@ def test_nginx_worker_busy_in_lua(tmp_path):
         if not kernel_cores_possible():
             kcore = p.abort()
             assert kcore, "no kernel core after SIGABRT:\n%s" % p.log()
-            out = dict(core_outputs(NGINX, kcore, ["lbt"], d))["lbt"]
+            out = dict(core_outputs(NGINX, kcore, ["lbt"], d, p.gdb_init))["lbt"]
             verdicts.append((judge(records, out), out))
         assert not [v for v in verdicts if v[0][0] == "wrong"], verdicts
         assert sum(1 for v in verdicts if v[0][0] == "exact") >= len(verdicts) - 1, verdicts

@@ -15,17 +15,21 @@ import sys
 
 import pytest
 
-from harness import ALL_VARIANTS, ARM64_VARIANTS, NOJIT_VARIANTS, ROOT, manifest, run_gdb, tool_for
+from harness import (ALL_VARIANTS, ARM64_VARIANTS, LIBLUAJIT2_DEBUG, LIBLUAJIT2_DIR,
+                     LIBLUAJIT2_ROOT, NOJIT_VARIANTS, ROOT, manifest, run_gdb, tool_for)
 
 DUMP = os.path.join(ROOT, "testprogs", "dump_layout.py")
-LIBLUAJIT2 = "/usr/lib/x86_64-linux-gnu/libluajit-5.1.so.2"
+# The rebuilt libluajit2-5.1-2 and its debug file, unpacked by testprogs/debs.py.
+LIBLUAJIT2 = os.path.join(LIBLUAJIT2_DIR, "libluajit-5.1.so.2")
 
 
-def gdb_layout(binary, tmp):
+def gdb_layout(binary, tmp, init=()):
+    """init: gdb commands run before the binary is loaded."""
     out = os.path.join(tmp, "gdb.json")
     # (gdb-multiarch reads an arm64 binary's DWARF)
     gdb = "gdb" if tool_for(binary, "gdb") == "gdb" else "gdb-multiarch"
-    text = run_gdb(["-ex", "python import sys; sys.argv = ['x', %r]" % out, "-x", DUMP, binary],
+    text = run_gdb([a for c in init for a in ("-iex", c)] +
+                   ["-ex", "python import sys; sys.argv = ['x', %r]" % out, "-x", DUMP, binary],
                    gdb=gdb)
     assert os.path.exists(out), text[-2000:]
     with open(out) as f:
@@ -89,12 +93,13 @@ def test_profile_of_a_separate_debug_file(tmp_path):
     package's debug file has the DWARF: the profile read from the debug
     file equals what gdb reads through the library."""
     if not os.path.exists(LIBLUAJIT2):
-        pytest.fail("%s is missing: testprogs/debs.py installs the rebuilt libluajit2"
+        pytest.fail("%s is missing: testprogs/debs.py unpacks the rebuilt libluajit2"
                     % LIBLUAJIT2)
     bid = gnu_build_id(LIBLUAJIT2)
-    debug = "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
+    debug = os.path.join(LIBLUAJIT2_ROOT, "usr", "lib", "debug", ".build-id", bid[:2],
+                         bid[2:] + ".debug")
     assert os.path.exists(debug), debug
-    ref = gdb_layout(LIBLUAJIT2, str(tmp_path))
+    ref = gdb_layout(LIBLUAJIT2, str(tmp_path), [LIBLUAJIT2_DEBUG])
     prof = profile(debug, str(tmp_path))
     same(prof, ref)
     assert prof["build_id"] == bid
