@@ -1,11 +1,8 @@
 """Text of the heap graph's references and paths (gdb_ext.heapgraph), for
 lgcref and lgcpath: where a reference is, and a path from the roots as a
 Lua expression where one exists."""
-import struct
-
 from ..gdb_ext import consts as C
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.objects import decode_tv
 from ..gdb_ext.protoinfo import cached_proto, upvalue_names
 from .format import chunk_display, hexa, key_text, proto_site, value_text
 
@@ -23,15 +20,15 @@ def object_text(vm, heap, addr, gct=None):
     text)."""
     if gct is None:
         try:
-            gct = heap._type_at(addr)
+            gct = heap.type_at(addr)
         except FaultError:
             return "object 0x%x" % addr
     try:
         if gct == C.GCT_FUNC:
-            return value_text(vm, decode_tv(vm, _tv_bits(vm, addr, C.LJ_TFUNC)))
+            return value_text(vm, heap.object_value(addr, gct))
         if gct == C.GCT_STR:
             return "string (GCstr *)0x%x %s" % (addr, value_text(
-                vm, decode_tv(vm, _tv_bits(vm, addr, C.LJ_TSTR)), 40))
+                vm, heap.object_value(addr, gct), 40))
         if gct == C.GCT_PROTO:
             return "prototype (GCproto *)0x%x %s" % (addr, proto_site(vm, addr))
         if gct == C.GCT_TRACE:
@@ -43,22 +40,6 @@ def object_text(vm, heap, addr, gct=None):
     except (FaultError, CorruptError):
         pass
     return "%s (%s *)0x%x" % (C.GCT_TEXT.get(gct, "object"), _PTR.get(gct, "GCobj"), addr)
-
-
-def _tv_bits(vm, addr, itype):
-    if vm.lay.gc64:
-        return ((itype & 0x1FFFF) << 47) | addr
-    return (itype << 32) | addr
-
-
-def node_key(vm, heap, tab, node, part="key"):
-    """The key (or, with part="val", the value) of hash node `node` of
-    table tab, as a Value."""
-    lay = vm.lay
-    nodes = int.from_bytes(heap.read(tab + lay.tab.node, lay.mref_size), "little")
-    off = lay.node.key if part == "key" else lay.node.val
-    raw = struct.unpack("<Q", heap.read(nodes + node * lay.node.size + off, 8))[0]
-    return decode_tv(vm, raw)
 
 
 def upvalue_name(vm, func, i):
@@ -90,13 +71,12 @@ def ref_data(vm, heap, r, max_string=200):
             d["index"] = r.how[1]
             text = "[%d] of %s" % (r.how[1], holder)
         elif how == "val":
-            k = node_key(vm, heap, r.holder, r.how[1])
+            k = heap.reference_key(r)
             d["key"] = value_text(vm, k, max_string)
             kt = key_text(vm, k, max_string)
             text = "%s%s of %s" % ("" if kt.startswith("[") else ".", kt, holder)
         elif how == "key":
-            d["value"] = value_text(vm, node_key(vm, heap, r.holder, r.how[1], "val"),
-                                    max_string)
+            d["value"] = value_text(vm, heap.reference_value(r), max_string)
             text = "a key of %s (its value: %s)" % (holder, d["value"])
         elif how == "mt":
             text = "metatable of %s" % holder
@@ -179,8 +159,7 @@ def path_expression(vm, heap, root, chain, max_string=200):
         if how == "arr":
             expr += "[%d]" % r.how[1]
         elif how == "val":
-            k = node_key(vm, heap, r.holder, r.how[1])
-            kt = key_text(vm, k, max_string)
+            kt = key_text(vm, heap.reference_key(r), max_string)
             expr += kt if kt.startswith("[") else "." + kt
         elif how == "mt":
             expr = "getmetatable(%s)" % expr

@@ -40,7 +40,7 @@ from array import array
 
 from . import consts as C
 from .errors import CorruptError, FaultError
-from .objects import Str
+from .objects import Str, decode_tv
 from .pages import PageCache
 
 # lj_obj.h: enum { GCROOT_MMNAME, ... } and MMDEF's ORDER MM (index, newindex,
@@ -257,9 +257,7 @@ class Heap(object):
         """The strong Ref from holder to target (a table's slot found by the
         TValue's bytes, not by decoding every slot), or None."""
         if gct == C.GCT_TAB:
-            it = ~target_gct & 0xFFFFFFFF
-            raw = ((it & 0x1FFFF) << 47 | target) if self.gc64 else (it << 32 | target)
-            pat = self._Q.pack(raw)
+            pat = self._Q.pack(self.tv_bits(target, target_gct))
             mt, asize, hmask, arr, node = self._tab_header(holder)
             wk, wv = self.weak_mode(mt) if mt else (False, False)
             if mt == target:
@@ -354,7 +352,7 @@ class Heap(object):
         try:
             name = self.ref(self.vm.G + self.lay.G.gcroot + self.mm_mode_slot * self.rs)
             v = self.lookup_str(mt, name)
-            if v and self._type_at(v) == C.GCT_STR:
+            if v and self.type_at(v) == C.GCT_STR:
                 text = Str(self.vm, v, 64).data
                 ans = (b"k" in text, b"v" in text)
         except (FaultError, CorruptError):
@@ -380,8 +378,34 @@ class Heap(object):
                 return self.gc_of(unpack(data, j * ns + vo)[0])
         return 0
 
-    def _type_at(self, o):
+    def type_at(self, o):
+        """The gct of the object at o (its header's type byte)."""
         return self.read(o + self.lay.str.gct, 1)[0]
+
+    # --- decoded values -------------------------------------------------------
+    def tv_bits(self, o, gct):
+        """The 64 bits of a TValue holding the object at o of type gct (R
+        lj_obj.h setgcV: the itype is ~gct)."""
+        it = ~gct & 0xFFFFFFFF
+        return ((it & 0x1FFFF) << 47 | o) if self.gc64 else (it << 32 | o)
+
+    def object_value(self, o, gct):
+        """The object at o of type gct as a Value (objects.decode_tv)."""
+        return decode_tv(self.vm, self.tv_bits(o, gct))
+
+    def reference_key(self, r):
+        """The key, as a Value, of the hash node a table's ("val", node) or
+        ("key", node) Ref r is in."""
+        return self._node_value(r, self.lay.node.key)
+
+    def reference_value(self, r):
+        """The value, as a Value, of the hash node a table's ("val", node)
+        or ("key", node) Ref r is in."""
+        return self._node_value(r, self.lay.node.val)
+
+    def _node_value(self, r, off):
+        node = self._tab_header(r.holder)[4] + r.how[1] * self.lay.node.size
+        return decode_tv(self.vm, self._Q.unpack(self.read(node + off, 8))[0])
 
     def _func(self, o):
         lay = self.lay
@@ -647,8 +671,7 @@ class Heap(object):
         i = self.position(target)
         if i < 0:
             return [], []
-        it = ~gcts[i] & 0xFFFFFFFF
-        tv = self._Q.pack(((it & 0x1FFFF) << 47 | target) if self.gc64 else (it << 32 | target))
+        tv = self._Q.pack(self.tv_bits(target, gcts[i]))
         gref = target.to_bytes(self.rs, "little")
         T = C
         # The upvalues whose value is target (closed or open).
