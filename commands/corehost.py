@@ -66,11 +66,13 @@ class CoreHost(Host):
         target, lay = self.target_and_layout()
         if self.param("check-build-id"):
             from ..gdb_ext.coretarget import core_mismatch
-            mismatch = core_mismatch(target.core, self.path)
+            mismatch = core_mismatch(
+                target.core, self.path,
+                give="give the files that wrote the core (python3 -m ljgdb CORE BINARY ..., "
+                     "with the same library versions)",
+                off="--set check-build-id=off")
             if mismatch:
-                raise LjError("%s; give the files that wrote the core (python3 -m ljgdb CORE "
-                              "BINARY ..., with the same library versions), or --set "
-                              "check-build-id=off to go on at your own risk" % mismatch)
+                raise LjError(mismatch)
         return target, lay
 
     def frame_candidates(self, lay):

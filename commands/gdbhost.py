@@ -37,11 +37,12 @@ class GdbHost(Host):
             raise LjError("the selected thread is running, and ljgdb reads stopped processes "
                           "only: stop it first ('interrupt', or Ctrl-C) and run the command "
                           "again")
-        mismatch = core_mismatch() if param("check-build-id") else None
+        mismatch = core_mismatch(
+            give="load the files that wrote the core (gdb BINARY CORE, with the same library "
+                 "versions)",
+            off="'set ljgdb check-build-id off'") if param("check-build-id") else None
         if mismatch:
-            raise LjError("%s; load the files that wrote the core (gdb BINARY CORE, with the "
-                          "same library versions), or 'set ljgdb check-build-id off' to go on "
-                          "at your own risk" % mismatch)
+            raise LjError(mismatch)
         return target, lay
 
     def frame_candidates(self, lay):

@@ -7,7 +7,7 @@ backend takes one.  Nothing here imports gdb."""
 import json
 import os
 
-from . import corefile, profiles
+from . import buildid, corefile, profiles
 from .errors import LjError, NotLuaJITError
 from .layout import LUAJIT_SYMBOLS
 from .state import STATE_REGISTERS, register_candidates
@@ -294,20 +294,14 @@ def open_target(core, thread=0):
     return CoreTarget(core, match.profile, match, thread)
 
 
-def core_mismatch(core, path):
-    """None when the file holding LuaJIT is the one the core was written
-    with (or when that cannot be told); else a text naming both build-ids:
-    the core keeps the first page of each ELF image with its build-id."""
+def core_mismatch(core, path, give, off):
+    """None when the file holding LuaJIT is the one the core at path was
+    written with (or when that cannot be told); else buildid.mismatch's
+    line naming both build-ids (give, off: the host's remedies)."""
     found = luajit_image(core)
     if found is None or not found[1].build_id:
         return None
     img = found[1]
-    ids = corefile.build_ids(path)
-    if not ids or img.build_id in ids.values():
-        return None
-    theirs = ids.get(img.start)
-    msg = "the core file does not match %s: it has build-id %s" % (img.path, img.build_id)
-    if theirs:
-        msg += ", the core holds build-id %s in its place (at 0x%x)" % (theirs, img.start)
-    return msg
+    return buildid.mismatch(corefile.build_ids(path), img.path, img.build_id, give, off,
+                            place=img.start)
 

@@ -9,7 +9,7 @@ import re
 
 import gdb  # noqa: F401  (only importable inside gdb)
 
-from . import corefile
+from . import buildid, corefile
 from .errors import FaultError, NotLuaJITError
 from .layout import LUAJIT_SYMBOLS, TAG_ONLY_TYPES
 from .state import STATE_REGISTERS, register_candidates
@@ -475,12 +475,11 @@ def _luajit_objfile():
     return None
 
 
-def core_mismatch():
+def core_mismatch(give, off):
     """On a core: None when the core was written by the loaded LuaJIT binary
-    (or when that cannot be told); else a text saying which binary gdb has
-    and which one the core names.  The core keeps the first page of each
-    ELF image the process had mapped, with its GNU build-id note; the
-    objfile holding LuaJIT must have one of those build-ids."""
+    (or when that cannot be told); else buildid.mismatch's line saying
+    which binary gdb has and which one the core names (give, off: the
+    host's remedies)."""
     if not is_core():
         return None
     obj = _luajit_objfile()
@@ -498,8 +497,8 @@ def core_mismatch():
     if ids is None:
         _core_ids.clear()
         ids = _core_ids[key] = corefile.build_ids(path)
-    if not ids or obj.build_id in ids.values():
-        return None
+    if buildid.agrees(ids, obj.build_id):
+        return None                 # (before asking gdb for the process)
     exe = None
     try:
         for line in gdb.execute("info proc", to_string=True).splitlines():
@@ -514,30 +513,22 @@ def core_mismatch():
     # lowest-mapped one (a program is mapped below its libraries); for a
     # library, the nearest ELF header at or below one of its functions
     # (gdb maps a library where the core's link map says).
-    theirs = None
+    place = None
     is_exe = obj.filename == gdb.current_progspace().filename
     if is_exe:
-        theirs = (min(ids), ids[min(ids)])
+        place = min(ids)
     else:
         for name in LUAJIT_SYMBOLS:
             try:
                 a = int(gdb.parse_and_eval("(unsigned long)&'%s'" % name))
             except gdb.error:
                 continue
-            below = [m for m in ids if m <= a]
-            if below:
-                theirs = (max(below), ids[max(below)])
+            place = buildid.image_at_or_below(ids, a)
             break
-    what = "the binary" if is_exe else "the library"
-    msg = "the core file does not match %s %s: gdb loaded it with build-id %s" % (
-        what, obj.filename, obj.build_id)
-    if theirs is not None:
-        msg += ", the core holds build-id %s in its place (at 0x%x)" % (theirs[1], theirs[0])
-    else:
-        msg += ", which none of the %d ELF files in the core has" % len(ids)
-    if exe:
-        msg += " (the core's process: %s)" % exe
-    return msg
+    return buildid.mismatch(ids, "%s %s" % ("the binary" if is_exe else "the library",
+                                            obj.filename),
+                            obj.build_id, give, off, place=place, loaded="gdb loaded it with",
+                            process=exe)
 
 
 _syscalls = {}
