@@ -1,78 +1,31 @@
 """lprofile: a sampling profiler of a live process's Lua and C stacks."""
+import math
 import os
 import random
-import subprocess
 import sys
 import time
 
 import gdb
 
 from ..gdb_ext.gdbtarget import is_core, remote_connection, syscall_names
-from ..gdb_ext.profile import Profile, in_syscall, thread_stack
+from ..gdb_ext.errors import CorruptError, FaultError
+from ..gdb_ext.profile import (DROP_REASONS, NO_LUA, NO_STATE, OFF_CPU, UNREADABLE, Profile,
+                               function_key, in_syscall, thread_stack)
+from ..gdb_ext.protoinfo import cached_proto
+from ..gdb_ext.sampling import Timer, on_cpu, process_signal, signal_name
 from ..gdb_ext.state import VM
 from .base import LjCommand, UsageError, get_vm, split_args
+from .format import chunk_display
 from .lbt import BtFormat
 
-# The signal that stops the process for a sample: a real-time one, which
-# programs rarely use; gdb keeps it from the program (handle ... nopass)
-# while lprofile runs and restores the user's settings after.
-SAMPLE_SIGNAL = 63
-SAMPLE_SIGNAL_NAME = "SIG63"
 MAX_MACHINE_FRAMES = 512
 
-# Sleeps, then signals the process, once per line it reads (the delay);
-# writes a line back after each signal.  A process apart from gdb, whose
-# Python holds its lock while the program runs; real-time scheduled where
-# the system lets it (as root), so that it is not late.
-_TIMER = r"""
-import os, sys, time
-pid, sig = int(sys.argv[1]), int(sys.argv[2])
-try:
-    # Wake on time even while the program keeps every CPU busy: a timer
-    # that waits for a CPU would sample busy code late, after it.
-    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-except (AttributeError, OSError):
-    pass
-for line in sys.stdin:
-    time.sleep(max(0.0, float(line)))
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        break
-    sys.stdout.write("s\n")
-    sys.stdout.flush()
-"""
 
-
-class _Timer(object):
-    def __init__(self, pid):
-        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-        self.p = subprocess.Popen([python, "-c", _TIMER, str(pid), str(SAMPLE_SIGNAL)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL)
-
-    def arm(self, delay):
-        self.p.stdin.write(("%.6f\n" % delay).encode())
-        self.p.stdin.flush()
-
-    def fired(self):
-        """Wait for the timer's word that it signalled."""
-        return self.p.stdout.readline() == b"s\n"
-
-    def cancel(self):
-        """Stop the timer; True when it had already sent a signal that no
-        stop has reported (the signal is pending in the process)."""
-        self.p.kill()
-        self.p.wait()
-        rest = self.p.stdout.read()
-        return b"s" in rest
-
-
-def _signal_settings():
-    text = gdb.execute("info signals " + SAMPLE_SIGNAL_NAME, to_string=True)
+def _signal_settings(name):
+    text = gdb.execute("info signals " + name, to_string=True)
     for line in text.splitlines():
         f = line.split()
-        if f and f[0] == SAMPLE_SIGNAL_NAME and len(f) >= 4:
+        if f and f[0] == name and len(f) >= 4:
             return [("stop" if f[1] == "Yes" else "nostop"),
                     ("print" if f[2] == "Yes" else "noprint"),
                     ("pass" if f[3] == "Yes" else "nopass")]
@@ -107,14 +60,23 @@ class _Quiet(object):
         os.close(self.saved)
 
 
-def _handle(settings):
-    gdb.execute("handle %s %s" % (SAMPLE_SIGNAL_NAME, " ".join(settings)), to_string=True)
+def _handle(name, settings):
+    gdb.execute("handle %s %s" % (name, " ".join(settings)), to_string=True)
+
+
+def _forget_stop_signal():
+    """The selected thread, stopped by our signal, resumes without it: gdb
+    keeps a thread's stop signal and hands it to the program when the
+    thread next runs or is detached, if `handle ... pass` holds then (the
+    user's setting, restored after the profile)."""
+    gdb.execute("queue-signal 0", to_string=True)
 
 
 class _Stops(object):
     """The last stop event while lprofile resumes the process."""
 
-    def __init__(self):
+    def __init__(self, signame):
+        self.signame = signame
         self.event = None
         self.exited = None
 
@@ -135,7 +97,7 @@ class _Stops(object):
 
     def ours(self):
         ev = self.event
-        return isinstance(ev, gdb.SignalEvent) and ev.stop_signal == SAMPLE_SIGNAL_NAME
+        return isinstance(ev, gdb.SignalEvent) and ev.stop_signal == self.signame
 
     def why(self):
         if self.exited is not None:
@@ -154,26 +116,36 @@ class LProfile(LjCommand):
 
 Stops the process HZ times a second (at jittered moments, so that no loop
 keeps step with the samples) for SECONDS, takes the stack of each thread
-running Lua: its C frames, and in place of each frame of LuaJIT's VM the Lua
-frames that VM entry runs (as lbt names them), then lets it run on.  At the
-end the process is stopped where the last sample left it.
+running Lua on a CPU: its C frames, and in place of each frame of LuaJIT's
+VM the Lua frames that VM entry runs (as lbt names them), then lets it run
+on.  At the end the process is stopped where the last sample left it.
+
+A thread is on a CPU when the kernel has it running or runnable at the
+sample, also inside a system call (a loop of clock_gettime or writev is
+busy); a sleeping thread (blocked in a read, epoll_wait, a lock) is
+off-CPU.
 
 Prints a table of functions with their share of the stacks: self (the
 innermost frame) and total (anywhere in the stack).  A Lua function is
-named by its chunk and the line it is defined on.
+named by its chunk and the line it is defined on.  The first line says how
+many thread samples were kept and why the others were not.
 
   --seconds N    how long to sample (default 5)
   --hz H         samples a second (default 50, at most 1000)
   --folded FILE  write the stacks folded, outermost frame first, one line
                  per distinct stack with its count: what FlameGraph,
                  inferno and speedscope read
-  --off-cpu      count threads stopped in a system call too, with the call
-                 as the innermost frame ("...;[builtin#io.method.read];read");
-                 without it only threads in user code count
+  --off-cpu      count sleeping threads too, with the system call they
+                 wait in as the innermost frame
+                 ("...;[builtin#io.method.read];read")
   --top K        rows of the table (default 25)
 
-The process runs between samples; gdb keeps the sampling signal (SIG63)
-from it.  Needs a live process; a core has no time to sample.
+The process is stopped by a signal that would do nothing if it reached
+it (SIGURG or SIGWINCH, ignored by default, where the program does not
+catch them; else one the program ignores); gdb keeps it from the program
+and forgets it after each sample, so nothing of lprofile's is left when it
+returns, is interrupted, or gdb detaches or dies.  Needs a live process on
+this machine; a core has no time to sample.
 
 Usage: lprofile [--seconds N] [--hz H] [--folded FILE] [--off-cpu] [--top K]
 Example:
@@ -188,8 +160,9 @@ Example:
         return self.lines(self.data(arg))
 
     def run_json(self, arg, from_tty):
-        """The profile: its figures, "top" (every function, most self
-        first), "stacks" (outermost frame first, with counts), "note"."""
+        """The profile: its figures, "dropped" (thread samples not kept, by
+        reason), "top" (every function, most self first), "stacks"
+        (outermost frame first, with counts), "note"."""
         return self.data(arg)
 
     def data(self, arg):
@@ -221,27 +194,31 @@ Example:
         inf = gdb.selected_inferior()
         if not inf.pid:
             raise UsageError("no live process: start or attach to one first")
-        prof, stats, note = self.sample(vm, inf, seconds, hz, "off-cpu" in flags)
-        return self.report(vm, prof, stats, note, folded, top, hz)
+        signo = process_signal(inf.pid)
+        names = _Texts(vm)
+        prof, stats, note = self.sample(vm, inf, signo, seconds, hz, "off-cpu" in flags, names)
+        return self.report(names, prof, stats, note, folded, top, hz)
 
-    def sample(self, vm, inf, seconds, hz, off_cpu):
+    def sample(self, vm, inf, signo, seconds, hz, off_cpu, names):
         prof = Profile()
         t, lay, G = vm.t, vm.lay, vm.G
         arch = getattr(t, "arch", "x86_64")
-        saved = _signal_settings()
+        signame = signal_name(signo)
+        saved = _signal_settings(signame)
         selected = gdb.selected_thread()
         note = None
         costs = []
-        _handle(["stop", "print", "nopass"])   # (noprint would imply nostop)
-        timer = _Timer(inf.pid)
+        _handle(signame, ["stop", "print", "nopass"])   # (noprint would imply nostop)
+        timer = Timer(inf.pid, signo)
         period = 1.0 / hz
         # What the VM's machine code says (gdb_ext.vmstack) holds for the
         # whole run: kept from sample to sample.
         code = {}               # caches every sample's VM shares (VM code facts)
         start = time.monotonic()
         deadline = start
+        ours = False            # the selected thread holds our signal as its stop signal
         try:
-            with _Stops() as stops, _Quiet():
+            with _Stops(signame) as stops, _Quiet():
                 while True:
                     deadline += period * random.uniform(0.5, 1.5)
                     if deadline - start > seconds:
@@ -252,54 +229,71 @@ Example:
                     if not stops.ours():
                         note = "sampling ended early: %s" % stops.why()
                         if timer.cancel() and stops.exited is None:
-                            note += ("; the sampling signal it had sent is pending in the "
-                                     "process, and gdb will discard it (handle %s nopass) "
-                                     "when it arrives" % SAMPLE_SIGNAL_NAME)
-                            saved[2] = "nopass"
-                        timer = None
+                            note += ("; the %s it had been sent is still on its way to it, and "
+                                     "does nothing there (the program neither catches nor "
+                                     "blocks it everywhere)" % signame)
                         break
-                    timer.fired()
+                    ours = True
+                    _forget_stop_signal()
+                    ours = False
+                    states = timer.fired()
                     t0 = time.monotonic()
-                    self.one_sample(prof, t, lay, G, inf, arch, off_cpu, code)
+                    self.one_sample(prof, t, lay, G, inf, arch, off_cpu, code, states or {},
+                                    names)
                     costs.append(time.monotonic() - t0)
         finally:
-            if timer is not None:
-                timer.cancel()
+            if ours and inf.is_valid() and inf.pid:
+                _forget_stop_signal()
+            timer.cancel()
+            timer.close()
             if inf.is_valid() and inf.pid:
-                _handle(saved)
+                _handle(signame, saved)
             if selected is not None and selected.is_valid():
                 selected.switch()
         wall = time.monotonic() - start
-        return prof, (costs, wall), note
+        return prof, (costs, wall, signame), note
 
-    def one_sample(self, prof, t, lay, G, inf, arch, off_cpu, code):
+    def one_sample(self, prof, t, lay, G, inf, arch, off_cpu, code, states, names):
         prof.samples += 1
         t.clear_cache()
 
         for th in inf.threads():
             if not th.is_valid():
                 continue
+            cpu = on_cpu(states.get(th.ptid[1]))
+            if cpu is None:
+                prof.drop(NO_STATE)
+                continue
+            if not cpu and not off_cpu:
+                prof.drop(OFF_CPU)
+                continue
             th.switch()
-            mframes = t.machine_frames(MAX_MACHINE_FRAMES)
-            if not mframes:
-                continue
-            vm = VM(t, lay, G, mframes=mframes, caches=code)
-            keys = thread_stack(vm, mframes)
-            if keys is None:
-                continue
-            sc = in_syscall(mframes[0], arch)
-            if sc is not None:
-                if not off_cpu:
+            try:
+                mframes = t.machine_frames(MAX_MACHINE_FRAMES)
+                if not mframes:
+                    prof.drop(UNREADABLE)
                     continue
-                keys.insert(0, ("S", sc))
+                vm = VM(t, lay, G, mframes=mframes, caches=code)
+                keys = thread_stack(vm, mframes)
+                if keys is None:
+                    prof.drop(NO_LUA)
+                    continue
+                if not cpu:
+                    sc = in_syscall(mframes[0], arch)
+                    if sc is not None:
+                        keys.insert(0, ("S", sc))
+                names.learn(keys)
+            except (FaultError, CorruptError, gdb.error):
+                prof.drop(UNREADABLE)
+                continue
             prof.add(keys)
 
-    def report(self, vm, prof, stats, note, folded, top, hz):
+    def report(self, fmt, prof, stats, note, folded, top, hz):
         """The profile's document; writes the folded stacks to `folded`."""
-        costs, wall = stats
-        fmt = _Texts(vm)
+        costs, wall, signame = stats
         n = prof.threads
         doc = {"samples": prof.samples, "seconds": wall, "hz": hz, "thread_stacks": n,
+               "dropped": dict(prof.dropped), "signal": signame,
                "sample_ms": {"mean": 1000.0 * sum(costs) / len(costs) if costs else 0.0,
                              "max": 1000.0 * max(costs) if costs else 0.0},
                "top": [{"function": fmt.function(fk), "self": s, "total": tot,
@@ -318,12 +312,23 @@ Example:
 
     @staticmethod
     def lines(doc):
+        n = doc["thread_stacks"]
+        dropped = doc["dropped"]
         out = ["lprofile: %d samples in %.1f s (%.4g a second asked), %d thread stacks with "
-               "Lua; a sample took %.2f ms on average, %.2f ms at most"
-               % (doc["samples"], doc["seconds"], doc["hz"], doc["thread_stacks"],
+               "Lua kept; a sample took %.2f ms on average, %.2f ms at most"
+               % (doc["samples"], doc["seconds"], doc["hz"], n,
                   doc["sample_ms"]["mean"], doc["sample_ms"]["max"])]
+        out.append("lprofile: not kept: %s" % _drop_text(dropped))
+        if n:
+            # One standard error of a share p from n stacks, at its widest (p = 1/2).
+            out.append("lprofile: a share from %d stacks is good to about %.1f points "
+                       "(one standard error at most)" % (n, 50.0 / math.sqrt(n)))
+        if n < doc["samples"] / 2.0:
+            out.append("lprofile: warning: fewer Lua stacks than half the samples (%d of %d): "
+                       "the shares below rest on few stacks; see what was not kept above"
+                       % (n, doc["samples"]))
         top = doc["rows"]
-        if doc["thread_stacks"]:
+        if n:
             out.append("%7s %7s  %s" % ("self", "total", "function"))
             for r in doc["top"][:top]:
                 out.append("%6.1f%% %6.1f%%  %s" % (r["self_percent"], r["total_percent"],
@@ -331,13 +336,25 @@ Example:
             if len(doc["top"]) > top:
                 out.append("... %d more functions (--top)" % (len(doc["top"]) - top))
         else:
-            out.append("no thread ran Lua in any sample")
+            out.append("no thread ran Lua on a CPU in any sample")
         if doc["folded_file"] is not None:
             out.append("folded stacks: %s (%d distinct stacks)" % (doc["folded_file"],
                                                                    len(doc["stacks"])))
         if doc["note"]:
             out.append("lprofile: " + doc["note"])
         return out
+
+
+_DROP_WORDS = {NO_LUA: "%d thread samples ran no Lua",
+               OFF_CPU: "%d thread samples were off-CPU (sleeping; --off-cpu keeps them)",
+               UNREADABLE: "%d thread samples had a stack that could not be read",
+               NO_STATE: "%d thread samples had no scheduling state of their own (born "
+                         "after the timer looked, or still held by the debugger)"}
+
+
+def _drop_text(dropped):
+    parts = [_DROP_WORDS[r] % dropped[r] for r in DROP_REASONS if dropped.get(r)]
+    return "; ".join(parts) if parts else "none (every thread sample was kept)"
 
 
 def _by_text(prof, fmt):
@@ -352,29 +369,45 @@ def _by_text(prof, fmt):
 
 
 class _Texts(object):
-    """Names of frame keys and function keys."""
+    """Names of frame keys and function keys, each read once, while the
+    process is stopped at the sample that first has it (learn): a program
+    that exits during the profile takes its memory with it."""
 
     def __init__(self, vm):
         self.bt = BtFormat(vm)
         self.vm = vm
         self.syscalls = syscall_names()
+        self.frames = {}
+        self.functions = {}
+
+    def learn(self, keys):
+        for k in keys:
+            if k not in self.frames:
+                self.frames[k] = self._frame(k)
+            fk = function_key(k)
+            if fk not in self.functions:
+                self.functions[fk] = self._function(fk)
 
     def frame(self, k):
+        return self.frames[k] if k in self.frames else self._frame(k)
+
+    def function(self, fk):
+        return self.functions[fk] if fk in self.functions else self._function(fk)
+
+    def _frame(self, k):
         if k[0] == "M":
             return k[1] or "??"
         if k[0] == "S":
             return self.syscalls.get(k[1], "syscall %d" % k[1])
         return self.bt.key_text(k)
 
-    def function(self, fk):
+    def _function(self, fk):
         if fk[0] == "LF":
-            from ..gdb_ext.protoinfo import cached_proto
-            from .format import chunk_display
             pt = cached_proto(self.vm, fk[1])
             return "function %s:%d" % (chunk_display(pt.chunk(self.vm)), pt.firstline)
         if fk[0] == "M":
             return fk[1] or "?? (0x%x)" % fk[2]
-        return self.frame(fk)
+        return self._frame(fk)
 
 
 def _number(opts, name, default, lo, hi):

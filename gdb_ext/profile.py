@@ -3,15 +3,19 @@
 One sample is the stack of each OS thread that runs Lua at one moment:
 its machine frames, where each of the VM's frames is replaced by the Lua
 frames that entry into the VM runs (backtrace.vm_entry), innermost first.
-With off-CPU samples, a thread stopped inside a system call counts too,
-with the call as its innermost frame.  The Profile sums them into folded
-stacks and into self and total counts per function."""
+A thread counts when it was on a CPU at the sample (running or runnable,
+also inside a system call: the kernel's scheduling state, see sampling.py);
+with off-CPU samples, a sleeping thread counts too, with the system call
+it waits in as its innermost frame.  The Profile sums them into folded
+stacks and into self and total counts per function, and counts the thread
+samples it did not keep, by reason."""
 from .backtrace import Backtracer, vm_entry
 from .errors import CorruptError, FaultError
 from .vmstack import is_vm_code
 
 # The syscall register of x86-64 Linux: the number of the system call a
-# stopped thread is inside, -1 in user code.
+# stopped thread is inside, -1 in user code.  (It names the call; whether
+# the thread was on a CPU is its scheduling state's to say.)
 SYSCALL_REG = {"x86_64": "orig_rax", "aarch64": None}
 
 
@@ -72,14 +76,27 @@ def function_key(key):
     return key
 
 
+# Why a thread's sample was not kept, in the order a summary names them.
+NO_LUA = "no Lua"
+OFF_CPU = "off-CPU"
+UNREADABLE = "unreadable"
+NO_STATE = "state unknown"
+DROP_REASONS = (NO_LUA, OFF_CPU, UNREADABLE, NO_STATE)
+
+
 class Profile(object):
     """Stacks counted: stacks maps a stack (keys outermost first) to its
-    count; samples counts the samples taken, threads the thread stacks."""
+    count; samples counts the samples taken, threads the thread stacks
+    kept, dropped the thread samples left out by reason (DROP_REASONS)."""
 
     def __init__(self):
         self.stacks = {}
         self.samples = 0
         self.threads = 0
+        self.dropped = dict.fromkeys(DROP_REASONS, 0)
+
+    def drop(self, reason):
+        self.dropped[reason] += 1
 
     def add(self, keys):
         """One thread's stack, innermost first."""

@@ -3,7 +3,9 @@
 testprogs/lua/profile.lua runs f1, f2 and f5, whose work is in the ratio
 1:2:5, and records the CPU seconds each took (os.clock); or it alternates
 CPU work with a blocking read of an io.popen pipe and records the time of
-each.  The profile's shares must come within 3 points of those.  The
+each; or it spends its time in a loop of system calls that keeps it on a
+CPU (os.clock), in the interpreter and in a JIT-compiled loop.  The
+profile's shares must come within 3 points of those.  The
 folded stacks name the lines LuaJIT gives (debug.getinfo), and inferno
 draws them.
 """
@@ -33,8 +35,8 @@ def records(stop):
 
 def top_table(text):
     """{function: (self %, total %)} and the number of thread stacks."""
-    head = re.search(r"^lprofile: (\d+) samples in [\d.]+ s .*, (\d+) thread stacks with Lua;",
-                     text, re.M)
+    head = re.search(r"^lprofile: (\d+) samples in [\d.]+ s .*, (\d+) thread stacks with Lua "
+                     r"kept;", text, re.M)
     assert head, text
     rows = {}
     for m in re.finditer(r"^ *([\d.]+)% +([\d.]+)%  (.+)$", text, re.M):
@@ -97,6 +99,32 @@ def test_busy_shares(variant, mode, tmp_path):
                     % INFERNO)
 
 
+@pytest.mark.parametrize("variant", ["r21-gc64", "deb-x64"])
+def test_syscall_shares(variant, tmp_path):
+    """A thread busy inside a system call is on a CPU: sysc() (a loop of
+    os.clock, each a clock_gettime system call), interp() (interpreted)
+    and jitted() (JIT-compiled) each within 3 points of the share of CPU
+    time the program measured; every thread sample is kept but for a
+    handful (the process is always on a CPU)."""
+    fold = os.path.join(str(tmp_path), "sys.folded")
+    cmd = "lprofile --seconds 15 --hz 200 --top 1000 --folded %s" % fold
+    stop = Stop(variant, "profile.lua", [cmd, "lprofile --seconds 2 --hz 200 --json"],
+                str(tmp_path), args=["syscall"])
+    text = stop.out("live", cmd)
+    rows, nstacks = top_table(text)
+    times, lines = records(stop)
+    total = sum(times.values())
+    for name in ("sysc", "interp", "jitted"):
+        label = "function %s:%d" % (CHUNK, lines[name])
+        want = 100.0 * times[name] / total
+        assert label in rows and abs(rows[label][1] - want) <= 3.0, (name, want, text)
+    assert 100.0 * times["sysc"] / total >= 20, times      # (a real share to find)
+    assert nstacks >= 2000 and sum(folded(fold).values()) == nstacks, text
+    doc = json.loads(stop.out("live", "lprofile --seconds 2 --hz 200 --json"))
+    assert doc["thread_stacks"] + sum(doc["dropped"].values()) == doc["samples"], doc["dropped"]
+    assert doc["dropped"]["off-CPU"] + doc["dropped"]["no Lua"] <= doc["samples"] // 100, doc
+
+
 def test_bad_input(tmp_path):
     """Bad options get one line; on a core, lprofile says why it cannot."""
     stop, cmd, _ = busy("r21-gc64", "jit", str(tmp_path))
@@ -140,6 +168,16 @@ def test_off_cpu_pipe(variant, tmp_path):
                for s in reads), reads
     for s in folded(fold_on):
         assert not s.endswith((";read", ";wait4", ";pipe2")), s
+    # Without --off-cpu, the samples the blocked read took are counted as
+    # not kept, off-CPU: their share of all samples is the read's share of
+    # the wall time.
+    on_text = stop.out("live", on)
+    m = re.search(r"^lprofile: (\d+) samples .*, (\d+) thread stacks with Lua kept;", on_text, re.M)
+    off_cpu = re.search(r"^lprofile: not kept: .*?(\d+) thread samples were off-CPU", on_text, re.M)
+    assert m and off_cpu, on_text
+    samples, kept, sleeping = int(m.group(1)), int(m.group(2)), int(off_cpu.group(1))
+    assert kept + sleeping == samples, on_text
+    assert abs(100.0 * sleeping / samples - 100.0 * times["read"] / total) <= 10.0, (on_text, times)
 
 
 def test_json(tmp_path):

@@ -6,6 +6,11 @@
 --     (os.clock) spent in each so far, rewritten every 100 rounds.
 --   pipe: work() burns CPU, then a read of an io.popen pipe blocks; the
 --     file holds the wall-clock seconds spent in each.
+--   syscall: sysc() calls os.clock in a loop (clock_gettime of the process
+--     CPU clock, which enters the kernel each time: a system call that
+--     keeps the thread on a CPU), interp() loops in the interpreter
+--     (jit.off), jitted() runs the same loop JIT-compiled; the file holds
+--     the CPU seconds (os.clock) spent in each.
 local ffi = require("ffi")
 ffi.cdef[[
 struct ljgdb_ts { long sec; long nsec; };
@@ -58,6 +63,34 @@ if mode == "busy-interp" or mode == "busy-jit" then
     t.f1, t.f2, t.f5 = t.f1 + c1 - c0, t.f2 + c2 - c1, t.f5 + c3 - c2
     rounds = rounds + 1
     if rounds % 100 == 0 then save(t) end
+  end
+elseif mode == "syscall" then
+  local function sysc() for _ = 1, 2000 do os.clock() end end
+  local function interp()
+    local x = 0
+    for i = 1, 4 * N do x = (x + i * 7) % 1000003 end
+    return x
+  end
+  jit.off(interp)
+  local function jitted()
+    local x = 0
+    for i = 1, 20 * N do x = (x + i * 7) % 1000003 end
+    return x
+  end
+  for name, f in pairs({sysc = sysc, interp = interp, jitted = jitted}) do
+    lines[name] = debug.getinfo(f, "S").linedefined
+  end
+  local t = {sysc = 0, interp = 0, jitted = 0}
+  ljgdb_stop()
+  local rounds = 0
+  while true do
+    local c0 = os.clock(); sysc()
+    local c1 = os.clock(); interp()
+    local c2 = os.clock(); jitted()
+    local c3 = os.clock()
+    t.sysc, t.interp, t.jitted = t.sysc + c1 - c0, t.interp + c2 - c1, t.jitted + c3 - c2
+    rounds = rounds + 1
+    if rounds % 20 == 0 then save(t) end
   end
 elseif mode == "pipe" then
   -- One io.popen'ed child writes a line every 20 ms; each round burns CPU
