@@ -53,9 +53,7 @@ g->gc.total.
                 existed before; the N with the most bytes); --list lists
                 every new object
 
-Usage: lgcstat [--top N] [--by-chunk] [L=<lua_State *>]
-       lgcstat --retained [--top N] [OBJECT] [L=<lua_State *>]
-       lgcstat --save FILE | --diff FILE [--top N] [--list] [L=<lua_State *>]
+Usage: lgcstat [--top N] [--by-chunk | --retained [OBJECT] | --save FILE | --diff FILE [--list]] [L=<lua_State *>]
 Example:
   (gdb) lgcstat --top 3
   type           count        bytes      min        avg      max  header (this layout)

@@ -15,7 +15,11 @@ have mappings of their own, in no segment.  When the host gave lua_newstate
 an allocator of its own (or the build uses the system's malloc), one line
 says so.
 
-Usage: lheap [L=<lua_State *>]"""
+Usage: lheap [L=<lua_State *>]
+Example:
+  (gdb) lheap
+  LuaJIT's allocator (struct malloc_state *)0x7ffff7cba010: 1 segment, top chunk ...
+  ..."""
 
     NAME = "lheap"
     SUMMARY = "LuaJIT's allocator: segments, chunks, bins, fragmentation"

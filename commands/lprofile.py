@@ -139,6 +139,8 @@ many thread samples were kept and why the others were not.
                  wait in as the innermost frame
                  ("...;[builtin#io.method.read];read")
   --top K        rows of the table (default 25)
+  L=<expr>, G=<expr>  the VM to sample (default: the one the stack frames
+                 name, else the one a search of memory finds)
 
 The process is stopped by a signal that would do nothing if it reached
 it (SIGURG or SIGWINCH, ignored by default, where the program does not
@@ -147,14 +149,14 @@ and forgets it after each sample, so nothing of lprofile's is left when it
 returns, is interrupted, or gdb detaches or dies.  Needs a live process on
 this machine; a core has no time to sample.
 
-Usage: lprofile [--seconds N] [--hz H] [--folded FILE] [--off-cpu] [--top K]
+Usage: lprofile [--seconds N] [--hz H] [--folded FILE] [--off-cpu] [--top K] [L=<lua_State *>]
 Example:
   (gdb) lprofile --seconds 10 --folded /tmp/app.folded"""
 
     NAME = "lprofile"
     SUMMARY = "sample the live process's Lua and C stacks: a top table and folded stacks"
     WORDS = ("--seconds", "--hz", "--folded", "--off-cpu", "--top")
-    USAGE = "lprofile [--seconds N] [--hz H] [--folded FILE] [--off-cpu] [--top K] [G=<expr>]"
+    USAGE = "lprofile [--seconds N] [--hz H] [--folded FILE] [--off-cpu] [--top K] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
         return self.lines(self.data(arg))

@@ -19,7 +19,7 @@ class LVal(LjCommand):
   --raw                  also show the 64 raw bits and how this layout (GC64 or
                          X64) splits them into type tag and payload
 
-Usage: lval [--raw] <expr> [N] [L=<lua_State *>]
+Usage: lval [--raw] <TValue * | GC object pointer | lua_State * N> [L=<lua_State *>]
 Example:
   (gdb) lval L 1
   slot 1 (TValue *)0x7ffff7a04f88: "hello"
