@@ -16,7 +16,7 @@ levels (default 1: only this table); at most --limit entries are shown per
 table (default: 'show ljgdb max-entries').  The argument is a GCtab pointer,
 a TValue (or a pointer to one) holding a table, or a GCRef (L->env).
 
-Usage: ltab <GCtab * or TValue *> [--depth N] [--limit N] [L=<lua_State *>]
+Usage: ltab <GCtab *, TValue * or GCRef> [--depth N] [--limit N] [L=<lua_State *>]
 Example:
   (gdb) ltab (GCtab *)0x7ffff7a09a40 --depth 2
   table: (GCtab *)0x7ffff7a09a40 asize=4 hmask=0x3 metatable=nil
