@@ -18,8 +18,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-import moments  # noqa: E402
-from harness import ALL_VARIANTS  # noqa: E402
+from support import moments  # noqa: E402
+from support.stop import ALL_VARIANTS  # noqa: E402
 
 
 def main(argv):

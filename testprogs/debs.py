@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from build import CACHE, SRC, fetch_debian, log, run  # noqa: E402
 
 DEBS = os.path.join(CACHE, "debs")
-# The rebuilt libluajit2-5.1-2 and its debug file (tests/harness.py names it too).
+# The rebuilt libluajit2-5.1-2 and its debug file (tests/support/stop.py names it too).
 REBUILT_ROOT = os.path.join(DEBS, "libluajit2-rebuilt-root")
 LIBDIR = os.path.join("usr", "lib", "x86_64-linux-gnu")
 

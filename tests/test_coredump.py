@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from harness import Stop, manifest, qemu_target, run_gdb
-import moments
+from support.stop import Stop, manifest, qemu_target, run_gdb
+from support import moments
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gdb_ext.coredump import Core  # noqa: E402

@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
-import moments
-from harness import (ALL_VARIANTS, ARM64_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, _cut, _wrap,
-                     qemu_target, run_gdb, stripped_with_profile, sysroot_args)
+from support import moments
+from support.stop import (ALL_VARIANTS, ARM64_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, cut_outputs,
+                          qemu_target, run_gdb, stripped_with_profile, sysroot_args, wrap_commands)
 
 CORERUN = os.path.join(ROOT, "tests", "corerun.py")
 # Commands that take no address: the same text on any core.
@@ -46,11 +46,11 @@ def gdb_on_core(core, binary, commands, cwd, env=None, build=None):
     build's sysroot for an arm64 build)."""
     if build and build.get("arch") == "arm64":
         text = run_gdb(qemu_target(build) + ["-ex", "core-file " + core, "-ex", "source " + LOADER]
-                       + _wrap(commands), cwd=cwd, env=env, gdb="gdb-multiarch")
+                       + wrap_commands(commands), cwd=cwd, env=env, gdb="gdb-multiarch")
     else:
-        text = run_gdb(["-ex", "source " + LOADER, "-ex", "core-file " + core] + _wrap(commands) +
-                       [binary], cwd=cwd, env=env)
-    return [out for _, out in _cut(text, commands)]
+        text = run_gdb(["-ex", "source " + LOADER, "-ex", "core-file " + core] +
+                       wrap_commands(commands) + [binary], cwd=cwd, env=env)
+    return [out for _, out in cut_outputs(text, commands)]
 
 
 def differs(core_out, gdb_out, cmd):
@@ -307,7 +307,7 @@ def test_crash_collector_writes_the_lua_backtrace(tmp_path):
         assert a.read() == b.read()
     with open(kept + ".lua.txt") as f:
         report = f.read()
-    from harness import read_expected, chunk_display
+    from support.stop import read_expected, chunk_display
     recs = [r for r in read_expected(expected) if r[0] == "main" and r[1] == "frame"]
     assert recs, read_expected(expected)
     lines = re.findall(r"^#\d+ +(\S+)$", report.split("== lthreads")[0], re.M)

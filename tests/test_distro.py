@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from harness import CACHE, LOADER, LUA_DIR, _cut, _wrap, chunk_display, read_expected, run_gdb
+from support.stop import (CACHE, LOADER, LUA_DIR, chunk_display, cut_outputs, read_expected, run_gdb,
+                          wrap_commands)
 
 ROOT = os.path.join(CACHE, "debs", "luajit-root")
 LUAJIT = os.path.join(ROOT, "usr", "bin", "luajit")
@@ -35,7 +36,7 @@ def session(tmp_path, pre, env=None, wrap=None, stop="lj_cf_os_clock"):
     for p in pre:
         args += ["-iex", p]
     args += ["-ex", "source " + LOADER, "-ex", "set breakpoint pending on",
-             "-ex", "break " + stop, "-ex", "run"] + _wrap(COMMANDS)
+             "-ex", "break " + stop, "-ex", "run"] + wrap_commands(COMMANDS)
     args += ["-ex", "gcore " + core, "-ex", "kill", "--args", LUAJIT, PROGRAM, exp]
     if wrap:
         cmd = ["gdb", "-nx", "-nh", "--batch", "-ex", "set confirm off", "-ex",
@@ -45,12 +46,12 @@ def session(tmp_path, pre, env=None, wrap=None, stop="lj_cf_os_clock"):
                               env=dict(os.environ, LC_ALL="C", **(env or {}))).stdout.decode()
     else:
         text = run_gdb(args, cwd=str(tmp_path), env=env)
-    live = dict(_cut(text, COMMANDS))
+    live = dict(cut_outputs(text, COMMANDS))
     core_args = []
     for p in pre:
         core_args += ["-iex", p]
-    core_args += ["-ex", "source " + LOADER, "-ex", "core-file " + core] + _wrap(COMMANDS)
-    core_out = dict(_cut(run_gdb(core_args + [LUAJIT], cwd=str(tmp_path), env=env), COMMANDS)) \
+    core_args += ["-ex", "source " + LOADER, "-ex", "core-file " + core] + wrap_commands(COMMANDS)
+    core_out = dict(cut_outputs(run_gdb(core_args + [LUAJIT], cwd=str(tmp_path), env=env), COMMANDS)) \
         if os.path.exists(core) and not wrap else None
     return live, core_out, read_expected(exp) if os.path.exists(exp) else None, text
 

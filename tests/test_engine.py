@@ -19,7 +19,7 @@ from ljgdb.gdb_ext.state import make_vm  # noqa: E402
 from ljgdb.gdb_ext.target import SyntheticTarget  # noqa: E402
 from ljgdb.commands.format import table_data, table_lines, value_text, chunk_display, quote  # noqa: E402
 
-from synth import LAYOUTS, Heap, load_layout  # noqa: E402
+from support.synth import LAYOUTS, Heap, load_layout  # noqa: E402
 
 VARIANTS = LAYOUTS
 

@@ -21,7 +21,7 @@ from ljgdb.gdb_ext.pages import PageCache  # noqa: E402
 from ljgdb.gdb_ext.state import make_vm  # noqa: E402
 from ljgdb.gdb_ext.target import SyntheticTarget  # noqa: E402
 
-from synth import LAYOUTS, Heap, load_layout  # noqa: E402
+from support.synth import LAYOUTS, Heap, load_layout  # noqa: E402
 
 VARIANTS = LAYOUTS
 

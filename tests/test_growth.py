@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from harness import BOTH_ARCHES, ROOT, addr_of, sysroot_args
-from multistop import MultiStop, build_of
+from support.stop import BOTH_ARCHES, ROOT, addr_of, sysroot_args
+from support.multistop import MultiStop, build_of
 
 # At the first stop: save; at the second: diff (JSON and text); nothing at
 # the third (the program's records are written then).  The

@@ -37,7 +37,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import ljgdb  # noqa: E402,F401
-from harness import LOADER, LUA_DIR, _cut, _wrap, manifest, run_gdb  # noqa: E402
+from support.stop import LOADER, LUA_DIR, cut_outputs, manifest, run_gdb, wrap_commands  # noqa: E402
 from ljgdb.gdb_ext import consts as C  # noqa: E402
 from ljgdb.gdb_ext import corefile  # noqa: E402
 from ljgdb.gdb_ext.errors import CorruptError, FaultError  # noqa: E402
@@ -62,10 +62,10 @@ def run(pre=(), program=(), commands=COMMANDS, timeout=120):
     the gdb commands `pre`; `program` is gdb's positional arguments (a file,
     or --args and a command line)."""
     cmds = list(commands) + [AFTER]
-    text = run_gdb(["-ex", "source " + LOADER] + list(pre) + _wrap(cmds) + list(program),
+    text = run_gdb(["-ex", "source " + LOADER] + list(pre) + wrap_commands(cmds) + list(program),
                    timeout=timeout)
     assert "Traceback" not in text and "Python Exception" not in text, text
-    outs = _cut(text, cmds)
+    outs = cut_outputs(text, cmds)
     assert outs[-1][1] is not None and outs[-1][1].strip() == "$1 = 2", text
     return outs[:-1], text
 
@@ -268,10 +268,10 @@ def live(tmp_path_factory):
             ["python ljgdb_test_hash()", "show may-call-functions", "show may-write-memory",
              AFTER])
     text = run_gdb(["-ex", "source " + LOADER, "-ex", "source " + script,
-                    "-ex", "break ljgdb_break", "-ex", "run"] + _wrap(cmds) +
+                    "-ex", "break ljgdb_break", "-ex", "run"] + wrap_commands(cmds) +
                    ["-ex", "kill", "--args", host(), os.path.join(LUA_DIR, "fuzz.lua"),
                     str(d / "expected")])
-    return dict(_cut(text, cmds)), text
+    return dict(cut_outputs(text, cmds)), text
 
 
 def test_bad_arguments_give_the_usage_line(live):
@@ -451,7 +451,7 @@ def test_frame_link_that_goes_up_ends_the_walk(variant):
     the walk keeps the frames before it and names the bad link."""
     from ljgdb.gdb_ext.frames import FrameWalker
     from ljgdb.gdb_ext.objects import Thread
-    from synth import Heap
+    from support.synth import Heap
     from ljgdb.gdb_ext.layout import Layout
     from ljgdb.gdb_ext.state import make_vm
     h = Heap(variant)

@@ -17,7 +17,7 @@ import struct
 
 import pytest
 
-from harness import BOTH_ARCHES, Stop, chunk_display
+from support.stop import BOTH_ARCHES, Stop, chunk_display
 
 MODES = ("live", "core")
 ADDR = "lmcode ((double *)L->base)[0]"
@@ -305,7 +305,7 @@ def _synthetic_jit(variant, exit_handler=None, window=None):
     import ljgdb  # noqa: F401  (the checkout as the package ljgdb)
     from ljgdb.gdb_ext.layout import Layout
     from ljgdb.gdb_ext.state import make_vm
-    from synth import Heap
+    from support.synth import Heap
     h = Heap(variant, base=0x40000000)
     h.js["types"]["MCLink"] = MCLINK
     size_i, max_i = JIT_P[variant]

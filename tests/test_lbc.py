@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from harness import BOTH_ARCHES, LUA_DIR, Stop, addr_of
+from support.stop import BOTH_ARCHES, LUA_DIR, Stop, addr_of
 
 # (Less vendor/sha1/lua53_ops.lua: Lua 5.3's bitwise operators, which
 # luacheck loads only on Lua 5.3.)

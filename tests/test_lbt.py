@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from harness import BOTH_ARCHES, Stop, chunk_display, value_regex, addr_of, manifest
+from support.stop import BOTH_ARCHES, Stop, chunk_display, value_regex, addr_of, manifest
 
 MODES = ("live", "core")
 # A GCRef/MRef field as a pointer: 8 bytes in GC64 builds, 4 in the others.

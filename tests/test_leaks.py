@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from harness import BOTH_ARCHES, Stop, addr_of
+from support.stop import BOTH_ARCHES, Stop, addr_of
 
 # Runs inside gdb, live and on the core: lgcpath and lgcref (--json) on
 # every object the program recorded (its expected file is beside it).

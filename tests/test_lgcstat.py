@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from harness import ALL_VARIANTS
-from multistop import MultiStop, built_variants
+from support.stop import ALL_VARIANTS
+from support.multistop import MultiStop, built_variants
 
 MODES = ("live", "core")
 # Every variant the build script makes (the 7 of the matrix, and a build
@@ -209,8 +209,8 @@ def test_corrupt_root_list_shows_what_was_counted(variant, tmp_path):
     """The test (not ljgdb) breaks the live process's root list after 300
     objects; lgcstat prints the 301 objects it counted, then one line with
     the bad address, and gdb goes on."""
-    from harness import LOADER, LUA_DIR, run_gdb
-    from multistop import build_of
+    from support.stop import LOADER, LUA_DIR, run_gdb
+    from support.multistop import build_of
     bad = 0x123456780 if "gc64" in variant else 0x7ead0000
     script = tmp_path / "corrupt.gdb"
     script.write_text(CORRUPT % ("(long)" + MAIN_G, 300, bad))

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from harness import BOTH_ARCHES, Stop
+from support.stop import BOTH_ARCHES, Stop
 
 MODES = ("live", "core")
 CMDS = ["lheap --json", "lheap", "print sizeof(GCtab)", "info proc mappings", "lheap bogus",

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from harness import BOTH_ARCHES, NOJIT_VARIANTS, ROOT, Stop, sysroot_args
+from support.stop import BOTH_ARCHES, NOJIT_VARIANTS, ROOT, Stop, sysroot_args
 
 CORERUN = os.path.join(ROOT, "tests", "corerun.py")
 

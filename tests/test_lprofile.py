@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from harness import CACHE, Stop, chunk_display
+from support.stop import CACHE, Stop, chunk_display
 
 PROG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                     "testprogs", "lua", "profile.lua")

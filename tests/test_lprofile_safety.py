@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from harness import LOADER, LUA_DIR, manifest, read_expected, run_gdb
-from hostrun import HostProcess
+from support.stop import LOADER, LUA_DIR, manifest, read_expected, run_gdb
+from support.host import HostProcess
 
 PROG = os.path.join(LUA_DIR, "counter.lua")
 VARIANTS = ["r21-gc64", "deb-x64"]

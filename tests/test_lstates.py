@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from harness import BOTH_ARCHES, Stop, addr_of
+from support.stop import BOTH_ARCHES, Stop, addr_of
 
 
 def records(stop, kind):

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from harness import BOTH_ARCHES, Stop, manifest
+from support.stop import BOTH_ARCHES, Stop, manifest
 
 N = 300
 

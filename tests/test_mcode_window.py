@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from harness import ARM64_VARIANTS
-from multistop import MultiStop
+from support.stop import ARM64_VARIANTS
+from support.multistop import MultiStop
 
 CMDS = ["lmcode", "lmcode --json"]
 MCODEAL = "failed to allocate mcode memory"

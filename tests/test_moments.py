@@ -12,9 +12,9 @@ import re
 
 import pytest
 
-from harness import (ALL_VARIANTS, ARM64_VARIANTS, BOTH_ARCHES, LOADER, manifest, read_expected,
-                     run_gdb)
-import moments
+from support.stop import (ALL_VARIANTS, ARM64_VARIANTS, BOTH_ARCHES, LOADER, manifest, read_expected,
+                          run_gdb)
+from support import moments
 
 N = 3           # moments per (variant, way, shape)
 SHAPES_PER = {"attach": 5, "sigint": 4, "abort": 3}

@@ -17,10 +17,10 @@ import time
 
 import pytest
 
-from harness import (CACHE, LIBLUAJIT2_DEBUG, LIBLUAJIT2_DIR, LIBLUAJIT2_ROOT, LOADER, ROOT, _cut,
-                     _wrap, addr_of, chunk_display, run_gdb)
-from hostrun import HostProcess, core_outputs
-from moments import kernel_cores_possible
+from support.stop import (CACHE, LIBLUAJIT2_DEBUG, LIBLUAJIT2_DIR, LIBLUAJIT2_ROOT, LOADER, ROOT,
+                          addr_of, chunk_display, cut_outputs, run_gdb, wrap_commands)
+from support.host import HostProcess, core_outputs
+from support.moments import kernel_cores_possible
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 LUA_MODULE = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
@@ -268,10 +268,10 @@ def test_nginx_library_without_its_debug_file(tmp_path):
     text = run_gdb(["-iex", "set debug-file-directory /nonexistent", "-iex",
                     "set debuginfod enabled off", "-ex", "source " + LOADER, "-ex",
                     "set breakpoint pending on", "-ex", "break lua_pcall", "-ex", "run"]
-                   + _wrap(cmds) + ["-ex", "kill", "--args", NGINX, "-p", d, "-c",
-                                    os.path.join(d, "nginx.conf")], cwd=d,
+                   + wrap_commands(cmds) + ["-ex", "kill", "--args", NGINX, "-p", d, "-c",
+                                            os.path.join(d, "nginx.conf")], cwd=d,
                    env={"LJGDB_PROFILES": "none"})
-    for cmd, out in _cut(text, cmds):
+    for cmd, out in cut_outputs(text, cmds):
         assert out is not None, text[-3000:]
         lines = out.strip().splitlines()
         assert len(lines) == 1 and "without debug info" in lines[0], out
@@ -283,7 +283,7 @@ def test_nginx_worker_busy_in_lua(tmp_path):
     random moments (and the kernel's core after SIGABRT), and lbt must be
     the recorded stack, judged as tests/moments.py judges (never wrong)."""
     import random
-    from moments import judge
+    from support.moments import judge
     d = str(tmp_path)
     exp = os.path.join(d, "expected.txt")
     p, port = start_nginx(d, exp)
@@ -296,7 +296,7 @@ def test_nginx_worker_busy_in_lua(tmp_path):
             if os.path.exists(spin) and "ready\n" in open(spin).read():
                 break
             time.sleep(0.05)
-        from harness import read_expected
+        from support.stop import read_expected
         records = read_expected(spin)
         rnd = random.Random(7)
         verdicts = []

@@ -4,7 +4,7 @@ import subprocess
 import sys
 import zipfile
 
-from harness import ROOT
+from support.stop import ROOT, Stop, manifest
 
 
 def test_wheel_contents(tmp_path):
@@ -46,7 +46,7 @@ def test_install_in_a_virtualenv(tmp_path):
     assert "lbt " in out and "lstates " in out and "Error" not in out, out
     # The installed package writes a layout profile too (with the test
     # Python's pyelftools on the path: the venv has no dependencies).
-    host = __import__("harness").manifest()["r21-gc64"]["host"]
+    host = manifest()["r21-gc64"]["host"]
     site = subprocess.run([py, "-c", "import ljgdb, os; print(os.path.dirname(ljgdb.__file__))"],
                           check=True, stdout=subprocess.PIPE,
                           cwd=str(tmp_path)).stdout.decode().strip()
@@ -59,7 +59,7 @@ def test_install_in_a_virtualenv(tmp_path):
     assert os.path.isdir(os.path.join(site, "profiles"))
     # The installed core reader (python3 -m ljgdb CORE ...) prints what the
     # checkout's prints, on a core of that host.
-    stop = __import__("harness").Stop("r21-gc64", "bt.lua", ["lbt"], str(tmp_path / "run"),
+    stop = Stop("r21-gc64", "bt.lua", ["lbt"], str(tmp_path / "run"),
                                       args=["nest"])
     reader = subprocess.run([py, "-m", "ljgdb", stop.core, host, "lbt"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, cwd=str(tmp_path), env=env)

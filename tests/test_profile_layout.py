@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from harness import (ALL_VARIANTS, ARM64_VARIANTS, LIBLUAJIT2_DEBUG, LIBLUAJIT2_DIR,
-                     LIBLUAJIT2_ROOT, NOJIT_VARIANTS, ROOT, manifest, run_gdb, tool_for)
+from support.stop import (ALL_VARIANTS, ARM64_VARIANTS, LIBLUAJIT2_DEBUG, LIBLUAJIT2_DIR,
+                          LIBLUAJIT2_ROOT, NOJIT_VARIANTS, ROOT, manifest, run_gdb, tool_for)
 
 DUMP = os.path.join(ROOT, "testprogs", "dump_layout.py")
 # The rebuilt libluajit2-5.1-2 and its debug file, unpacked by testprogs/debs.py.

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from harness import BOTH_ARCHES, ROOT, Stop, manifest, stripped_with_profile
+from support.stop import BOTH_ARCHES, ROOT, Stop, manifest, stripped_with_profile
 
 READ = ["lbt", "lbt full", "lthreads", "lgcstat", "ltrace"]
 

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from harness import addr_of
-from multistop import MultiStop
+from support.stop import addr_of
+from support.multistop import MultiStop
 
 NSTOPS = 40
 DRIVER = r'''

@@ -13,9 +13,9 @@ import shutil
 
 import pytest
 
-from harness import ROOT, addr_of, chunk_display
-from hostrun import HostProcess, core_outputs
-from moments import kernel_cores_possible
+from support.stop import ROOT, addr_of, chunk_display
+from support.host import HostProcess, core_outputs
+from support.moments import kernel_cores_possible
 
 TARANTOOL = shutil.which("tarantool")
 PROGRAM = os.path.join(ROOT, "testprogs", "tarantool", "fibers.lua")

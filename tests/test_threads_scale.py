@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from harness import BOTH_ARCHES, Stop, chunk_display
+from support.stop import BOTH_ARCHES, Stop, chunk_display
 
 N = 2000
 

@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from harness import BOTH_ARCHES, Stop, lua_quote, unhex
+from support.stop import BOTH_ARCHES, Stop, lua_quote, unhex
 
 NSLOTS = 24
 ASIZE = "print/r ((GCtab *)$tab)->asize"

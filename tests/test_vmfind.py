@@ -7,7 +7,7 @@ import pytest
 from ljgdb.gdb_ext.layout import Layout
 from ljgdb.gdb_ext.state import make_vm
 from ljgdb.gdb_ext.vmfind import _hits, list_states, search_states
-from synth import LAYOUTS, Heap
+from support.synth import LAYOUTS, Heap
 
 VARIANTS = LAYOUTS
 

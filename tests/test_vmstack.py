@@ -9,7 +9,7 @@ from ljgdb.gdb_ext.objects import Thread
 from ljgdb.gdb_ext.state import make_vm
 from ljgdb.gdb_ext.target import MachineFrame
 from ljgdb.gdb_ext.vmstack import locate
-from synth import Heap
+from support.synth import Heap
 
 VARIANTS = ("r21-gc64", "r21-x64")
 INTERP = ~0         # LJ_VMST_INTERP, stored negated in g->vmstate

@@ -17,7 +17,8 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# tests/support/stop.py -> the checkout
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LOADER = os.path.join(ROOT, "ljgdb.py")
 LUA_DIR = os.path.join(ROOT, "testprogs", "lua")
 CACHE = os.environ.get("LJGDB_CACHE") or os.path.join(
@@ -57,25 +58,32 @@ def manifest():
     return m
 
 
-_BEGIN = "@@LJGDB-BEGIN %d@@"
-_END = "@@LJGDB-END %d@@"
+_BEGIN = "@@LJGDB-BEGIN %s@@"
+_END = "@@LJGDB-END %s@@"
 
 
-def _wrap(commands, first=0):
+def _key(i, stop):
+    return "%d" % i if stop is None else "%d %d" % (stop, i)
+
+
+def wrap_commands(commands, first=0, stop=None):
     """gdb arguments running each command between markers numbered from
-    `first` on (as _cut finds them)."""
+    `first` on (as cut_outputs finds them); `stop`, the number of the stop
+    when a program stops several times (multistop.py), goes in the markers
+    too."""
     args = []
     for i, cmd in enumerate(commands, first):
-        args += ["-ex", "echo \\n" + _BEGIN % i + "\\n", "-ex", cmd,
-                 "-ex", "echo \\n" + _END % i + "\\n"]
+        args += ["-ex", "echo \\n" + _BEGIN % _key(i, stop) + "\\n", "-ex", cmd,
+                 "-ex", "echo \\n" + _END % _key(i, stop) + "\\n"]
     return args
 
 
-def _cut(text, commands):
-    """[(command, output or None)] in order."""
+def cut_outputs(text, commands, stop=None):
+    """[(command, output or None)] in order (of the stop numbered `stop`)."""
     out = []
     for i, cmd in enumerate(commands):
-        m = re.search(re.escape(_BEGIN % i) + r"\n(.*?)\n?" + re.escape(_END % i), text, re.S)
+        m = re.search(re.escape(_BEGIN % _key(i, stop)) + r"\n(.*?)\n?" +
+                      re.escape(_END % _key(i, stop)), text, re.S)
         out.append((cmd, m.group(1) if m else None))
     return out
 
@@ -129,7 +137,7 @@ class Stop(object):
         self.live_text = run_gdb(live_args, cwd=workdir, env=env)
         self._check_live(stop_on)
         core_args = ["-ex", "source " + LOADER, "-ex", "core-file " + self.core]
-        core_args += _wrap(self.commands)
+        core_args += wrap_commands(self.commands)
         self.core_text = run_gdb(core_args + [m["host"]], cwd=workdir, env=env)
         self._finish()
 
@@ -142,7 +150,7 @@ class Stop(object):
         args += ["-ex", start]
         for cmd in live_prelude:
             args += ["-ex", cmd]
-        return args + _wrap(self.commands)
+        return args + wrap_commands(self.commands)
 
     def _check_live(self, stop_on):
         # (Without debug info gdb writes "Breakpoint 1, 0x... in ljgdb_break ()".)
@@ -153,10 +161,10 @@ class Stop(object):
                                  % (self.variant, self.live_text[-3000:]))
         if not os.path.exists(self.core):
             raise AssertionError("%s: no core was written:\n%s" % (self.variant, self.live_text[-3000:]))
-        self.live = _cut(self.live_text, self.commands)
+        self.live = cut_outputs(self.live_text, self.commands)
 
     def _finish(self):
-        self.core_out = _cut(self.core_text, self.commands)
+        self.core_out = cut_outputs(self.core_text, self.commands)
         self.expected = read_expected(self.expected_file)
 
     def _run_qemu(self, argv, workdir, stop_on, live_prelude, env):
@@ -170,7 +178,7 @@ class Stop(object):
             os.rename(cores[0], self.core)
         self._check_live(stop_on)
         core_args = qemu_target(m) + ["-ex", "core-file " + self.core, "-ex", "source " + LOADER]
-        self.core_text = run_gdb(core_args + _wrap(self.commands), cwd=workdir, env=env,
+        self.core_text = run_gdb(core_args + wrap_commands(self.commands), cwd=workdir, env=env,
                                  gdb="gdb-multiarch")
         self._finish()
 

@@ -2,36 +2,16 @@
 every stop and saves a core at each, then a second gdb loads each core in
 turn and runs the commands again.  Two gdb processes per program, however
 many stops."""
-import os
-import re
-
 import json
+import os
 
-from harness import LOADER, LUA_DIR, MANIFEST, qemu_gdb, qemu_target, read_expected, run_gdb
-
-_BEGIN = "@@LJGDB-BEGIN %d %d@@"
-_END = "@@LJGDB-END %d %d@@"
-
-
-def _wrap(stop, commands):
-    args = []
-    for i, cmd in enumerate(commands):
-        args += ["-ex", "echo \\n" + _BEGIN % (stop, i) + "\\n", "-ex", cmd,
-                 "-ex", "echo \\n" + _END % (stop, i) + "\\n"]
-    return args
+from .stop import (LOADER, LUA_DIR, MANIFEST, cut_outputs, qemu_gdb, qemu_target, read_expected,
+                   run_gdb, wrap_commands)
 
 
-def _cut(text, nstops, commands):
+def _by_stop(text, nstops, commands):
     """out[stop][command index] = text or None."""
-    out = []
-    for s in range(nstops):
-        row = []
-        for i in range(len(commands)):
-            m = re.search(re.escape(_BEGIN % (s, i)) + r"\n(.*?)\n?" + re.escape(_END % (s, i)),
-                          text, re.S)
-            row.append(m.group(1) if m else None)
-        out.append(row)
-    return out
+    return [[out for _, out in cut_outputs(text, commands, stop=s)] for s in range(nstops)]
 
 
 class MultiStop(object):
@@ -55,7 +35,7 @@ class MultiStop(object):
         live = ["-ex", "source " + LOADER, "-ex", "break ljgdb_break",
                 "-ex", "continue" if arm64 else "run"]
         for s in range(nstops):
-            live += _wrap(s, self.commands)
+            live += wrap_commands(self.commands, stop=s)
             # arm64 under qemu: the host forks a child that aborts at each
             # stop once gdb lets it go on (LJGDB_FORK_CORE; see host.c).
             live += ["-ex", "continue"] if arm64 else ["-ex", "gcore " + cores[s]]
@@ -74,12 +54,12 @@ class MultiStop(object):
         if missing:
             raise AssertionError("%s: %d of %d stops reached:\n%s" % (
                 variant, nstops - len(missing), nstops, self.live_text[-4000:]))
-        self.live = _cut(self.live_text, nstops, self.commands)
+        self.live = _by_stop(self.live_text, nstops, self.commands)
         core = (qemu_target(m) if arm64 else ["-ex", "file " + m["host"]]) + ["-ex", "source " + LOADER]
         for s in range(nstops):
-            core += ["-ex", "core-file " + cores[s]] + _wrap(s, self.commands)
+            core += ["-ex", "core-file " + cores[s]] + wrap_commands(self.commands, stop=s)
         self.core_text = run_gdb(core, cwd=workdir, gdb="gdb-multiarch" if arm64 else "gdb")
-        self.core = _cut(self.core_text, nstops, self.commands)
+        self.core = _by_stop(self.core_text, nstops, self.commands)
         if not keep_cores:
             for c in cores:
                 os.unlink(c)

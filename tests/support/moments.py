@@ -8,7 +8,7 @@ Three ways to stop, as operators do:
   sweep    (not random) stopped once, then `stepi` n times: every machine
            instruction the loop runs, in order, is a moment
 
-arm64 builds run under qemu-user (tests/harness.py qemu_gdb), which has no
+arm64 builds run under qemu-user (tests/support/stop.py qemu_gdb), which has no
 attach: its gdb stub takes one debugger, connected before the first
 instruction.  There sigint sends SIGINT to the qemu process (the guest's
 signal, which the stub reports to gdb), abort sends it SIGABRT (qemu writes
@@ -23,7 +23,7 @@ Each way runs one gdb for many moments.  An lbt output is judged:
   honest   the frames shown are right (the innermost ones, or the
            outermost ones), and an `lbt:` line says what is missing and why
   wrong    any other output: a frame that differs, without a warning
-Used by tests/test_moments.py (a fixed-seed subset) and
+Used by tests/e2e/test_moments.py (a fixed-seed subset) and
 bench/bench_moments.py (thousands of moments, the README's table).
 """
 import json
@@ -32,12 +32,10 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (LOADER, LUA_DIR, chunk_display, manifest, qemu_gdb, qemu_target,  # noqa: E402
-                     read_expected, run_gdb)
+from .stop import (LOADER, LUA_DIR, chunk_display, manifest, qemu_gdb, qemu_target, read_expected,
+                   run_gdb)
 
 PROGRAM = os.path.join(LUA_DIR, "moments.lua")
 SHAPES = ("interp", "alloc", "calls", "luacall", "meta", "gsub", "sort", "vararg", "coro", "gc",

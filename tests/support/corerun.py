@@ -2,14 +2,14 @@
 (python3 -m ljgdb runs one command per process; its own code path is
 commands.corehost.main, tested through the real command line too).
 
-  python3 tests/corerun.py CORE [BINARY] [--thread N] [--sysroot DIR] < commands.json
+  python3 tests/support/corerun.py CORE [BINARY] [--thread N] [--sysroot DIR] < commands.json
       ->  [[output, error line], ...]
 """
 import json
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
 __import__("ljgdb")  # the checkout as the package ljgdb

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from harness import LOADER, _cut, _wrap, read_expected, run_gdb
+from .stop import LOADER, cut_outputs, read_expected, run_gdb, wrap_commands
 
 
 class HostProcess(object):
@@ -60,11 +60,11 @@ class HostProcess(object):
         """[(command, output)] of gdb attached to the process (then a gcore
         into `core` if given, and detach)."""
         args = _init(self.gdb_init) + ["-p", str(self.pid), "-ex", "source " + LOADER] + \
-            _wrap(commands)
+            wrap_commands(commands)
         if core:
             args += ["-ex", "gcore " + core]
         args += ["-ex", "detach"]
-        return _cut(run_gdb(args, cwd=self.workdir), commands)
+        return cut_outputs(run_gdb(args, cwd=self.workdir), commands)
 
     def abort(self, timeout=60):
         """SIGABRT: the kernel writes a core (core_pattern permitting).
@@ -97,5 +97,5 @@ def _init(cmds):
 
 def core_outputs(program, core, commands, cwd=None, gdb_init=()):
     args = _init(gdb_init) + ["-ex", "source " + LOADER, "-ex", "core-file " + core] + \
-        _wrap(commands) + [program]
-    return _cut(run_gdb(args, cwd=cwd), commands)
+        wrap_commands(commands) + [program]
+    return cut_outputs(run_gdb(args, cwd=cwd), commands)

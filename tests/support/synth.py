@@ -10,7 +10,7 @@ import struct
 
 from ljgdb.gdb_ext.target import SyntheticTarget, TypeInfo
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
 # The builds whose layouts tests/data holds (the engine's unit tests run on each).
 LAYOUTS = ("r21-gc64", "r21-x64", "r20-x64", "r21-dualnum", "r21-arm64", "or-arm64")
 
