@@ -17,10 +17,9 @@ import subprocess
 
 import pytest
 
-from support.stop import CACHE, Stop, chunk_display
+from support.stop import CACHE, LUA_DIR, Stop, chunk_display
 
-PROG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                    "testprogs", "lua", "profile.lua")
+PROG = os.path.join(LUA_DIR, "profile.lua")
 CHUNK = chunk_display("@" + PROG)
 BAD = ["lprofile --hz 0", "lprofile --seconds x", "lprofile --bogus", "lprofile extra"]
 INFERNO = os.path.join(CACHE, "cargo", "bin", "inferno-flamegraph")

@@ -19,7 +19,7 @@ from support import moments
 from support.stop import (ALL_VARIANTS, ARM64_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, cut_outputs,
                           qemu_target, run_gdb, stripped_with_profile, sysroot_args, wrap_commands)
 
-CORERUN = os.path.join(ROOT, "tests", "corerun.py")
+CORERUN = os.path.join(ROOT, "tests", "support", "corerun.py")
 # Commands that take no address: the same text on any core.
 PLAIN = ["linfo", "lstates", "lbt", "lbt full", "lbt --all", "lbt --all --group", "lbt --folded",
          "lthreads", "lgcstat", "lgcstat --top 5", "lgcstat --by-chunk", "ltrace", "lmcode",
@@ -117,7 +117,7 @@ MOMENT_COMMANDS = ["lbt", "lbt full", "linfo", "lthreads", "lgcstat", "lstates",
 
 @pytest.mark.parametrize("variant", ("r21-gc64", "r20-x64", "or-x64") + ARM64_VARIANTS)
 def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
-    """(arm64: qemu's cores of the guest, tests/moments.py)"""
+    """(arm64: qemu's cores of the guest, tests/support/moments.py)"""
     if moments.kernel_cores_possible():
         pytest.skip(moments.kernel_cores_possible())
     build = moments.manifest()[variant]

@@ -281,7 +281,7 @@ def test_nginx_library_without_its_debug_file(tmp_path):
 def test_nginx_worker_busy_in_lua(tmp_path):
     """A worker spinning in interpreted Lua inside a request: gdb attaches at
     random moments (and the kernel's core after SIGABRT), and lbt must be
-    the recorded stack, judged as tests/moments.py judges (never wrong)."""
+    the recorded stack, judged as tests/support/moments.py judges (never wrong)."""
     import random
     from support.moments import judge
     d = str(tmp_path)

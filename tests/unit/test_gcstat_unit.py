@@ -6,12 +6,9 @@ open upvalues, the circular mmudata list); g->gc.total is set to the sum of
 their sizes computed here from LuaJIT's free functions (R lj_tab.c
 lj_tab_free, lj_func.c lj_func_free, lj_str.h lj_str_size, ...).
 """
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import ljgdb  # noqa: E402,F401
 from ljgdb.gdb_ext import consts as C  # noqa: E402
 from ljgdb.gdb_ext.errors import CorruptError, FaultError  # noqa: E402

@@ -1,7 +1,7 @@
 """gdb_ext.vmstack on synthetic memory: where the walk of the running
 thread starts, from the interpreter's registers as an unwinder gives them
 (Target.machine_frames), GC64 and X64.  The end-to-end tests are
-tests/test_moments.py."""
+tests/e2e/test_moments.py."""
 import pytest
 
 from ljgdb.gdb_ext.layout import Layout

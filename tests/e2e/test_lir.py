@@ -17,7 +17,7 @@ import pytest
 
 from support.stop import BOTH_ARCHES, NOJIT_VARIANTS, ROOT, Stop, sysroot_args
 
-CORERUN = os.path.join(ROOT, "tests", "corerun.py")
+CORERUN = os.path.join(ROOT, "tests", "support", "corerun.py")
 
 DRIVER = r'''
 import json, os

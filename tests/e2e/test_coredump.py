@@ -18,10 +18,9 @@ import time
 
 import pytest
 
-from support.stop import Stop, manifest, qemu_target, run_gdb
+from support.stop import LUA_DIR, Stop, manifest, qemu_target, run_gdb
 from support import moments
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gdb_ext.coredump import Core  # noqa: E402
 from gdb_ext.errors import FaultError  # noqa: E402
 
@@ -353,8 +352,7 @@ def test_read_speed(cores):
 
 def test_not_a_core(tmp_path):
     host = manifest()["r21-gc64"]["host"]
-    lua = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testprogs", "lua",
-                       "bt.lua")
+    lua = os.path.join(LUA_DIR, "bt.lua")
     empty = tmp_path / "empty"
     empty.write_bytes(b"")
     for path, why in ((host, "not a core file"), (lua, "not an ELF file"),

@@ -1,5 +1,5 @@
 """lbt at random moments of a spinning VM, against the stack the Lua
-program recorded (tests/moments.py; testprogs/lua/moments.lua).
+program recorded (tests/support/moments.py; testprogs/lua/moments.lua).
 
 A fixed-seed subset of what bench/bench_moments.py runs by the thousand:
 on every JIT variant, each way of stopping (attaching gdb, SIGINT under

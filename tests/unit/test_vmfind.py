@@ -1,5 +1,5 @@
 """gdb_ext.vmfind on synthetic memory: the search for global_States in a
-process's memory.  The end-to-end tests are in tests/test_lstates.py."""
+process's memory.  The end-to-end tests are in tests/e2e/test_lstates.py."""
 import random
 
 import pytest

@@ -1,14 +1,11 @@
 """The dominator tree of gdb_ext.heapdom against the definition, on random
 graphs: d dominates v when no root reaches v once d is taken out; each
 object's retained bytes are the sizes of the objects it dominates."""
-import os
 import random
-import sys
 from array import array
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import ljgdb  # noqa: E402,F401
 from ljgdb.gdb_ext import consts as C  # noqa: E402
 from ljgdb.gdb_ext.heapdom import Dominators  # noqa: E402

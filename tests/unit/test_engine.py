@@ -4,12 +4,9 @@ Layouts are the DWARF of real builds (tests/data); values are encoded as
 lj_obj.h encodes them.  No gdb needed.
 """
 import math
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import ljgdb  # noqa: E402,F401  (the checkout as the package ljgdb)
 from ljgdb.gdb_ext.errors import CorruptError, FaultError, NotLuaJITError  # noqa: E402
 from ljgdb.gdb_ext.layout import Layout  # noqa: E402
