@@ -115,6 +115,7 @@ MOMENT_COMMANDS = ["lbt", "lbt full", "linfo", "lthreads", "lgcstat", "lstates",
                    "lbt --json", "lgcstat --retained --top 3"]
 
 
+@pytest.mark.slow      # random moments, a kernel core each
 @pytest.mark.parametrize("variant", ("r21-gc64", "r20-x64", "or-x64") + ARM64_VARIANTS)
 def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
     """(arm64: qemu's cores of the guest, tests/support/moments.py)"""

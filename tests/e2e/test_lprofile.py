@@ -19,6 +19,9 @@ import pytest
 
 from support.stop import CACHE, LUA_DIR, Stop, chunk_display
 
+# Profiles of 2 to 15 seconds on every build.
+pytestmark = pytest.mark.slow
+
 PROG = os.path.join(LUA_DIR, "profile.lua")
 CHUNK = chunk_display("@" + PROG)
 BAD = ["lprofile --hz 0", "lprofile --seconds x", "lprofile --bogus", "lprofile extra"]

@@ -20,6 +20,9 @@ import pytest
 from support.stop import LOADER, LUA_DIR, manifest, read_expected, run_gdb
 from support.host import HostProcess
 
+# About 80 s: fifty profiles in a row, gdb killed mid-profile (16 s each).
+pytestmark = pytest.mark.slow
+
 PROG = os.path.join(LUA_DIR, "counter.lua")
 VARIANTS = ["r21-gc64", "deb-x64"]
 SUMMARY = re.compile(r"^lprofile: (\d+) samples in [\d.]+ s .*, (\d+) thread stacks with Lua kept;",

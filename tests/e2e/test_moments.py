@@ -28,6 +28,7 @@ def shapes_for(variant, way):
     return [moments.SHAPES[(start + i) % len(moments.SHAPES)] for i in range(k)]
 
 
+@pytest.mark.slow      # 5 to 15 s per build and way
 @pytest.mark.parametrize("variant,way", [(v, w) for v in ALL_VARIANTS for w in moments.WAYS]
                          + [(v, w) for v in ARM64_VARIANTS for w in moments.ARM64_WAYS])
 def test_random_moments(variant, way, tmp_path):
@@ -51,6 +52,7 @@ def test_random_moments(variant, way, tmp_path):
 SWEEPS = (("interp", 120), ("luacall", 900), ("calls", 900), ("error", 600), ("jitside", 200))
 
 
+@pytest.mark.slow      # about 20 s per build
 @pytest.mark.parametrize("variant", BOTH_ARCHES)
 def test_instruction_sweep(variant, tmp_path):
     """Every instruction of the loops' bytecode handlers, fast functions,

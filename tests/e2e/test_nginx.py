@@ -25,9 +25,10 @@ from support.moments import kernel_cores_possible
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 LUA_MODULE = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
 APPDIR = os.path.join(ROOT, "testprogs", "nginx")
-pytestmark = pytest.mark.skipif(not (os.path.exists(NGINX) and os.path.exists(LUA_MODULE)),
-                                reason="nginx and libnginx-mod-http-lua are not installed "
-                                "(testprogs/install-deps.sh installs them)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not (os.path.exists(NGINX) and os.path.exists(LUA_MODULE)),
+                                 reason="nginx and libnginx-mod-http-lua are not installed "
+                                 "(testprogs/install-deps.sh installs them)")]
 REQUESTS = ("sleep", "read", "wrap")
 
 

@@ -10,6 +10,9 @@ import pytest
 from support.stop import addr_of
 from support.multistop import MultiStop
 
+# 40 stops per build: about 20 s each on x86-64.
+pytestmark = pytest.mark.slow
+
 NSTOPS = 40
 DRIVER = r'''
 import json, os

@@ -19,8 +19,9 @@ from support.moments import kernel_cores_possible
 
 TARANTOOL = shutil.which("tarantool")
 PROGRAM = os.path.join(ROOT, "testprogs", "tarantool", "fibers.lua")
-pytestmark = pytest.mark.skipif(TARANTOOL is None, reason="tarantool is not installed "
-                                "(testprogs/install-deps.sh installs it)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(TARANTOOL is None, reason="tarantool is not installed "
+                                 "(testprogs/install-deps.sh installs it)")]
 
 
 def check(outs, expected, how):
