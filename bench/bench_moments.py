@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """lbt at thousands of random moments: exact, honest and wrong counted
-apart, per variant, stack shape and way of stopping (tests/moments.py).
+apart, per variant, stack shape and way of stopping (tests/support/moments.py).
 
 Usage: python3 bench/bench_moments.py [--per N] [--seed S] [--ways attach,sigint,abort]
                                       [--shapes a,b] [--show-wrong] [--sweep N] [VARIANT ...]

@@ -131,7 +131,7 @@ def main():
         log("note: %s is the rebuild an earlier debs.py installed (the tests no longer need it): "
             "apt-get install --reinstall libluajit2-5.1-2 puts Debian's back" % system[0])
     # ... and Debian's official libluajit2-5.1-2, unpacked (not installed):
-    # what users run, without a debug file anywhere (tests/test_nginx.py
+    # what users run, without a debug file anywhere (tests/e2e/test_nginx.py
     # runs nginx on it through LD_LIBRARY_PATH).
     unpack_official("libluajit2-5.1-2", os.path.join(DEBS, "libluajit2-root"))
     # Debian's luajit: the official binary and, if the rebuild matches it,
