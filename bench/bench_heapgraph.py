@@ -32,7 +32,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from harness import LOADER, LUA_DIR, manifest, read_expected  # noqa: E402
+from support.stop import LOADER, LUA_DIR, manifest, read_expected  # noqa: E402
 
 # The commands timed: (command, whether the probe is its argument).  The
 # --save and --diff pair compares the heap with itself (nothing new).

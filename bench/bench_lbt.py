@@ -16,7 +16,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from harness import manifest  # noqa: E402
+from support.stop import manifest  # noqa: E402
 
 TIMER = ("python import time\n"
          "python\n"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """lbt at thousands of random moments: exact, honest and wrong counted
-apart, per variant, stack shape and way of stopping (tests/moments.py).
+apart, per variant, stack shape and way of stopping (tests/support/moments.py).
 
 Usage: python3 bench/bench_moments.py [--per N] [--seed S] [--ways attach,sigint,abort]
                                       [--shapes a,b] [--show-wrong] [--sweep N] [VARIANT ...]
@@ -18,8 +18,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-import moments  # noqa: E402
-from harness import ALL_VARIANTS  # noqa: E402
+from support import moments  # noqa: E402
+from support.stop import ALL_VARIANTS  # noqa: E402
 
 
 def main(argv):

@@ -23,7 +23,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from harness import LOADER, manifest  # noqa: E402
+from support.stop import LOADER, manifest  # noqa: E402
 
 PROG = os.path.join(ROOT, "testprogs", "lua", "profile.lua")
 

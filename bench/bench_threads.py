@@ -19,7 +19,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from harness import LOADER, manifest  # noqa: E402
+from support.stop import LOADER, manifest  # noqa: E402
 
 COMMANDS = ("lthreads --group", "lthreads", "lbt --all --group", "lbt --all")
 TIMER = ("python import time\n"

@@ -42,7 +42,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 from gdb_ext import corefile  # noqa: E402
-from harness import LOADER, LUA_DIR, manifest, run_gdb  # noqa: E402
+from support.stop import LOADER, LUA_DIR, manifest, run_gdb  # noqa: E402
 
 COMMANDS = (
     "linfo",

@@ -15,7 +15,8 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from harness import LOADER, LUA_DIR, _cut, _wrap, manifest, read_expected, run_gdb  # noqa: E402
+from support.stop import (LOADER, LUA_DIR, cut_outputs, manifest, read_expected, run_gdb,  # noqa: E402
+                          wrap_commands)
 
 VARIANTS = ("r21-gc64", "r21-x64")
 STOP1 = ["lgcstat"] + ["lval --raw L %d" % i for i in range(1, 14)] + ["lgcstat --save SNAP"]
@@ -29,10 +30,10 @@ def run(variant, work):
     two = [c.replace("SNAP", snap) for c in STOP2]
     exp = os.path.join(work, "expected.txt")
     args = ["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run"] + \
-        _wrap(one) + ["-ex", "continue"] + _wrap(two, len(one)) + ["-ex", "continue", "-ex", "kill",
-                                 "--args", m["host"], os.path.join(LUA_DIR, "tour.lua"), exp]
+        wrap_commands(one) + ["-ex", "continue"] + wrap_commands(two, len(one)) + \
+        ["-ex", "continue", "-ex", "kill", "--args", m["host"], os.path.join(LUA_DIR, "tour.lua"), exp]
     text = run_gdb(args, cwd=work, env={"LUA_PATH": os.path.join(m["src"], "?.lua") + ";;"})
-    outs = dict(_cut(text, one + two))
+    outs = dict(cut_outputs(text, one + two))
     return {c: outs.get(c.replace("SNAP", snap)) for c in STOP1 + STOP2}, \
         {r[0]: r[1:] for r in read_expected(exp)}, snap
 
@@ -52,10 +53,10 @@ def one_stop(variant, program, args, commands, stop_at, work):
     core = os.path.join(work, "core-" + program)
     commands = [c.replace("CORE", core) for c in commands]
     cmd = ["-ex", "source " + LOADER, "-ex", "break " + stop_at, "-ex", "run"] + \
-        _wrap(commands) + ["-ex", "kill", "--args", m["host"],
-                           os.path.join(LUA_DIR, program), exp] + args
+        wrap_commands(commands) + ["-ex", "kill", "--args", m["host"],
+                                   os.path.join(LUA_DIR, program), exp] + args
     text = run_gdb(cmd, cwd=work, env={"LUA_PATH": os.path.join(m["src"], "?.lua") + ";;"})
-    outs = {c.replace(core, "CORE"): t for c, t in _cut(text, commands)}
+    outs = {c.replace(core, "CORE"): t for c, t in cut_outputs(text, commands)}
     if os.path.exists(core):
         p = subprocess.run([sys.executable, "-m", "ljgdb", core, m["host"], "lgcstat"],
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

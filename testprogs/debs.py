@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from build import CACHE, SRC, fetch_debian, log, run  # noqa: E402
 
 DEBS = os.path.join(CACHE, "debs")
-# The rebuilt libluajit2-5.1-2 and its debug file (tests/harness.py names it too).
+# The rebuilt libluajit2-5.1-2 and its debug file (tests/support/stop.py names it too).
 REBUILT_ROOT = os.path.join(DEBS, "libluajit2-rebuilt-root")
 LIBDIR = os.path.join("usr", "lib", "x86_64-linux-gnu")
 
@@ -131,7 +131,7 @@ def main():
         log("note: %s is the rebuild an earlier debs.py installed (the tests no longer need it): "
             "apt-get install --reinstall libluajit2-5.1-2 puts Debian's back" % system[0])
     # ... and Debian's official libluajit2-5.1-2, unpacked (not installed):
-    # what users run, without a debug file anywhere (tests/test_nginx.py
+    # what users run, without a debug file anywhere (tests/e2e/test_nginx.py
     # runs nginx on it through LD_LIBRARY_PATH).
     unpack_official("libluajit2-5.1-2", os.path.join(DEBS, "libluajit2-root"))
     # Debian's luajit: the official binary and, if the rebuild matches it,

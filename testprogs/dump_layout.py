@@ -1,7 +1,7 @@
 """Write the parts of a LuaJIT build's DWARF that the engine reads as JSON,
 as gdb reads them: for unit tests on synthetic memory (tests/data/layout-*.json)
 and to check the pyelftools reader of layout profiles against gdb
-(tests/test_profile_layout.py).
+(tests/e2e/test_profile_layout.py).
 
   gdb -nx --batch -ex 'python import sys; sys.argv = ["x", "OUT.json"]' \
       -x testprogs/dump_layout.py HOST_BINARY

@@ -14,13 +14,13 @@ they describe, with python3 -m ljgdb.profile's reader:
                                  byte-identical (its build-id differs), but
                                  its layout is the same source's and its
                                  VM code the same bytes at the same place
-                                 (tests/test_nginx.py runs the official
+                                 (tests/e2e/test_nginx.py runs the official
                                  library through this profile)
 
   python3 testprogs/make_profiles.py [--check]
 
 --check writes nothing and exits 1 when a shipped profile differs from what
-its build gives now (tests/test_profile_layout.py runs it).
+its build gives now (tests/e2e/test_profile_layout.py runs it).
 """
 import argparse
 import glob

@@ -1,0 +1,127 @@
+"""Distribution builds as users get them: Debian's official luajit binary
+(stripped) with the debug file of its -dbgsym package (testprogs/debs.py
+rebuilds the source package, byte-identical, and unpacks both), found
+through gdb's debug-file-directory and through a debuginfod server; and
+what ljgdb says when the debug file is missing."""
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from support.stop import (CACHE, LOADER, LUA_DIR, chunk_display, cut_outputs, read_expected, run_gdb,
+                          wrap_commands)
+
+ROOT = os.path.join(CACHE, "debs", "luajit-root")
+LUAJIT = os.path.join(ROOT, "usr", "bin", "luajit")
+DEBUG_DIR = os.path.join(ROOT, "usr", "lib", "debug")
+PROGRAM = os.path.join(LUA_DIR, "distro.lua")
+pytestmark = pytest.mark.skipif(not os.path.exists(LUAJIT), reason="Debian's luajit is not "
+                                "unpacked (python3 testprogs/debs.py does it)")
+
+COMMANDS = ["lbt", "linfo", "lgcstat"]
+
+
+def has_debug_file():
+    return os.path.isdir(os.path.join(DEBUG_DIR, ".build-id"))
+
+
+def session(tmp_path, pre, env=None, wrap=None, stop="lj_cf_os_clock"):
+    """Outputs of COMMANDS live at the breakpoint `stop` (and from a gcore
+    core), with the gdb commands `pre` run before the binary is loaded."""
+    exp = str(tmp_path / "expected.txt")
+    core = str(tmp_path / "core")
+    args = []
+    for p in pre:
+        args += ["-iex", p]
+    args += ["-ex", "source " + LOADER, "-ex", "set breakpoint pending on",
+             "-ex", "break " + stop, "-ex", "run"] + wrap_commands(COMMANDS)
+    args += ["-ex", "gcore " + core, "-ex", "kill", "--args", LUAJIT, PROGRAM, exp]
+    if wrap:
+        cmd = ["gdb", "-nx", "-nh", "--batch", "-ex", "set confirm off", "-ex",
+               "set pagination off", "-ex", "set width 0"] + args
+        text = subprocess.run(wrap + cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, timeout=300, cwd=str(tmp_path),
+                              env=dict(os.environ, LC_ALL="C", **(env or {}))).stdout.decode()
+    else:
+        text = run_gdb(args, cwd=str(tmp_path), env=env)
+    live = dict(cut_outputs(text, COMMANDS))
+    core_args = []
+    for p in pre:
+        core_args += ["-iex", p]
+    core_args += ["-ex", "source " + LOADER, "-ex", "core-file " + core] + wrap_commands(COMMANDS)
+    core_out = dict(cut_outputs(run_gdb(core_args + [LUAJIT], cwd=str(tmp_path), env=env), COMMANDS)) \
+        if os.path.exists(core) and not wrap else None
+    return live, core_out, read_expected(exp) if os.path.exists(exp) else None, text
+
+
+def check(out, expected, text):
+    frames = ["%s:%s" % (chunk_display(r[2]), r[3]) for r in expected if r[0] == "frame"]
+    lbt = (out["lbt"] or text[-3000:]).splitlines()
+    assert lbt[0].startswith("Lua backtrace of (lua_State *)0x") and "running" in lbt[0], lbt
+    assert lbt[1] == "#0   [builtin#os.clock]", lbt
+    assert [line[5:] for line in lbt[2:]] == frames, (lbt, frames)
+    assert "(exact)" in out["lgcstat"], out["lgcstat"]
+
+
+@pytest.mark.skipif(not has_debug_file(), reason="the rebuilt luajit was not byte-identical")
+def test_debian_luajit_with_its_debug_file(tmp_path):
+    live, core, expected, text = session(tmp_path, ["set debug-file-directory " + DEBUG_DIR])
+    check(live, expected, text)
+    check(core, expected, text)
+
+
+def test_debian_luajit_through_its_shipped_profile(tmp_path):
+    """No debug file, no debuginfod: the shipped layout profile of this very
+    build (pkg/profiles/, matched by its build-id) gives lbt and lgcstat.
+    Without symbols for static functions, the stop is in libc's clock(),
+    which os.clock calls."""
+    live, core, expected, text = session(tmp_path, ["set debug-file-directory /nonexistent",
+                                                    "set debuginfod enabled off"], stop="clock")
+    check(live, expected, text)
+    check(core, expected, text)
+    for out in (live, core):
+        assert re.search(r"^layout: +layout profile debian-luajit_[^ ]+\.json \(LuaJIT 2\.1\.0-beta3, "
+                         r"build-id [0-9a-f]+\)", out["linfo"], re.M), out["linfo"]
+
+
+def test_debian_luajit_without_its_debug_file(tmp_path):
+    # Without symbols for static functions, stop where luajit.c runs the
+    # script (lua_pcall is exported); no profile either (LJGDB_PROFILES=none
+    # turns the shipped set off).
+    live, core, _, text = session(tmp_path, ["set debug-file-directory /nonexistent",
+                                             "set debuginfod enabled off"], stop="lua_pcall",
+                                  env={"LJGDB_PROFILES": "none"})
+    for out in (live, core):
+        for cmd in COMMANDS:
+            lines = out[cmd].strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith(cmd + ": LuaJIT is in " + LUAJIT), out
+            # No package owns the unpacked file: no package is named.
+            assert "without debug info" in lines[0] and "-dbgsym package)" in lines[0], out
+
+
+@pytest.mark.skipif(not has_debug_file() or shutil.which("debuginfod") is None
+                    or shutil.which("unshare") is None,
+                    reason="needs the debug file, debuginfod and unshare")
+def test_debian_luajit_with_debuginfod(tmp_path):
+    """A debuginfod server serving the -dbgsym's files, and gdb fetching
+    from it; both in a network namespace of their own whose only interface
+    is the loopback, so the server is reachable on 127.0.0.1 only."""
+    port = 18765
+    out = subprocess.run(["readelf", "-n", LUAJIT], stdout=subprocess.PIPE, check=True).stdout
+    bid = re.search(rb"Build ID: ([0-9a-f]+)", out).group(1).decode()
+    # Started, then asked until its first scan has indexed the file (a
+    # miss before that would be cached by gdb's client), stopped at the end.
+    # (The server must not inherit DEBUGINFOD_URLS: it would ask itself.)
+    server = ("ip link set lo up && env -u DEBUGINFOD_URLS debuginfod -p %d -d %s -F %s >%s "
+              "2>&1 & S=$!; for i in $(seq 300); do curl -sf -o /dev/null http://127.0.0.1:%d/buildid/%s/debuginfo "
+              "&& break; sleep 0.1; done; \"$@\"; rc=$?; kill $S; wait $S; exit $rc"
+              % (port, tmp_path / "db.sqlite", DEBUG_DIR, tmp_path / "debuginfod.log", port, bid))
+    env = {"DEBUGINFOD_URLS": "http://127.0.0.1:%d" % port,
+           "DEBUGINFOD_CACHE_PATH": str(tmp_path / "cache")}
+    live, _, expected, text = session(
+        tmp_path, ["set debuginfod enabled on", "set debug-file-directory /nonexistent"], env,
+        wrap=["unshare", "-n", "sh", "-c", server, "sh"])
+    check(live, expected, text)
+    assert os.listdir(str(tmp_path / "cache")), "gdb fetched nothing from debuginfod"

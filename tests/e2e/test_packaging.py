@@ -1,0 +1,76 @@
+"""pip install must give the package `ljgdb` and no bare `commands` module."""
+import os
+import subprocess
+import sys
+import zipfile
+
+from support.stop import ROOT, Stop, manifest
+
+
+def test_wheel_contents(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", str(tmp_path), ROOT], check=True, cwd=str(tmp_path))
+    wheels = [f for f in os.listdir(str(tmp_path)) if f.endswith(".whl")]
+    assert len(wheels) == 1
+    names = zipfile.ZipFile(os.path.join(str(tmp_path), wheels[0])).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"ljgdb"}, tops
+    assert "ljgdb/commands/lval.py" in names
+    assert "ljgdb/gdb_ext/layout.py" in names
+    assert "ljgdb/__init__.py" in names
+    # python3 -m ljgdb.profile and the shipped layout profiles.
+    assert "ljgdb/profile.py" in names
+    shipped = sorted(f for f in os.listdir(os.path.join(ROOT, "pkg", "profiles"))
+                     if f.endswith(".json"))
+    assert shipped and all("ljgdb/profiles/" + f in names for f in shipped), shipped
+
+
+def test_install_in_a_virtualenv(tmp_path):
+    """pip install . in a venv, then the line ljgdb-gdbinit prints loads the
+    commands in gdb, whose own Python does not see the venv."""
+    venv = str(tmp_path / "venv")
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    py = os.path.join(venv, "bin", "python")
+    # The wheel is built outside (a fresh venv has no `wheel` to build with).
+    wheels = str(tmp_path / "wheels")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "-q", "-w", wheels, ROOT], check=True, cwd=str(tmp_path))
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps",
+                    os.path.join(wheels, os.listdir(wheels)[0])], check=True, cwd=str(tmp_path))
+    line = subprocess.run([os.path.join(venv, "bin", "ljgdb-gdbinit")], check=True,
+                          stdout=subprocess.PIPE).stdout.decode().strip()
+    assert line.startswith("source " + venv) and line.endswith("ljgdb/gdbinit.py"), line
+    out = subprocess.run(["gdb", "-nx", "-nh", "--batch", "-ex", line, "-ex", "help ljgdb"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         cwd=str(tmp_path)).stdout.decode()
+    assert "lbt " in out and "lstates " in out and "Error" not in out, out
+    # The installed package writes a layout profile too (with the test
+    # Python's pyelftools on the path: the venv has no dependencies).
+    host = manifest()["r21-gc64"]["host"]
+    site = subprocess.run([py, "-c", "import ljgdb, os; print(os.path.dirname(ljgdb.__file__))"],
+                          check=True, stdout=subprocess.PIPE,
+                          cwd=str(tmp_path)).stdout.decode().strip()
+    assert site.startswith(venv), site
+    import elftools
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(elftools.__file__)))
+    prof = subprocess.run([py, "-m", "ljgdb.profile", host], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, cwd=str(tmp_path), env=env)
+    assert prof.returncode == 0 and b'"build_id"' in prof.stdout, prof.stdout[-2000:]
+    assert os.path.isdir(os.path.join(site, "profiles"))
+    # The installed core reader (python3 -m ljgdb CORE ...) prints what the
+    # checkout's prints, on a core of that host.
+    stop = Stop("r21-gc64", "bt.lua", ["lbt"], str(tmp_path / "run"),
+                                      args=["nest"])
+    reader = subprocess.run([py, "-m", "ljgdb", stop.core, host, "lbt"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, cwd=str(tmp_path), env=env)
+    assert reader.returncode == 0, reader.stdout.decode()[-2000:]
+    assert reader.stdout.decode().rstrip("\n") == stop.out("core", "lbt").rstrip("\n")
+    # --append adds it to ~/.gdbinit once.
+    home = str(tmp_path / "home")
+    os.makedirs(home)
+    env = dict(os.environ, HOME=home)
+    for _ in range(2):
+        subprocess.run([os.path.join(venv, "bin", "ljgdb-gdbinit"), "--append"], check=True,
+                       env=env, stdout=subprocess.PIPE)
+    with open(os.path.join(home, ".gdbinit")) as f:
+        assert f.read().splitlines() == [line]

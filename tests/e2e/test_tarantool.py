@@ -1,0 +1,76 @@
+"""Tarantool (Debian's package: its own LuaJIT fork, X64, with full debug
+info): fibers blocked in nested Lua calls.  lbt of each fiber's thread
+equals the frames debug.getinfo recorded, lthreads and lbt name the fiber
+as its scheduler sees it, lgcstat's sum is g->gc.total and equals
+collectgarbage("count"), lgcstat --retained of a table is what the program
+measured dropping one like it frees, and the VM is found although the process idles in
+its event loop with no Lua state in any frame: attached, from gcore's core
+and from the kernel's core after SIGABRT."""
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from support.stop import ROOT, addr_of, chunk_display
+from support.host import HostProcess, core_outputs
+from support.moments import kernel_cores_possible
+
+TARANTOOL = shutil.which("tarantool")
+PROGRAM = os.path.join(ROOT, "testprogs", "tarantool", "fibers.lua")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(TARANTOOL is None, reason="tarantool is not installed "
+                                 "(testprogs/install-deps.sh installs it)")]
+
+
+def check(outs, expected, how):
+    out = dict(outs)
+    fib = {r[1]: r[2] for r in expected if r[0] == "fiber"}
+    thread = {r[1]: addr_of(r[2]) for r in expected if r[0] == "thread"}
+    frames = {}
+    for r in expected:
+        if r[0] == "frame":
+            frames.setdefault(r[1], []).append("%s:%s" % (chunk_display(r[3]), r[4]))
+    (total,) = [int(float(r[1])) for r in expected if r[0] == "total"]
+    assert set(fib) == set(thread) == set(frames)
+    assert "memory search" in out["linfo"], (how, out["linfo"])
+    for fid, L in thread.items():
+        lbt = out["lbt L=0x%x" % L].splitlines()
+        assert lbt[0] == ('Lua backtrace of (lua_State *)0x%x (coroutine, normal; fiber %s "%s", '
+                          'suspended)' % (L, fid, fib[fid])), (how, lbt)
+        # The C function it blocks in on top, then the recorded frames.
+        assert lbt[1].startswith("#0   C:"), (how, lbt)
+        assert [line[5:] for line in lbt[2:]] == frames[fid], (how, lbt, frames[fid])
+        assert re.search(r'^0x%x\s+normal .* \(fiber %s "%s", suspended\)$' % (L, fid, fib[fid]),
+                         out["lthreads"], re.M), (how, out["lthreads"])
+    assert "g->gc.total: %d bytes (exact)" % total in out["lgcstat"], (how, out["lgcstat"])
+    # What dropping _G.held freed, as the program measured it, and its path.
+    (held, nbytes), = [(addr_of(r[1]), int(r[2])) for r in expected if r[0] == "retained"]
+    doc = json.loads(out["lgcstat --retained --json 0x%x" % held])["object"]
+    assert (doc["retained"], doc["path"]) == (nbytes, "_G.held"), (how, doc)
+    # One VM, found by the memory search, with the recorded heap size.
+    rows = [line.split() for line in out["lstates"].splitlines() if line.startswith("0x")]
+    assert len(rows) == 1 and int(rows[0][3]) == total and "memory search" in out["lstates"], \
+        (how, out["lstates"])
+
+
+def test_tarantool_fibers(tmp_path):
+    d = str(tmp_path)
+    exp = os.path.join(d, "expected.txt")
+    p = HostProcess([TARANTOOL, PROGRAM, exp], d, exp)
+    try:
+        threads = [addr_of(r[2]) for r in p.expected if r[0] == "thread"]
+        (held,) = [addr_of(r[1]) for r in p.expected if r[0] == "retained"]
+        cmds = ["linfo", "lthreads", "lgcstat", "lstates"] + ["lbt L=0x%x" % L for L in threads] \
+            + ["lgcstat --retained --json 0x%x" % held]
+        core = os.path.join(d, "gcore")
+        check(p.attach(cmds, core), p.expected, "attached")
+        check(core_outputs(TARANTOOL, core, cmds, d), p.expected, "gcore")
+        if kernel_cores_possible():
+            pytest.skip("kernel core: %s" % kernel_cores_possible())
+        kcore = p.abort()
+        assert kcore, "no kernel core after SIGABRT:\n%s" % p.log()
+        check(core_outputs(TARANTOOL, kcore, cmds, d), p.expected, "kernel core")
+    finally:
+        p.stop()

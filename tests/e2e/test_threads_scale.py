@@ -1,0 +1,99 @@
+"""lthreads and lbt --all over many coroutines (testprogs/lua/many.lua):
+the fast scanner (gdb_ext/threadscan.py) against what the program
+recorded with coroutine.status and debug.getinfo, --group's counts against
+the program's own, and lbt --all's block of a sample of threads of every
+kind against lbt L= of that thread (the Backtracer's full rules), live and
+on the core."""
+import re
+
+import pytest
+
+from support.stop import BOTH_ARCHES, Stop, chunk_display
+
+N = 2000
+
+
+def shapes(expected):
+    out = {}
+    for r in expected:
+        if r[0] == "shape":
+            out[r[1]] = {"count": int(r[2]), "status": r[3], "frames": []}
+    for r in expected:
+        if r[0] == "frame":
+            out[r[1]]["frames"].append("%s:%s" % (chunk_display(r[3]), r[4]))
+    return out
+
+
+def blocks(text):
+    """lbt --all's text as {lua_State address: its block of lines}."""
+    out = {}
+    for block in text.strip().split("\n\n"):
+        lines = block.splitlines()
+        m = re.match(r"Lua backtrace of \(lua_State \*\)(0x[0-9a-f]+)", lines[0])
+        if m:
+            out[int(m.group(1), 16)] = lines
+    return out
+
+
+# Run inside gdb: every thread's block of lbt --all (the fast scanner) must
+# equal lbt L=<thread> (the Backtracer), for a sample of each kind of block.
+COMPARE = r"""
+import re
+text = gdb.execute("lbt --all", to_string=True)
+kinds = {}
+for block in text.strip().split("\n\n"):
+    lines = block.splitlines()
+    m = re.match(r"Lua backtrace of \(lua_State \*\)(0x[0-9a-f]+) \([^,]+, (\w+)", lines[0])
+    if m:
+        kinds.setdefault((m.group(2), len(lines)), []).append((m.group(1), lines))
+n = 0
+for v in kinds.values():
+    for L, lines in (v[0], v[len(v) // 2], v[-1]):
+        other = gdb.execute("lbt L=" + L, to_string=True).strip().splitlines()
+        n += 1
+        if other != lines:
+            print("MISMATCH %s: %r != %r" % (L, lines, other))
+print("COMPARED %d" % n)
+"""
+
+
+@pytest.mark.parametrize("variant", BOTH_ARCHES)
+def test_many_coroutines(variant, tmp_path):
+    script = str(tmp_path / "compare.py")
+    with open(script, "w") as f:
+        f.write(COMPARE)
+    cmds = ["lthreads --group", "lbt --all --group", "lbt --all", "lthreads",
+            "python exec(open(%r).read())" % script, "lbt --all --folded"]
+    s = Stop(variant, "many.lua", cmds, str(tmp_path), args=[str(N)])
+    want = shapes(s.expected)
+    assert sum(v["count"] for v in want.values()) == N
+    for mode in ("live", "core"):
+        grouped = s.out(mode, "lthreads --group").splitlines()
+        for name, w in want.items():
+            # The innermost yield is a fast function; the recorded frames
+            # are the Lua ones below it.
+            frames = " < ".join(["[builtin#coroutine.yield]"] + w["frames"]) if w["frames"] \
+                else "(no Lua frames)"
+            line = [ln for ln in grouped if re.match(r"\s*\d+  %s\s+%s  \(e\.g\. "
+                                                     % (w["status"], re.escape(frames)), ln)]
+            assert len(line) == 1, (mode, name, w, grouped)
+            assert int(line[0].split()[0]) == w["count"], (mode, line)
+        text = s.out(mode, "lbt --all --group")
+        for name, w in want.items():
+            if w["frames"]:
+                head = [ln for ln in text.splitlines()
+                        if ln.startswith("%d threads (%s): " % (w["count"], w["status"]))]
+                assert head, (mode, name, text)
+        # Folded: each shape's stack, outermost first, with its count.
+        folded = s.out(mode, "lbt --all --folded").splitlines()
+        for name, w in want.items():
+            if w["frames"]:
+                line = ";".join(w["frames"][::-1] + ["[builtin#coroutine.yield]"])
+                assert "%s %d" % (line, w["count"]) in folded, (mode, name, folded)
+        all_blocks = blocks(s.out(mode, "lbt --all"))
+        assert len(all_blocks) >= N, (mode, len(all_blocks))
+        rows = [ln.split() for ln in s.out(mode, "lthreads").splitlines() if ln.startswith("0x")]
+        assert len(rows) == len(all_blocks)
+    for mode in ("live", "core"):
+        out = s.out(mode, "python exec(open(%r).read())" % script)
+        assert "MISMATCH" not in out and re.search(r"COMPARED \d\d", out), (mode, out[-3000:])

@@ -1,0 +1,125 @@
+"""The sampler's choice of signal and its reading of thread states, on
+/proc text (no gdb), and the timer process on a real child process."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gdb_ext import sampling  # noqa: E402
+from gdb_ext.errors import LjError  # noqa: E402
+from gdb_ext.sampling import Timer, choose_signal, on_cpu, parse_states, process_signal  # noqa: E402
+
+
+def status(caught=0, ignored=0):
+    return "Name:\tx\nSigPnd:\t0000000000000000\nSigIgn:\t%016x\nSigCgt:\t%016x\n" % (ignored, caught)
+
+
+def thread(blocked=0):
+    return "Name:\tx\nSigBlk:\t%016x\n" % blocked
+
+
+def bit(s):
+    return 1 << (s - 1)
+
+
+def test_choice_prefers_default_ignored():
+    assert choose_signal(status(), [thread()]) == signal.SIGURG
+    # A program that catches SIGURG (Go-style preemption): SIGWINCH.
+    assert choose_signal(status(caught=bit(signal.SIGURG)), [thread()]) == signal.SIGWINCH
+
+
+def test_choice_blocked_in_every_thread():
+    # Blocked in one thread of two: still delivered, to the other.
+    assert choose_signal(status(), [thread(bit(signal.SIGURG)), thread()]) == signal.SIGURG
+    both = bit(signal.SIGURG) | bit(signal.SIGWINCH)
+    assert choose_signal(status(), [thread(both), thread(both)]) == signal.SIGCHLD
+
+
+def test_choice_of_an_ignored_signal():
+    # nginx's workers catch WINCH and CHLD and ignore PIPE (ngx_signals).
+    caught = bit(signal.SIGURG) | bit(signal.SIGWINCH) | bit(signal.SIGCHLD)
+    assert choose_signal(status(caught=caught, ignored=bit(signal.SIGPIPE)),
+                         [thread()]) == signal.SIGPIPE
+    # An ignored SIGINT or SIGCONT is never used (gdb's and job control's own).
+    with pytest.raises(LjError) as e:
+        choose_signal(status(caught=caught, ignored=bit(signal.SIGINT) | bit(signal.SIGCONT)),
+                      [thread()])
+    assert "nothing was sampled" in str(e.value)
+
+
+def test_choice_unreadable():
+    with pytest.raises(LjError):
+        choose_signal("Name:\tx\n", [thread()])
+
+
+def test_choice_for_this_process():
+    """A real process: one that catches SIGURG gets SIGWINCH."""
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import signal, time; signal.signal(signal.SIGURG, lambda *a: 0); "
+                              "print('ok', flush=True); time.sleep(60)"],
+                             stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"ok\n"
+        assert process_signal(child.pid) == signal.SIGWINCH
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_states():
+    assert parse_states("s 12:R 13:S 14:t\n") == {12: "R", 13: "S", 14: "t"}
+    assert on_cpu("R") is True
+    assert on_cpu("S") is False and on_cpu("D") is False
+    assert on_cpu("t") is None and on_cpu(None) is None
+
+
+def test_timer_reads_states_and_signals(tmp_path):
+    """The timer, on a child that sleeps in a read and has SIGURG ignored by
+    default (it is not traced: the signal does nothing): its answer holds
+    the child's state (S) read before the signal; a cancel before the
+    deadline sends nothing."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)
+    timer = Timer(child.pid, signal.SIGURG)
+    try:
+        time.sleep(0.3)
+        timer.arm(0.01)
+        states = timer.fired()
+        assert states == {child.pid: "S"}, states
+        timer.arm(30)
+        t0 = time.monotonic()
+        assert timer.cancel() is False
+        assert time.monotonic() - t0 < 5
+        assert child.poll() is None
+    finally:
+        timer.close()
+        child.kill()
+        child.wait()
+    assert timer.p.returncode == 0
+
+
+def test_timer_quiet_when_its_parent_dies(tmp_path):
+    """A timer whose debugger dies while it waits sends nothing: here the
+    signal would be SIGTERM to a child that would die of it."""
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import subprocess, sys, time\n"
+                               "p = subprocess.Popen([sys.executable, %r, '%d', '%d'], "
+                               "stdin=subprocess.PIPE)\n"
+                               "p.stdin.write(b'a 1.0\\n'); p.stdin.flush()\n"
+                               "print(p.pid, flush=True); time.sleep(0.2)\n"
+                               % (sampling.TIMER_SCRIPT, victim.pid, signal.SIGTERM)],
+                              stdout=subprocess.PIPE)
+    try:
+        timer_pid = int(parent.stdout.readline())
+        parent.wait(10)
+        time.sleep(1.5)
+        assert victim.poll() is None
+        assert not os.path.exists("/proc/%d/status" % timer_pid) or \
+            "zombie" in open("/proc/%d/status" % timer_pid).read()
+    finally:
+        victim.kill()
+        victim.wait()

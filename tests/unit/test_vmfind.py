@@ -1,0 +1,94 @@
+"""gdb_ext.vmfind on synthetic memory: the search for global_States in a
+process's memory.  The end-to-end tests are in tests/e2e/test_lstates.py."""
+import random
+
+import pytest
+
+from ljgdb.gdb_ext.layout import Layout
+from ljgdb.gdb_ext.state import make_vm
+from ljgdb.gdb_ext.vmfind import _hits, list_states, search_states
+from support.synth import LAYOUTS, Heap
+
+VARIANTS = LAYOUTS
+
+
+def heap_with_states(variant, n):
+    h = Heap(variant)
+    h.alloc(5000)                       # something before them
+    states = []
+    for _ in range(n):
+        G, L = h.new_state()
+        h.put("global_State", G, "gc.total", 1 << 20)
+        states.append((G, L))
+        h.alloc(3000)
+    return h, states
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_search_finds_every_state_and_nothing_else(variant):
+    h, states = heap_with_states(variant, 3)
+    t = h.target()
+    found = search_states(t, Layout(t))
+    assert [(f.G, f.L) for f in found] == states
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_chance_match_is_not_a_state(variant):
+    """A word that holds its own address plus the G-L distance, in memory
+    that is no VM (a copy of the knot's first half only), is rejected."""
+    h, states = heap_with_states(variant, 1)
+    lay = Layout(h.target())
+    GG = lay.s["GG_State"]
+    d = GG.field("g").offset - GG.field("L").offset
+    fake = h.alloc(4096)
+    glo = lay.L.glref
+    h.write(fake + glo, (fake + d).to_bytes(lay.L.field("glref").size, "little"))
+    t = h.target()
+    assert [(f.G, f.L) for f in search_states(t, Layout(t))] == states
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_make_vm_uses_the_one_state_in_memory(variant):
+    h, states = heap_with_states(variant, 1)
+    t = h.target()
+    vm = make_vm(t, Layout(t))
+    assert vm.G == states[0][0] and "memory search" in vm.L_source
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_make_vm_with_several_states_names_them(variant):
+    h, states = heap_with_states(variant, 2)
+    t = h.target()
+    with pytest.raises(Exception) as e:
+        make_vm(t, Layout(t))
+    msg = str(e.value)
+    assert "2 LuaJIT states" in msg and "G=" in msg
+    assert all("0x%x" % G in msg for G, _ in states)
+    vm = make_vm(t, Layout(t), explicit_G=states[1][0])
+    assert vm.G == states[1][0] and vm.L == states[1][1]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_list_states_merges_frames_and_search(variant):
+    h, states = heap_with_states(variant, 2)
+    t = h.target()
+    got, problem = list_states(t, Layout(t), [("L", states[1][1], "frame #3 main: L")])
+    assert problem is None
+    assert [(s.G, s.L) for s in got] == [states[1], states[0]]
+    assert got[0].ways == ["frame #3 main: L", "memory search (segment)"]
+
+
+def test_hits_across_windows_and_chunks():
+    rnd = random.Random(7)
+    for rs in (4, 8):
+        base = 0x3fff0000 if rs == 4 else 0x7ffff7fe8000
+        data = bytearray(rnd.getrandbits(8) for _ in range(200000))
+        K = 0x1234
+        want = sorted({base + 8 * rnd.randrange(0, 24990) for _ in range(40)})
+        want += [base + 0xfff8 - (base & 0xffff)]    # at the end of a 64 KB window
+        want = sorted(set(want))
+        for p in want:
+            data[p - base:p - base + rs] = (p + K).to_bytes(rs, "little")
+        assert [p for p in _hits(bytes(data), base, K, rs, 8) if p in want] == want
+        assert all(int.from_bytes(data[p - base:p - base + rs], "little") == p + K
+                   for p in _hits(bytes(data), base, K, rs, 8))
