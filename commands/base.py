@@ -7,7 +7,7 @@ import re
 import traceback
 
 from ..gdb_ext.errors import CorruptError, FaultError, LjError
-from ..gdb_ext.state import _Bare, check_thread, make_vm
+from ..gdb_ext.vm.state import _Bare, check_thread, make_vm
 from .host import current
 
 

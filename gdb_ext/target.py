@@ -19,7 +19,7 @@ A Target gives:
                                  them); [] when the backend has none
   arch                           'x86_64', 'aarch64', ...
 
-Backends: GdbTarget (gdb_ext.gdbtarget; a live process or a core, same code)
+Backends: GdbTarget (gdb_ext.backends.gdbtarget; a live process or a core, same code)
 and SyntheticTarget (below; byte segments plus a layout dictionary, for unit
 tests).  Reads go through a block cache; a Target is meant to live for one
 command, so a live process that runs again is never seen through stale data.

@@ -39,12 +39,12 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import ljgdb  # noqa: E402,F401
 from harness import LOADER, LUA_DIR, _cut, _wrap, manifest, run_gdb  # noqa: E402
 from ljgdb.gdb_ext import consts as C  # noqa: E402
-from ljgdb.gdb_ext import corefile  # noqa: E402
+from ljgdb.gdb_ext.backends import corefile  # noqa: E402
 from ljgdb.gdb_ext.errors import CorruptError, FaultError  # noqa: E402
-from ljgdb.gdb_ext.gcstat import walk_heap  # noqa: E402
-from ljgdb.gdb_ext.objects import Tab  # noqa: E402
+from ljgdb.gdb_ext.heap.gcstat import walk_heap  # noqa: E402
+from ljgdb.gdb_ext.vm.objects import Tab  # noqa: E402
 from ljgdb.gdb_ext.target import MAX_READ  # noqa: E402
-from ljgdb.gdb_ext.walkers import root_objects  # noqa: E402
+from ljgdb.gdb_ext.vm.walkers import root_objects  # noqa: E402
 
 GC64, X64 = "r21-gc64", "r21-x64"
 # Every command, with typical arguments.
@@ -449,11 +449,11 @@ def test_reads_are_bounded():
 def test_frame_link_that_goes_up_ends_the_walk(variant):
     """A frame whose link points up the stack (a cycle in the frame chain):
     the walk keeps the frames before it and names the bad link."""
-    from ljgdb.gdb_ext.frames import FrameWalker
-    from ljgdb.gdb_ext.objects import Thread
+    from ljgdb.gdb_ext.stack.frames import FrameWalker
+    from ljgdb.gdb_ext.vm.objects import Thread
     from synth import Heap
-    from ljgdb.gdb_ext.layout import Layout
-    from ljgdb.gdb_ext.state import make_vm
+    from ljgdb.gdb_ext.layouts.layout import Layout
+    from ljgdb.gdb_ext.vm.state import make_vm
     h = Heap(variant)
     G, L = h.new_state(stack_slots=40)
     h.put("global_State", G, "gc.total", 1 << 20)

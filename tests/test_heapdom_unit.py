@@ -1,4 +1,4 @@
-"""The dominator tree of gdb_ext.heapdom against the definition, on random
+"""The dominator tree of gdb_ext.heap.heapdom against the definition, on random
 graphs: d dominates v when no root reaches v once d is taken out; each
 object's retained bytes are the sizes of the objects it dominates."""
 import os
@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import ljgdb  # noqa: E402,F401
 from ljgdb.gdb_ext import consts as C  # noqa: E402
-from ljgdb.gdb_ext.heapdom import Dominators  # noqa: E402
+from ljgdb.gdb_ext.heap.heapdom import Dominators  # noqa: E402
 
 
 class GraphHeap(object):
