@@ -28,11 +28,10 @@ import gc
 import heapq
 import struct
 from array import array
-from operator import itemgetter
 
 from .. import consts as C
 from ..errors import CorruptError, FaultError, NotLuaJITError
-from ..vm.pages import P64, P64_MASK, PAGE, PAGE_MASK, PageCache
+from ..vm.pages import P64, P64_MASK, PAGE, PAGE_MASK, PageCache, raw_reader, struct_reader
 from ..vm.objects import ctype_size
 
 TYPE_ORDER = (C.GCT_STR, C.GCT_UPVAL, C.GCT_THREAD, C.GCT_PROTO, C.GCT_FUNC, C.GCT_TRACE,
@@ -40,7 +39,6 @@ TYPE_ORDER = (C.GCT_STR, C.GCT_UPVAL, C.GCT_THREAD, C.GCT_PROTO, C.GCT_FUNC, C.G
 # Struct that holds the fixed header of each type (what one object costs at least).
 HEADER_STRUCT = C.HEADER_STRUCT
 
-_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 # lj_obj.h: cdataisv(cd) = marked & 0x80 (a VLA/VLS with a GCcdataVar below).
 CDATA_VAR = 0x80
 # lj_buf.h SBUF_FLAG_COW | SBUF_FLAG_BORROW: the buffer does not own its memory.
@@ -49,30 +47,6 @@ SBUF_NOT_OWNED = 6
 _BIG = 1 << 35
 # lj_gc.h: LJ_GC_WHITES = 3; isdead(g, o) = marked & otherwhite & 3.
 GC_WHITES = 3
-
-
-def _reader(s, names):
-    """A function (buf, off) -> tuple of the members `names` of struct s."""
-    return _raw_reader([(s.field(n).offset, s.field(n).size) for n in names], s.name)
-
-
-def _raw_reader(fields, what):
-    """A function (buf, off) -> tuple of the little-endian unsigned integers
-    at the given (offset, size) pairs, in the order given."""
-    ordered = sorted(range(len(fields)), key=lambda i: fields[i][0])
-    fmt, pos = "<", 0
-    for i in ordered:
-        off, size = fields[i]
-        if off < pos:
-            raise CorruptError("overlapping members in %s" % what)
-        fmt += "%dx%s" % (off - pos, _CODES[size]) if off > pos else _CODES[size]
-        pos = off + size
-    st = struct.Struct(fmt)
-    if ordered == list(range(len(fields))):
-        return st.unpack_from
-    get = itemgetter(*[ordered.index(i) for i in range(len(fields))])
-    unpack = st.unpack_from
-    return lambda buf, off: get(unpack(buf, off))
 
 
 class TypeStat(object):
@@ -163,20 +137,20 @@ class HeapWalker(object):
                                  "at %d, GCtab.colo at %d (expected %d, %d, %d)"
                                  % (lay.fnL.ffid, lay.fnL.nupvalues, lay.tab.colo, g1, g2, g2))
         nf = hdr.field("nextgc")
-        self.rd_hdr = _raw_reader([(nf.offset, nf.size), (hdr.marked, 1), (hdr.gct, 1),
+        self.rd_hdr = raw_reader([(nf.offset, nf.size), (hdr.marked, 1), (hdr.gct, 1),
                                    (g1, 1), (g2, 1)], "GCHeader")
-        self.rd_strhdr = _raw_reader([(nf.offset, nf.size), (hdr.marked, 1), (hdr.gct, 1),
+        self.rd_strhdr = raw_reader([(nf.offset, nf.size), (hdr.marked, 1), (hdr.gct, 1),
                                       (lay.str.len, 4)], "GCstr")
-        self.rd_tab = _reader(lay.tab, ("asize", "hmask"))
-        self.rd_fnpc = _reader(lay.fnL, ("pc",))
-        self.rd_str = _reader(lay.str, ("len",))
-        self.rd_th = _reader(lay.L, ("openupval", "stacksize"))
-        self.rd_pt = _reader(lay.pt, ("sizept",))
-        self.rd_ud = _reader(lay.ud, ("udtype", "len"))
-        self.rd_cd = _reader(lay.cd, ("ctypeid",))
+        self.rd_tab = struct_reader(lay.tab, ("asize", "hmask"))
+        self.rd_fnpc = struct_reader(lay.fnL, ("pc",))
+        self.rd_str = struct_reader(lay.str, ("len",))
+        self.rd_th = struct_reader(lay.L, ("openupval", "stacksize"))
+        self.rd_pt = struct_reader(lay.pt, ("sizept",))
+        self.rd_ud = struct_reader(lay.ud, ("udtype", "len"))
+        self.rd_cd = struct_reader(lay.cd, ("ctypeid",))
         self.rd_tr = None
         if lay.trace is not None:
-            self.rd_tr = _reader(lay.trace, ("nsnap", "nins", "nk", "nsnapmap"))
+            self.rd_tr = struct_reader(lay.trace, ("nsnap", "nins", "nk", "nsnapmap"))
             snap = lay.s.get("SnapShot")
             self.snap_size = snap.size if snap is not None else 12
         self.ref_size = rs

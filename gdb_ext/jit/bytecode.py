@@ -73,7 +73,7 @@ def opcodes(vm):
     return ops
 
 
-def _ctl(data):
+def ctl_text(data):
     """Control characters as jit/bc.lua's ctlsub writes them."""
     out = []
     for c in data:
@@ -216,7 +216,7 @@ class Listing(object):
         if mc == BCM_STR:
             a_, _ = self.kgc(-d - 1)
             raw = str_text(self.vm, a_, 1 << 20)
-            esc = _ctl(raw).decode("latin-1")
+            esc = ctl_text(raw).decode("latin-1")
             kc = ('"%.40s"~' if len(raw) > 40 else '"%s"') % esc
         elif mc == BCM_NUM:
             v = self.knum(d)
@@ -253,7 +253,7 @@ class Listing(object):
             a, gct = self.kgc(-n)
             if gct == C.GCT_STR:
                 raw = str_text(self.vm, a, 1 << 20)
-                kc = ('"%.40s"~' if len(raw) > 40 else '"%s"') % _ctl(raw).decode("latin-1")
+                kc = ('"%.40s"~' if len(raw) > 40 else '"%s"') % ctl_text(raw).decode("latin-1")
             elif gct == C.GCT_PROTO:
                 kc = location(self.vm, Proto(self.vm, a))
             elif gct == C.GCT_TAB:

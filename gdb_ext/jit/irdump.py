@@ -31,7 +31,7 @@ constant is written \\ddd (as lbc does; jit.dump writes the byte).
 """
 import struct
 
-from .bytecode import _ctl, ascii_text, location, ptr_text
+from .bytecode import ctl_text, ascii_text, location, ptr_text
 from ..errors import CorruptError, NotLuaJITError
 from .jit import trace_by_number
 from ..vm.objects import Func, Proto, Str
@@ -282,7 +282,7 @@ class TraceIR(object):
         vm = self.vm
         if t == IRT_STR:
             st = Str(vm, addr, 21)
-            escaped = _ctl(st.data)
+            escaped = ctl_text(st.data)
             # '%.20s' of the escaped bytes when the string is longer than 20.
             if st.len > 20:
                 return '"%s"~' % ascii_text(escaped[:20].decode("latin-1"))

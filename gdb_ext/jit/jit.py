@@ -54,7 +54,7 @@ MAX_TRACE_SLOTS = 65536     # TraceNo1 is uint16_t (lj_jit.h)
 MAX_TRACE_CODE = 1 << 24
 
 
-def _uint(buf, f):
+def field_uint(buf, f):
     return int.from_bytes(buf[f.offset:f.offset + f.size], "little")
 
 
@@ -76,7 +76,7 @@ class JitState(object):
         buf = t.read(self.addr, Js.size, "jit_State at 0x%x" % self.addr)
 
         def get(name):
-            return _uint(buf, Js.field(name))
+            return field_uint(buf, Js.field(name))
 
         self.trace = get("trace")
         self.sizetrace = get("sizetrace")

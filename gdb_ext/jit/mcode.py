@@ -4,7 +4,7 @@ and the placement window every area must lie in (the model of each
 LuaJIT branch is in gdb_ext/jit/jit.py's text).  The engine never prints:
 everything below returns data."""
 from ..errors import CorruptError, NotLuaJITError
-from .jit import _uint
+from .jit import field_uint
 
 # LJ_TARGET_JUMPRANGE (a macro, not in DWARF): R lj_arch.h:211 x86/x64 31 (+-2^31 =
 # +-2 GB), lj_arch.h:299 arm64 27 (+-128 MB); 20 lj_arch.h:165 x64 31 (20 has no arm64).
@@ -61,8 +61,8 @@ def mcode_areas(vm, js):
             raise CorruptError("mcode area chain is longer than %d areas" % MAX_AREAS, a)
         seen.add(a)
         buf = vm.t.read(a, ml.size, "MCLink of mcode area 0x%x" % a)
-        nxt = _uint(buf, ml.field("next"))
-        size = _uint(buf, ml.field("size"))
+        nxt = field_uint(buf, ml.field("next"))
+        size = field_uint(buf, ml.field("size"))
         if not 0 < size <= MAX_AREA_SIZE:
             raise CorruptError("mcode area 0x%x claims a size of %d bytes" % (a, size), a)
         area = Area(a, size, nxt, a == js.mcarea)

@@ -3,13 +3,14 @@ running one truly stands (gdb_ext.stack.vmstack), who resumed whom, and the
 VM's finalizer thread.  lbt and lthreads only format what this returns."""
 from ..consts import VM_CODE_PREFIXES
 from ..errors import CorruptError, FaultError, NotLuaJITError
-from .frames import CFRAME_RAWMASK, FrameWalker
+from ..vm.cframe import CFRAME_RAWMASK, cframe_thread
+from .frames import FrameWalker
 from ..vm.protoinfo import debug_line
 from ..vm.snapshots import trace_of_pc, trace_ref
 from ..vm.objects import Proto, Thread, Trace, decode_tv
 from ..vm.runtime import builtin_names, cfunc_names
 from ..vm.tarantool import fibers
-from .vmstack import Start, cframe_thread, is_vm_code, locate
+from .vmstack import Start, is_vm_code, locate
 from ..vm.walkers import all_threads, thread_status
 
 

@@ -16,6 +16,7 @@ a CorruptError naming the bad address.
 import struct
 
 from ..errors import CorruptError, FaultError
+from ..vm.cframe import CFRAME_OFS, CFRAME_RAWMASK
 from ..vm.objects import Func, decode_tv, GCT_KIND
 from ..vm.protoinfo import cached_proto, debug_line, local_names, upvalue_names
 
@@ -29,16 +30,6 @@ FRAME_TYPE = 3
 FRAME_TYPEP = 7
 LJ_CONT_FFI_CALLBACK = 1        # R lj_frame.h: enum { LJ_CONT_TAILCALL, LJ_CONT_FFI_CALLBACK }
 NO_BCPOS = None
-
-# C frame (cframe) member offsets, R lj_frame.h CFRAME_OFS_*; these follow the
-# hand-written assembler of each VM and are in no debug info.  Same values in
-# 2.0, 2.1, Debian's and OpenResty's trees (checked).  (arch, gc64) -> offsets
-CFRAME_OFS = {
-    ("x86_64", True): {"prev": 32, "pc": 24, "L": 16, "nres": 8},
-    ("x86_64", False): {"prev": 32, "pc": 28, "L": 24, "nres": 16},
-    ("aarch64", True): {"prev": 0, "pc": 8, "L": 16, "nres": 40},
-}
-CFRAME_RAWMASK = ~3                 # CFRAME_RESUME | CFRAME_UNWIND_FF
 
 PROTO_VARARG = 0x02                 # R lj_obj.h PROTO_VARARG
 

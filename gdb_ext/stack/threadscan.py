@@ -27,8 +27,7 @@ from .. import consts as C
 from ..errors import CorruptError, FaultError
 from .frames import FRAME_CONT, FRAME_TYPE, FRAME_TYPEP, FRAME_VARG, LJ_CONT_FFI_CALLBACK
 from ..vm.protoinfo import cached_proto, debug_line
-from ..heap.gcstat import _reader
-from ..vm.pages import PageCache
+from ..vm.pages import PageCache, struct_reader
 from ..vm.walkers import threads_walk
 
 _FALLBACK = object()
@@ -61,12 +60,12 @@ class ThreadScanner(object):
         self.mem = PageCache(vm.t, cache_bytes)
         self.fr2 = lay.fr2
         self.lsize = lay.L.size
-        self.rd_L = _reader(lay.L, ("gct", "status", "base", "top", "stack", "stacksize"))
+        self.rd_L = struct_reader(lay.L, ("gct", "status", "base", "top", "stack", "stacksize"))
         self.exdata_off = lay.L.exdata if lay.openresty else None
         fc = lay.fnC
         self.fn_need = max(fc.field("f").offset + fc.field("f").size,
                            fc.field("pc").offset + fc.field("pc").size)
-        self.rd_fn = _reader(fc, ("gct", "ffid", "nupvalues", "pc", "f"))
+        self.rd_fn = struct_reader(fc, ("gct", "ffid", "nupvalues", "pc", "f"))
         self.pt_size = lay.pt.size
         self.funcs = {}         # GCfunc address -> function key, or _FALLBACK
         self.lines = {}         # bytecode pc -> (proto, line) or None

@@ -12,7 +12,7 @@ them); they are the same in every version.
 import struct
 
 from ..errors import CorruptError
-from .objects import number_text, str_text
+from .gcobj import number_text, str_text
 
 CTF_BOOL, CTF_FP, CTF_CONST, CTF_VOLATILE = 0x08000000, 0x04000000, 0x02000000, 0x01000000
 CTF_UNSIGNED, CTF_VLA = 0x00800000, 0x00100000

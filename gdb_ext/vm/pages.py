@@ -16,7 +16,10 @@ stays bounded.  A region is read in 4 KB, then 64 KB, then 1 MB pieces as
 a walk keeps coming back to it (see _piece); what cannot be read is
 remembered, so a walk that keeps touching it fails fast with FaultError.
 """
-from ..errors import FaultError
+import struct
+from operator import itemgetter
+
+from ..errors import CorruptError, FaultError
 
 PAGE = 1 << 20
 PAGE_MASK = ~(PAGE - 1)
@@ -121,3 +124,32 @@ class PageCache(object):
         except FaultError:
             return self.t.read_raw(addr, n)
         return b"".join(out)
+
+
+# Readers of members from the buffers pages hold (for the heap walk and the
+# thread scan).
+CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+def struct_reader(s, names):
+    """A function (buf, off) -> tuple of the members `names` of struct s."""
+    return raw_reader([(s.field(n).offset, s.field(n).size) for n in names], s.name)
+
+
+def raw_reader(fields, what):
+    """A function (buf, off) -> tuple of the little-endian unsigned integers
+    at the given (offset, size) pairs, in the order given."""
+    ordered = sorted(range(len(fields)), key=lambda i: fields[i][0])
+    fmt, pos = "<", 0
+    for i in ordered:
+        off, size = fields[i]
+        if off < pos:
+            raise CorruptError("overlapping members in %s" % what)
+        fmt += "%dx%s" % (off - pos, CODES[size]) if off > pos else CODES[size]
+        pos = off + size
+    st = struct.Struct(fmt)
+    if ordered == list(range(len(fields))):
+        return st.unpack_from
+    get = itemgetter(*[ordered.index(i) for i in range(len(fields))])
+    unpack = st.unpack_from
+    return lambda buf, off: get(unpack(buf, off))

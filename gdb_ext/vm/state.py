@@ -9,22 +9,11 @@ L->glref must point to a G whose main thread points back to G.
 """
 from .. import consts as C
 from ..errors import CorruptError, FaultError, NotLuaJITError
+from .check import Caches, check_global, check_thread
 from .objects import Thread
 
 
-class _Caches(object):
-    """What a command works out once per VM object (one command) and keeps:
-    cache(name) is the VM's own dict of that name (protos read, VM code
-    facts, proto sites ...), made on first use."""
-
-    def cache(self, name):
-        c = self._caches.get(name)
-        if c is None:
-            c = self._caches[name] = {}
-        return c
-
-
-class VM(_Caches):
+class VM(Caches):
     def __init__(self, target, layout, G, L=None, L_source=None, mframes=None, caches=None):
         """mframes: the selected OS thread's machine frames when the caller
         has them already; caches: the caches of another VM object of the
@@ -159,8 +148,8 @@ class VM(_Caches):
             lag = self.__dict__.get("_lagging")
             if lag is None:
                 # g->cur_L lags behind a coroutine switch for a few
-                # instructions (gdb_ext.stack.vmstack.interpreter_thread).
-                from ..stack.vmstack import interpreter_thread
+                # instructions (gdb_ext.vm.cframe.interpreter_thread).
+                from .cframe import interpreter_thread
                 try:
                     lag = interpreter_thread(self, cur) or 0
                 except (FaultError, CorruptError):
@@ -230,47 +219,6 @@ class VM(_Caches):
             if not self.gref(self.G + self.lay.G.jit_L, "g->jit_L"):
                 return 0
         return self.mref(self.G + self.lay.G.jit_base, "g->jit_base")
-
-
-def check_thread(target, lay, L):
-    """Return G if L is a lua_State of a consistent VM; else raise."""
-    if not L:
-        raise NotLuaJITError("lua_State pointer is NULL")
-    try:
-        th = Thread(_Bare(target, lay), L)
-    except CorruptError:
-        raise NotLuaJITError("0x%x is not a lua_State: its GC type byte is not 'thread'" % L)
-    except FaultError as e:
-        raise NotLuaJITError("0x%x is not a lua_State: %s" % (L, e))
-    G = th.glref
-    check_global(target, lay, G, via="L->glref of 0x%x" % L)
-    return G
-
-
-def check_global(target, lay, G, via=None):
-    where = " (reached through %s)" % via if via else ""
-    if not G:
-        raise NotLuaJITError("global_State pointer is NULL%s" % where)
-    try:
-        mainL = target.uint(G + lay.G.mainthref, lay.ref_size, "g->mainthref")
-        th = Thread(_Bare(target, lay), mainL)
-    except (FaultError, CorruptError) as e:
-        raise NotLuaJITError("0x%x is not a global_State%s: its main thread is unreadable (%s)"
-                             % (G, where, e))
-    if th.glref != G:
-        raise NotLuaJITError("0x%x is not a global_State%s: its main thread 0x%x points to 0x%x"
-                             % (G, where, mainL, th.glref))
-    return G
-
-
-class _Bare(_Caches):
-    """Just enough of a VM for decoding a thread header."""
-
-    def __init__(self, t, lay, G=None):
-        self._caches = {}
-        self.t = t
-        self.lay = lay
-        self.G = G
 
 
 # Registers that hold a VM pointer while the VM's own code runs (and in its

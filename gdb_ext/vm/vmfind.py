@@ -16,7 +16,7 @@ a chance match cannot be taken for one.
 from .. import consts as C
 from ..errors import CorruptError, FaultError, NotLuaJITError
 from .objects import Thread
-from .state import _Bare, check_global, check_thread
+from .check import Bare, check_global, check_thread
 
 CHUNK = 1 << 20
 _WINDOW = 1 << 16           # addresses whose value shares its high bytes
@@ -74,7 +74,7 @@ def check_state(t, lay, G, L):
             return "g->mainthref is 0x%x, not 0x%x" % (main, L)
         if t.u8(L + lay.str.gct, "lua_State gct") != C.GCT_THREAD:
             return "0x%x has not the type byte of a thread" % L
-        th = Thread(_Bare(t, lay, G), L)
+        th = Thread(Bare(t, lay, G), L)
         if th.glref != G:
             return "L->glref is 0x%x" % th.glref
         if not (th.stack and 0 < th.stacksize < (1 << 28) and
