@@ -13,7 +13,7 @@ from ..consts import VM_CODE_PREFIXES
 from ..errors import LjError, NotLuaJITError
 from ..layouts.layout import LUAJIT_SYMBOLS
 from ..vm.state import STATE_REGISTERS, register_candidates
-from ..target import MachineFrame, Target
+from ..target import MachineFrame, Target, TypeSource
 
 
 def cache_dir():
@@ -34,6 +34,7 @@ class CoreTarget(Target):
         super().__init__()
         self.core = core
         self.layout = layout
+        self.types = layout if layout is not None else TypeSource()
         self.match = match
         self.thread = thread
         self.arch = core.arch.name
@@ -70,15 +71,6 @@ class CoreTarget(Target):
 
     def mapped(self, addr):
         return self.core.mapped(addr)
-
-    def type_info(self, name):
-        return self.layout.type_info(name) if self.layout is not None else None
-
-    def constant(self, name):
-        return self.layout.constant(name) if self.layout is not None else None
-
-    def enum_members(self, name):
-        return self.layout.enum_members(name) if self.layout is not None else None
 
     def regions(self):
         return self.core.regions()

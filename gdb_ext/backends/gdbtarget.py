@@ -14,7 +14,7 @@ from . import corefile
 from ..errors import FaultError, NotLuaJITError
 from ..layouts.layout import LUAJIT_SYMBOLS, TAG_ONLY_TYPES
 from ..vm.state import STATE_REGISTERS, register_candidates
-from ..target import FLATTEN_DEPTH, Field, MachineFrame, Target, TypeInfo
+from ..target import FLATTEN_DEPTH, Field, MachineFrame, Target, TypeInfo, TypeSource
 
 _ADDR_RE = re.compile(r"0x[0-9a-fA-F]+")
 _MAX_DEPTH = FLATTEN_DEPTH
@@ -44,6 +44,60 @@ def _flatten(t, base, prefix, out, depth):
             _flatten(st, off, path + ".", out, depth + 1)
 
 
+class GdbTypes(TypeSource):
+    """LuaJIT's types from the DWARF gdb has loaded; where gdb knows no such
+    type or enumerator, from fallback() (a TypeSource or None: the active
+    layout profile, for a LuaJIT without debug info)."""
+
+    def __init__(self, fallback=lambda: None):
+        self.fallback = fallback
+        self._types = {}
+
+    def type_info(self, name):
+        if name in self._types:
+            return self._types[name]
+        info = None
+        try:
+            t = gdb.lookup_type(name).strip_typedefs()
+        except gdb.error:
+            t = None
+            if name in TAG_ONLY_TYPES:
+                # A struct known by its tag only (lj_alloc.c's).
+                try:
+                    t = gdb.lookup_type("struct " + name).strip_typedefs()
+                except gdb.error:
+                    t = None
+        if t is not None and t.code in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION):
+            fields = {}
+            _flatten(t, 0, "", fields, 0)
+            info = TypeInfo(name, t.sizeof, fields)
+        elif t is None:
+            prof = self.fallback()
+            info = prof.type_info(name) if prof is not None else None
+        self._types[name] = info
+        return info
+
+    def constant(self, name):
+        try:
+            v = gdb.parse_and_eval(name)
+        except gdb.error:
+            prof = self.fallback()
+            return prof.constant(name) if prof is not None else None
+        if v.type.strip_typedefs().code != gdb.TYPE_CODE_ENUM:
+            return None
+        return int(v)
+
+    def enum_members(self, name):
+        try:
+            t = gdb.parse_and_eval(name).type.strip_typedefs()
+        except gdb.error:
+            prof = self.fallback()
+            return prof.enum_members(name) if prof is not None else None
+        if t.code != gdb.TYPE_CODE_ENUM:
+            return None
+        return {f.name: int(f.enumval) for f in t.fields()}
+
+
 _symbols = {}      # (program, number of objfiles) -> {name: address or None}
 
 
@@ -58,7 +112,7 @@ class GdbTarget(Target):
         self.inferior = inf
         self.ptr_size = gdb.lookup_type("void").pointer().sizeof
         self.description = "process %d" % inf.pid if inf.pid else "core or exec file"
-        self._types = {}
+        self.types = GdbTypes(active_profile)
         try:
             name = inf.architecture().name()
         except (gdb.error, AttributeError):
@@ -159,50 +213,6 @@ class GdbTarget(Target):
             return None
         name = text.split(" in section ")[0].strip()
         return name.split(" + ")[0] if name else None
-
-    def type_info(self, name):
-        if name in self._types:
-            return self._types[name]
-        info = None
-        try:
-            t = gdb.lookup_type(name).strip_typedefs()
-        except gdb.error:
-            t = None
-            if name in TAG_ONLY_TYPES:
-                # A struct known by its tag only (lj_alloc.c's).
-                try:
-                    t = gdb.lookup_type("struct " + name).strip_typedefs()
-                except gdb.error:
-                    t = None
-        if t is not None and t.code in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION):
-            fields = {}
-            _flatten(t, 0, "", fields, 0)
-            info = TypeInfo(name, t.sizeof, fields)
-        elif t is None:
-            prof = active_profile()
-            info = prof.type_info(name) if prof is not None else None
-        self._types[name] = info
-        return info
-
-    def constant(self, name):
-        try:
-            v = gdb.parse_and_eval(name)
-        except gdb.error:
-            prof = active_profile()
-            return prof.constant(name) if prof is not None else None
-        if v.type.strip_typedefs().code != gdb.TYPE_CODE_ENUM:
-            return None
-        return int(v)
-
-    def enum_members(self, name):
-        try:
-            t = gdb.parse_and_eval(name).type.strip_typedefs()
-        except gdb.error:
-            prof = active_profile()
-            return prof.enum_members(name) if prof is not None else None
-        if t.code != gdb.TYPE_CODE_ENUM:
-            return None
-        return {f.name: int(f.enumval) for f in t.fields()}
 
     def machine_frames(self, max_frames=64):
         """The selected thread's frames as gdb's unwinder sees them (it uses
@@ -636,15 +646,7 @@ class _ProfileTarget(GdbTarget):
     def __init__(self, prof):
         super().__init__()
         self.prof = prof
-
-    def type_info(self, name):
-        return self.prof.type_info(name)
-
-    def constant(self, name):
-        return self.prof.constant(name)
-
-    def enum_members(self, name):
-        return self.prof.enum_members(name)
+        self.types = prof
 
     def symbol(self, name):
         off = self.prof.symbol_offset(name)

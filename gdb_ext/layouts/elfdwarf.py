@@ -5,7 +5,7 @@ readers that run without gdb.
 
 Only what the engine reads is indexed: struct, union and typedef names,
 enumerators, and the symbol table."""
-from ..target import FLATTEN_DEPTH, Field, TypeInfo
+from ..target import FLATTEN_DEPTH, Field, TypeInfo, TypeSource
 
 _MAX_DEPTH = FLATTEN_DEPTH
 
@@ -13,7 +13,7 @@ _STRUCTS = ("DW_TAG_structure_type", "DW_TAG_union_type")
 _QUALIFIERS = {"DW_TAG_const_type": "const", "DW_TAG_volatile_type": "volatile"}
 
 
-class DwarfTypes(object):
+class DwarfTypes(TypeSource):
     """Types of one ELF file with DWARF.  ptr_size, type_info, constant,
     enum_members and symbol answer as GdbTarget's do (a Layout reads it)."""
 

@@ -13,7 +13,7 @@ import re
 
 from ..consts import VM_CODE_PREFIXES
 from ..errors import CorruptError, FaultError, NotLuaJITError
-from ..target import TypeInfo
+from ..target import TypeInfo, TypeSource
 
 _cache = {}
 
@@ -64,8 +64,9 @@ def by_build_id():
     return found
 
 
-class Profile(object):
-    """One layout profile: TypeInfo, enumerators and the VM's symbols."""
+class Profile(TypeSource):
+    """One layout profile: TypeInfo, enumerators (the TypeSource of a build
+    without DWARF) and the VM's symbols."""
 
     def __init__(self, doc, path):
         self.doc = doc
