@@ -16,6 +16,7 @@ import os
 import struct
 
 from . import corefile
+from ..layouts.buildid import note_build_id
 from ..errors import FaultError
 
 PT_LOAD, PT_DYNAMIC, PT_NOTE, PT_PHDR = 1, 2, 4, 6
@@ -151,7 +152,7 @@ class _Elf(object):
 
     def __init__(self, data):
         self.data = data
-        self.phdrs = corefile._phdrs(data)
+        self.phdrs = corefile.phdrs(data)
         self.sections = {}              # name -> (index, type, addr, offset, size, link)
         self.raw_sections = []
         self.alloc = []                 # (addr, end, index) of allocated sections
@@ -172,7 +173,7 @@ class _Elf(object):
     def build_id(self):
         for t, _, off, _, fsz, _ in self.phdrs:
             if t == PT_NOTE:
-                bid = corefile._note_build_id(self.data[off:off + fsz])
+                bid = note_build_id(self.data[off:off + fsz])
                 if bid:
                     return bid
         return None
@@ -555,7 +556,7 @@ class Core(object):
         self._mv = None
         self._mem_starts = [m[0] for m in self._mem]
         self.threads, self.files, self.auxv, self.psargs = [], [], {}, ""
-        for t, _, off, _, fsz, _ in corefile._phdrs(self._m):
+        for t, _, off, _, fsz, _ in corefile.phdrs(self._m):
             if t == PT_NOTE:
                 for name, ntype, desc in _notes(self._m[off:off + fsz]):
                     if name == b"CORE":

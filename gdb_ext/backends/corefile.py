@@ -16,9 +16,10 @@ what could be read.
 import os
 import struct
 
+from ..layouts.buildid import note_build_id
+
 PT_LOAD = 1
 PT_NOTE = 4
-NT_GNU_BUILD_ID = 3
 _EHDR = struct.Struct("<4sBBBBB7xHHIQQQIHHHHHH")
 _PHDR = struct.Struct("<IIQQQQQQ")
 _MAX_PHNUM = 1 << 16
@@ -39,7 +40,7 @@ class Segment(object):
         return "Segment(0x%x+0x%x @0x%x/0x%x)" % (self.vaddr, self.memsz, self.offset, self.filesz)
 
 
-def _phdrs(data, base=0):
+def phdrs(data, base=0):
     """(type, flags, offset, vaddr, filesz, memsz) of the program headers of
     the ELF image starting at data[base:] (64-bit little-endian only)."""
     if len(data) < base + _EHDR.size or data[base:base + 4] != b"\x7fELF":
@@ -70,7 +71,7 @@ def segments(path):
         phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
         f.seek(0)
         data = f.read(phoff + phentsize * min(phnum, _MAX_PHNUM))
-    return [Segment(v, m, o, fs, fl) for t, fl, o, v, fs, m in _phdrs(data) if t == PT_LOAD]
+    return [Segment(v, m, o, fs, fl) for t, fl, o, v, fs, m in phdrs(data) if t == PT_LOAD]
 
 
 def address_spans(segs):
@@ -88,18 +89,6 @@ def file_offset(segs, addr):
     return None
 
 
-def _note_build_id(data):
-    """The build-id in a block of ELF notes, or None."""
-    i = 0
-    while i + 12 <= len(data):
-        namesz, descsz, ntype = struct.unpack_from("<III", data, i)
-        d = i + 12 + ((namesz + 3) & ~3)
-        if ntype == NT_GNU_BUILD_ID and data[i + 12:i + 12 + namesz].rstrip(b"\0") == b"GNU":
-            return data[d:d + descsz].hex() or None
-        i = d + ((descsz + 3) & ~3)
-    return None
-
-
 def build_ids(path, page=65536):
     """{mapped address: build-id} of each ELF image whose header page the
     core holds.  Empty when the file cannot be read as a core."""
@@ -114,9 +103,9 @@ def build_ids(path, page=65536):
                 data = f.read(min(s.filesz, page))
                 if data[:4] != b"\x7fELF":
                     continue
-                for t, _, off, _, fsz, _ in _phdrs(data):
+                for t, _, off, _, fsz, _ in phdrs(data):
                     if t == PT_NOTE and off + fsz <= len(data):
-                        bid = _note_build_id(data[off:off + fsz])
+                        bid = note_build_id(data[off:off + fsz])
                         if bid:
                             out[s.vaddr] = bid
                             break

@@ -3,7 +3,24 @@ core keeps the first page of each ELF image the process had mapped, with
 its GNU build-id note (corefile.build_ids), and the file holding LuaJIT
 must have one of those build-ids.  The hosts (gdb, the core reader) say
 which file they loaded, its build-id and where it is mapped; the check and
-its one line are here."""
+its one line are here; and reading a build-id from a block of ELF notes
+(the core's image headers, a file's note sections), for both readers."""
+import struct
+
+# R elf.h NT_GNU_BUILD_ID
+NT_GNU_BUILD_ID = 3
+
+
+def note_build_id(data):
+    """The build-id in a block of ELF notes, or None."""
+    i = 0
+    while i + 12 <= len(data):
+        namesz, descsz, ntype = struct.unpack_from("<III", data, i)
+        d = i + 12 + ((namesz + 3) & ~3)
+        if ntype == NT_GNU_BUILD_ID and data[i + 12:i + 12 + namesz].rstrip(b"\0") == b"GNU":
+            return data[d:d + descsz].hex() or None
+        i = d + ((descsz + 3) & ~3)
+    return None
 
 
 def image_at_or_below(core_ids, addr):

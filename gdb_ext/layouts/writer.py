@@ -16,6 +16,7 @@ import re
 
 from .. import consts
 from . import layout
+from .buildid import note_build_id
 from .elfdwarf import DwarfTypes
 from .profiles import VERSION_RE
 
@@ -30,12 +31,12 @@ VM_SYMBOLS = ("lj_ir_mode", "lj_lib_checknumber", "lj_state_growstack", "lj_gc_s
 
 
 def build_id(elf):
+    """The GNU build-id of a pyelftools ELFFile, from its note sections."""
     for sec in elf.iter_sections():
-        if sec.header["sh_type"] != "SHT_NOTE":
-            continue
-        for note in sec.iter_notes():
-            if note["n_type"] == "NT_GNU_BUILD_ID":
-                return note["n_desc"]
+        if sec.header["sh_type"] == "SHT_NOTE" and sec.header["sh_size"]:
+            bid = note_build_id(sec.data())
+            if bid:
+                return bid
     return None
 
 
