@@ -8,6 +8,9 @@ installed: both parts live under `ljgdb`.
 """
 from setuptools import setup
 
+# The engine's subpackages (gdb_ext/<wing>/; docs/architecture.md).
+ENGINE_WINGS = ("layouts", "vm", "stack", "heap", "jit", "backends")
+
 setup(
     name="ljgdb",
     version="0.1.0",
@@ -17,8 +20,9 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     python_requires=">=3.6",
-    packages=["ljgdb", "ljgdb.gdb_ext", "ljgdb.commands"],
-    package_dir={"ljgdb": "pkg", "ljgdb.gdb_ext": "gdb_ext", "ljgdb.commands": "commands"},
+    packages=["ljgdb", "ljgdb.gdb_ext"] + ["ljgdb.gdb_ext." + s for s in ENGINE_WINGS] + ["ljgdb.commands"],
+    package_dir=dict({"ljgdb": "pkg", "ljgdb.gdb_ext": "gdb_ext", "ljgdb.commands": "commands"},
+                     **{"ljgdb.gdb_ext." + s: "gdb_ext/" + s for s in ENGINE_WINGS}),
     # The shipped layout profiles (testprogs/make_profiles.py writes them).
     package_data={"ljgdb": ["profiles/*.json"]},
     entry_points={"console_scripts": ["ljgdb-gdbinit = ljgdb.install:main"]},

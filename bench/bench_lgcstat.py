@@ -76,7 +76,7 @@ print("BENCH %s %s %s %s %.3f %.3f %d" % (m.group(1), s.group(1), s.group(2),
 # core's mapped bytes (one struct unpack per object, no sizing, no counts).
 import bisect, mmap, struct
 from ljgdb.commands.base import get_vm
-from ljgdb.gdb_ext.corefile import segments
+from ljgdb.gdb_ext.backends.corefile import segments
 host = install(CoreHost(sys.argv[2], sys.argv[3]))
 vm = get_vm()
 segs = sorted((sg.vaddr, sg.vaddr + sg.filesz, sg.offset) for sg in segments(sys.argv[2]))

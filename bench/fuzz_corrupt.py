@@ -41,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from gdb_ext import corefile  # noqa: E402
+from gdb_ext.backends import corefile  # noqa: E402
 from support.stop import LOADER, LUA_DIR, manifest, run_gdb  # noqa: E402
 
 COMMANDS = (
@@ -73,10 +73,11 @@ _END = "@@FZ-END %d %d@@"
 _REGIONS_PY = r'''
 import json
 from ljgdb.commands.base import get_vm
-from ljgdb.gdb_ext import consts as C, walkers
-from ljgdb.gdb_ext.objects import Tab, Thread, Proto, Func
-from ljgdb.gdb_ext.jit import jit_state, traces
-from ljgdb.gdb_ext.mcode import mcode_areas
+from ljgdb.gdb_ext import consts as C
+from ljgdb.gdb_ext.vm import walkers
+from ljgdb.gdb_ext.vm.objects import Tab, Thread, Proto, Func
+from ljgdb.gdb_ext.jit.jit import jit_state, traces
+from ljgdb.gdb_ext.jit.mcode import mcode_areas
 vm = get_vm()
 lay = vm.lay
 hdr = {C.GCT_STR: lay.str.size, C.GCT_UPVAL: lay.uv.size, C.GCT_THREAD: lay.L.size,

@@ -7,7 +7,8 @@ import re
 import traceback
 
 from ..gdb_ext.errors import CorruptError, FaultError, LjError
-from ..gdb_ext.state import _Bare, check_thread, make_vm
+from ..gdb_ext.vm.check import Bare, check_thread
+from ..gdb_ext.vm.state import make_vm
 from .host import current
 
 
@@ -68,7 +69,7 @@ def get_vm(state=None):
 def display_vm(cheap_errors=()):
     """A VM for printing values inside other views (pretty-printers, frame
     filters): what the stack frames name, without a memory search (it must
-    stay cheap); a VM without a state (state._Bare: values still decode)
+    stay cheap); a VM without a state (check.Bare: values still decode)
     when no frame names one; None without LuaJIT or memory.  cheap_errors:
     the host's own exceptions to treat like LjError."""
     host = current()
@@ -79,7 +80,7 @@ def display_vm(cheap_errors=()):
     try:
         return make_vm(target, lay, candidates=host.frame_candidates(lay), search=False)
     except (LjError, FaultError, CorruptError) + tuple(cheap_errors):
-        return _Bare(target, lay)
+        return Bare(target, lay)
 
 
 def operand(expr, what="expression"):

@@ -15,7 +15,7 @@ import re
 import shlex
 import sys
 
-from ..gdb_ext import corefile
+from ..gdb_ext.backends import corefile
 from ..gdb_ext.errors import LjError
 from .base import CommandError, UsageError, help_text
 from .host import SETTINGS, Host, Operand, install
@@ -46,9 +46,9 @@ class CoreHost(Host):
 
     def target_and_layout(self):
         if self._lay is None:
-            from ..gdb_ext.coredump import Core
-            from ..gdb_ext.coretarget import open_target
-            from ..gdb_ext.layout import Layout
+            from ..gdb_ext.backends.coredump import Core
+            from ..gdb_ext.backends.coretarget import open_target
+            from ..gdb_ext.layouts.layout import Layout
             try:
                 core = Core(self.path, self.executable, sysroot=self.sysroot)
             except (OSError, ValueError) as e:
@@ -65,7 +65,7 @@ class CoreHost(Host):
     def check_environment(self):
         target, lay = self.target_and_layout()
         if self.param("check-build-id"):
-            from ..gdb_ext.coretarget import core_mismatch
+            from ..gdb_ext.backends.coretarget import core_mismatch
             mismatch = core_mismatch(
                 target.core, self.path,
                 give="give the files that wrote the core (python3 -m ljgdb CORE BINARY ..., "
@@ -76,7 +76,7 @@ class CoreHost(Host):
         return target, lay
 
     def frame_candidates(self, lay):
-        from ..gdb_ext.coretarget import frame_candidates
+        from ..gdb_ext.backends.coretarget import frame_candidates
         return frame_candidates(self._target, lay)
 
     def operand(self, expr, what="expression"):

@@ -1,9 +1,9 @@
 """Text forms of decoded values, shared by the commands."""
 
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.objects import Cdata, Func, Proto, Str, Tab, Udata, number_text as number
-from ..gdb_ext.ffitypes import cdata_text
-from ..gdb_ext.runtime import builtin_names
+from ..gdb_ext.vm.objects import Cdata, Func, Proto, Str, Tab, Udata, number_text as number
+from ..gdb_ext.vm.ffitypes import cdata_text
+from ..gdb_ext.vm.runtime import builtin_names
 from ..gdb_ext import consts as C
 
 _ESC = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n", ord("\r"): "\\r",

@@ -1,6 +1,6 @@
 """Lua frames in gdb's own backtrace: a frame filter that puts, after each
 machine frame of LuaJIT's VM, the Lua frames that entry into the VM runs
-(gdb_ext.backtrace.vm_entry finds them), named as lbt names them.
+(gdb_ext.stack.backtrace.vm_entry finds them), named as lbt names them.
 
   bt               the C frames with the Lua frames between them
   bt full          also each Lua frame's locals and upvalues
@@ -11,11 +11,11 @@ number: gdb prints it indented under the VM's frame that runs it."""
 import gdb
 from gdb.FrameDecorator import FrameDecorator
 
-from ..gdb_ext.backtrace import Backtracer, vm_entry
+from ..gdb_ext.stack.backtrace import Backtracer, vm_entry
 from ..gdb_ext.errors import CorruptError, FaultError, LjError
-from ..gdb_ext.frames import frame_locals, frame_upvalues
-from ..gdb_ext.gdbtarget import machine_frame
-from ..gdb_ext.state import VM
+from ..gdb_ext.stack.frames import frame_locals, frame_upvalues
+from ..gdb_ext.backends.gdbtarget import machine_frame
+from ..gdb_ext.vm.state import VM
 from .base import display_vm, param
 from .format import chunk_display, value_text
 from .lbt import BtFormat

@@ -6,13 +6,13 @@ import os
 
 import gdb
 
-from ..gdb_ext.distro import owning_package
+from ..gdb_ext.layouts.distro import owning_package
 from ..gdb_ext.errors import CorruptError, FaultError, LjError, NotLuaJITError
-from ..gdb_ext.gdbtarget import (LUAJIT_SYMBOLS, GdbTarget, active_match, core_mismatch,
+from ..gdb_ext.backends.gdbtarget import (LUAJIT_SYMBOLS, GdbTarget, active_match, core_mismatch,
                                  core_truncation, frame_candidates, luajit_symbol,
                                  profile_failure, selected_thread_running)
-from ..gdb_ext.layout import Layout
-from ..gdb_ext.objects import decode_tv
+from ..gdb_ext.layouts.layout import Layout
+from ..gdb_ext.vm.objects import decode_tv
 from .base import CommandError, UsageError, get_vm, help_text, param, side_effect
 from .format import value_text
 from .host import SETTINGS, Host, Operand, install

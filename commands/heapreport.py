@@ -1,10 +1,10 @@
-"""lgcstat --retained: what each object keeps alive (gdb_ext.heapdom);
+"""lgcstat --retained: what each object keeps alive (gdb_ext.heap.heapdom);
 lgcstat --save and --diff: what grew between two moments
-(gdb_ext.heapsnap)."""
+(gdb_ext.heap.heapsnap)."""
 from ..gdb_ext import consts as C
-from ..gdb_ext import heapsnap
-from ..gdb_ext.gcstat import TYPE_ORDER
-from ..gdb_ext.heapdom import Dominators
+from ..gdb_ext.heap import heapsnap
+from ..gdb_ext.heap.gcstat import TYPE_ORDER
+from ..gdb_ext.heap.heapdom import Dominators
 from .format import hexa
 from .heaptext import object_text, path_expression, root_text
 

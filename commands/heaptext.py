@@ -1,9 +1,9 @@
-"""Text of the heap graph's references and paths (gdb_ext.heapgraph), for
+"""Text of the heap graph's references and paths (gdb_ext.heap.heapgraph), for
 lgcref and lgcpath: where a reference is, and a path from the roots as a
 Lua expression where one exists."""
 from ..gdb_ext import consts as C
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.protoinfo import cached_proto, upvalue_names
+from ..gdb_ext.vm.protoinfo import cached_proto, upvalue_names
 from .format import chunk_display, hexa, key_text, proto_site, value_text
 
 FINALIZER_TEXT = {
@@ -44,7 +44,7 @@ def object_text(vm, heap, addr, gct=None):
 
 def upvalue_name(vm, func, i):
     try:
-        from ..gdb_ext.objects import Func
+        from ..gdb_ext.vm.objects import Func
         fn = Func(vm, func)
         names = upvalue_names(vm, cached_proto(vm, fn.proto)) if fn.is_lua else []
         return names[i] if i < len(names) else None

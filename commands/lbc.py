@@ -1,9 +1,9 @@
-"""lbc: a prototype's bytecode as `luajit -bl` lists it (gdb_ext.bytecode)."""
+"""lbc: a prototype's bytecode as `luajit -bl` lists it (gdb_ext.jit.bytecode)."""
 from ..gdb_ext import consts as C
-from ..gdb_ext.bytecode import dump
+from ..gdb_ext.jit.bytecode import dump
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.objects import Func, Proto
-from ..gdb_ext.walkers import root_objects
+from ..gdb_ext.vm.objects import Func, Proto
+from ..gdb_ext.vm.walkers import root_objects
 from .base import LjCommand, UsageError, get_vm, split_args
 from .format import chunk_display, hexa
 from .lgcref import target_object

@@ -1,10 +1,10 @@
 """lbt: the Lua backtrace of a thread (or of all of them)."""
-from ..gdb_ext.backtrace import Backtracer
+from ..gdb_ext.stack.backtrace import Backtracer
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.frames import frame_locals, frame_upvalues
-from ..gdb_ext.protoinfo import cached_proto
-from ..gdb_ext.state import TRACE_UNKNOWN
-from ..gdb_ext.threadscan import ThreadScanner, group
+from ..gdb_ext.stack.frames import frame_locals, frame_upvalues
+from ..gdb_ext.vm.protoinfo import cached_proto
+from ..gdb_ext.vm.state import TRACE_UNKNOWN
+from ..gdb_ext.stack.threadscan import ThreadScanner, group
 from .base import LjCommand, UsageError, get_vm, param, split_args
 from .format import chunk_display, error_text, hexa, value_text
 
@@ -21,7 +21,7 @@ VMSTATE_TEXT = {
 
 
 class BtFormat(object):
-    """Text of backtraces (gdb_ext.backtrace gives the data); shared by lbt
+    """Text of backtraces (gdb_ext.stack.backtrace gives the data); shared by lbt
     and lthreads."""
 
     def __init__(self, vm, bt=None):
@@ -32,7 +32,7 @@ class BtFormat(object):
         return self.key_text(self.bt.frame_key(fr))
 
     def key_text(self, key):
-        """Text of a frame key (Backtracer.frame_key, gdb_ext.threadscan)."""
+        """Text of a frame key (Backtracer.frame_key, gdb_ext.stack.threadscan)."""
         cache = self.vm.cache("key_text")
         text = cache.get(key)
         if text is None:

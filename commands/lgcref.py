@@ -1,7 +1,7 @@
-"""lgcref and lgcpath: who holds a GC object (gdb_ext.heapgraph)."""
+"""lgcref and lgcpath: who holds a GC object (gdb_ext.heap.heapgraph)."""
 from ..gdb_ext import consts as C
-from ..gdb_ext.heapgraph import Heap
-from ..gdb_ext.objects import decode_tv, looks_like_gc_object
+from ..gdb_ext.heap.heapgraph import Heap
+from ..gdb_ext.vm.objects import decode_tv, looks_like_gc_object
 from .base import LjCommand, UsageError, get_vm, operand, param, split_args
 from .format import hexa
 from .heaptext import object_text, path_expression, ref_data, root_text

@@ -4,10 +4,10 @@ import sys
 
 from ..gdb_ext import consts as C
 from ..gdb_ext.errors import CorruptError, FaultError, LjError
-from ..gdb_ext.gcstat import HEADER_STRUCT, TYPE_ORDER, HeapWalker
-from ..gdb_ext.jit import TraceObj, jit_state
-from ..gdb_ext.objects import Cdata, Proto, Str, Tab, Thread, Udata
-from ..gdb_ext.heapgraph import Heap
+from ..gdb_ext.heap.gcstat import HEADER_STRUCT, TYPE_ORDER, HeapWalker
+from ..gdb_ext.jit.jit import TraceObj, jit_state
+from ..gdb_ext.vm.objects import Cdata, Proto, Str, Tab, Thread, Udata
+from ..gdb_ext.heap.heapgraph import Heap
 from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
 from .format import chunk_display, func_text, hexa, proto_site, quote
 from .heapreport import (diff_data, diff_report, retained_data, retained_report, save_data,

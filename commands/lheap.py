@@ -1,5 +1,5 @@
-"""lheap: LuaJIT's own allocator (gdb_ext.allocator)."""
-from ..gdb_ext.allocator import heap_report
+"""lheap: LuaJIT's own allocator (gdb_ext.heap.allocator)."""
+from ..gdb_ext.heap.allocator import heap_report
 from .base import LjCommand, UsageError, get_vm, split_args
 from .format import hexa
 

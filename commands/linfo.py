@@ -1,8 +1,8 @@
 """linfo: what LuaJIT this is and where its state lives."""
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.runtime import jit_version
-from ..gdb_ext.state import TRACE_UNKNOWN
-from ..gdb_ext.vmstack import locate
+from ..gdb_ext.vm.runtime import jit_version
+from ..gdb_ext.vm.state import TRACE_UNKNOWN
+from ..gdb_ext.stack.vmstack import locate
 from .base import LjCommand, UsageError, get_vm, split_args
 from .host import current
 from .format import hexa

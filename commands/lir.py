@@ -1,8 +1,8 @@
 """lir: a trace's IR and snapshots as jit.dump lists them, then its machine
-code through the host's disassembler (gdb_ext.irdump)."""
-from ..gdb_ext.irdump import TraceIR
+code through the host's disassembler (gdb_ext.jit.irdump)."""
+from ..gdb_ext.jit.irdump import TraceIR
 from ..gdb_ext.errors import LjError
-from ..gdb_ext.jit import jit_state, trace_by_number, traces
+from ..gdb_ext.jit.jit import jit_state, trace_by_number, traces
 from .base import LjCommand, UsageError, get_vm, split_args
 from .format import hexa
 from .host import current

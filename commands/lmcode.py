@@ -1,7 +1,7 @@
 """lmcode: the JIT's machine-code areas, or who owns one machine-code address."""
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.jit import NoJitError, jit_state, trace_parent, traces
-from ..gdb_ext.mcode import LOWEST, Placement, assign_traces, locate, mcode_areas, room
+from ..gdb_ext.jit.jit import NoJitError, jit_state, trace_parent, traces
+from ..gdb_ext.jit.mcode import LOWEST, Placement, assign_traces, locate, mcode_areas, room
 from .base import LjCommand, eval_address, get_vm, split_args
 from .format import chunk_display, hexa
 

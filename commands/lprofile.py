@@ -7,13 +7,13 @@ import time
 
 import gdb
 
-from ..gdb_ext.gdbtarget import is_core, remote_connection, syscall_names
+from ..gdb_ext.backends.gdbtarget import is_core, remote_connection, syscall_names
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.profile import (DROP_REASONS, NO_LUA, NO_STATE, OFF_CPU, UNREADABLE, Profile,
+from ..gdb_ext.stack.samples import (DROP_REASONS, NO_LUA, NO_STATE, OFF_CPU, UNREADABLE, SampledStacks,
                                function_key, in_syscall, thread_stack)
-from ..gdb_ext.protoinfo import cached_proto
-from ..gdb_ext.sampling import Timer, on_cpu, process_signal, signal_name
-from ..gdb_ext.state import VM
+from ..gdb_ext.vm.protoinfo import cached_proto
+from ..gdb_ext.stack.sampling import Timer, on_cpu, process_signal, signal_name
+from ..gdb_ext.vm.state import VM
 from .base import LjCommand, UsageError, get_vm, split_args
 from .format import chunk_display
 from .lbt import BtFormat
@@ -202,7 +202,7 @@ Example:
         return self.report(names, prof, stats, note, folded, top, hz)
 
     def sample(self, vm, inf, signo, seconds, hz, off_cpu, names):
-        prof = Profile()
+        prof = SampledStacks()
         t, lay, G = vm.t, vm.lay, vm.G
         arch = getattr(t, "arch", "x86_64")
         signame = signal_name(signo)
@@ -213,7 +213,7 @@ Example:
         _handle(signame, ["stop", "print", "nopass"])   # (noprint would imply nostop)
         timer = Timer(inf.pid, signo)
         period = 1.0 / hz
-        # What the VM's machine code says (gdb_ext.vmstack) holds for the
+        # What the VM's machine code says (gdb_ext.stack.vmstack) holds for the
         # whole run: kept from sample to sample.
         code = {}               # caches every sample's VM shares (VM code facts)
         start = time.monotonic()

@@ -1,7 +1,7 @@
 """lstates: every LuaJIT VM in the process."""
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.state import VM
-from ..gdb_ext.vmfind import list_states
+from ..gdb_ext.vm.state import VM
+from ..gdb_ext.vm.vmfind import list_states
 from .base import LjCommand, UsageError, check_environment, split_args
 from .host import current
 from .format import hexa

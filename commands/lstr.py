@@ -1,5 +1,5 @@
-"""lstr: LuaJIT's string interning table (gdb_ext.strtab)."""
-from ..gdb_ext.strtab import LJ_STR_MAXCOLL, string_table
+"""lstr: LuaJIT's string interning table (gdb_ext.vm.strtab)."""
+from ..gdb_ext.vm.strtab import LJ_STR_MAXCOLL, string_table
 from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
 from .format import hexa, quote
 

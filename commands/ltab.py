@@ -1,7 +1,7 @@
 """ltab: dump a Lua table."""
 from .base import LjCommand, UsageError, get_vm, int_option, operand, param, split_args
 from .format import hexa, table_data, table_header, table_lines
-from ..gdb_ext.objects import Tab, decode_tv
+from ..gdb_ext.vm.objects import Tab, decode_tv
 
 
 # Nested tables are expanded recursively: a bound far below Python's

@@ -1,5 +1,5 @@
 """lthreads: every coroutine of the VM."""
-from ..gdb_ext.threadscan import ThreadScanner, group
+from ..gdb_ext.stack.threadscan import ThreadScanner, group
 from .base import LjCommand, UsageError, get_vm, split_args
 from .format import error_text, hexa
 from .lbt import BtFormat

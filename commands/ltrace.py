@@ -1,7 +1,7 @@
 """ltrace: the JIT's live traces, or one trace in detail."""
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.jit import NoJitError, jit_state, trace_by_number, traces
-from ..gdb_ext.mcode import assign_traces, mcode_areas
+from ..gdb_ext.jit.jit import NoJitError, jit_state, trace_by_number, traces
+from ..gdb_ext.jit.mcode import assign_traces, mcode_areas
 from .base import LjCommand, UsageError, eval_address, get_vm, split_args
 from .format import hexa
 from .lmcode import parent_text, trace_site

@@ -1,6 +1,6 @@
 """lval: decode a TValue, a GC object or a stack slot."""
 from ..gdb_ext.errors import CorruptError, FaultError
-from ..gdb_ext.objects import (KIND_GCT, Func, Proto, Str, Tab, Thread, Value, decode_tv,
+from ..gdb_ext.vm.objects import (KIND_GCT, Func, Proto, Str, Tab, Thread, Value, decode_tv,
                                gc_kind_at, looks_like_gc_object, read_object, split_tv)
 from ..gdb_ext import consts as C
 from .base import LjCommand, UsageError, get_vm, operand, param, split_args

@@ -82,3 +82,9 @@ THREAD_STATUS = {0: "ok", 1: "yield", 2: "errrun", 3: "errsyntax", 4: "errmem", 
 
 # Udata types, R lj_obj.h UDTYPE_* (the enum is in DWARF only in newer 2.1).
 UDTYPE_NAMES = {0: "userdata", 1: "io file", 2: "ffi clib", 3: "buffer"}
+
+# Symbols of LuaJIT's assembler VM (buildvm names every global label of
+# vm_<arch>.dasc lj_vm_*, lj_BC_*, lj_ff_*, lj_fff_*, lj_cont_*, lj_vmeta_*);
+# the VM has no debug info, which tells it from C functions called lj_vm_*
+# (lj_vmmath.c).
+VM_CODE_PREFIXES = ("lj_BC_", "lj_vm_", "lj_ff_", "lj_fff_", "lj_cont_", "lj_vmeta_")

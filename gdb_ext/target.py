@@ -9,6 +9,8 @@ A Target gives:
   constant(name) -> int or None  value of an enumerator from debug info
   enum_members(name) -> dict     every enumerator of the enum that has the
                                  enumerator `name`, or None
+                                 (these three: the Target's TypeSource,
+                                 target.types, below)
   mappings() -> list or None     [(start, end, perms)] of a live process's
                                  memory mappings ('r-xp'), None when unknown
   regions() -> list or None      [(start, end, writable, name)]: the memory
@@ -19,8 +21,15 @@ A Target gives:
                                  them); [] when the backend has none
   arch                           'x86_64', 'aarch64', ...
 
-Backends: GdbTarget (gdb_ext.gdbtarget; a live process or a core, same code)
-and SyntheticTarget (below; byte segments plus a layout dictionary, for unit
+Where LuaJIT's types come from is a TypeSource composed with the Target
+(target.types): gdb's DWARF (backends.gdbtarget.GdbTypes), pyelftools'
+DWARF (layouts.elfdwarf.DwarfTypes), a layout profile (layouts.profiles.
+Profile) or a layout dictionary (DictTypes, below).  A backend gives memory,
+symbols, registers, threads and frames, and chooses one.
+
+Backends: GdbTarget (gdb_ext.backends.gdbtarget; a live process or a core,
+same code), CoreTarget (gdb_ext.backends.coretarget, a core without gdb) and
+SyntheticTarget (below; byte segments plus a layout dictionary, for unit
 tests).  Reads go through a block cache; a Target is meant to live for one
 command, so a live process that runs again is never seen through stale data.
 """
@@ -89,6 +98,40 @@ class TypeInfo(object):
         return cls(name, d["size"], {k: Field(*v) for k, v in d["fields"].items()})
 
 
+class TypeSource(object):
+    """Where LuaJIT's types come from: a struct's layout (TypeInfo), an
+    enumerator's value, an enumeration's members; None for what it does not
+    know.  This base knows nothing (a backend without debug info)."""
+
+    def type_info(self, name):
+        return None
+
+    def constant(self, name):
+        return None
+
+    def enum_members(self, name):
+        return None
+
+
+class DictTypes(TypeSource):
+    """Types from a layout dictionary (testprogs/dump_layout.py's JSON:
+    "types", "constants", "enums")."""
+
+    def __init__(self, layout_json):
+        self.types = {k: TypeInfo.from_json(k, v) for k, v in layout_json["types"].items()}
+        self.constants = dict(layout_json.get("constants", {}))
+        self.enums = dict(layout_json.get("enums", {}))
+
+    def type_info(self, name):
+        return self.types.get(name)
+
+    def constant(self, name):
+        return self.constants.get(name)
+
+    def enum_members(self, name):
+        return self.enums.get(name)
+
+
 class MachineFrame(object):
     """One machine (C or assembler) frame of an OS thread, as an unwinder
     recovers it.  level 0 is the innermost.  name is the function or
@@ -118,8 +161,10 @@ class MachineFrame(object):
 
 
 class Target(object):
-    """Base class: block cache and typed helpers over read_raw()."""
+    """Base class: block cache and typed helpers over read_raw(); LuaJIT's
+    types from self.types (a TypeSource the backend chooses)."""
 
+    types = TypeSource()
     ptr_size = 8
     little_endian = True
     description = "target"
@@ -148,15 +193,6 @@ class Target(object):
         """The file (program or shared library) whose code holds addr, or None."""
         return None
 
-    def type_info(self, name):
-        return None
-
-    def constant(self, name):
-        return None
-
-    def enum_members(self, name):
-        return None
-
     def mappings(self):
         return None
 
@@ -178,6 +214,16 @@ class Target(object):
 
     def machine_frames(self, max_frames=64):
         return []
+
+    # --- types: the TypeSource's --------------------------------------
+    def type_info(self, name):
+        return self.types.type_info(name)
+
+    def constant(self, name):
+        return self.types.constant(name)
+
+    def enum_members(self, name):
+        return self.types.enum_members(name)
 
     def mapped(self, addr):
         """(start, end, buffer) of memory around addr that the backend holds
@@ -290,11 +336,9 @@ class SyntheticTarget(Target):
 
     def __init__(self, layout_json, segments=(), symbols=None):
         super().__init__()
-        self._types = {k: TypeInfo.from_json(k, v) for k, v in layout_json["types"].items()}
-        self._constants = dict(layout_json.get("constants", {}))
+        self.types = DictTypes(layout_json)
         self._symbols = dict(layout_json.get("symbols", {}))
         self._symbols.update(symbols or {})
-        self._enums = dict(layout_json.get("enums", {}))
         self.ptr_size = layout_json.get("ptr_size", 8)
         self.arch = layout_json.get("arch", "x86_64")
         self.frames = []            # MachineFrame list, set by a test
@@ -331,15 +375,6 @@ class SyntheticTarget(Target):
             if a == addr:
                 return name
         return None
-
-    def type_info(self, name):
-        return self._types.get(name)
-
-    def constant(self, name):
-        return self._constants.get(name)
-
-    def enum_members(self, name):
-        return self._enums.get(name)
 
     def machine_frames(self, max_frames=64):
         return list(self.frames[:max_frames])

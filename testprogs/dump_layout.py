@@ -14,8 +14,8 @@ import gdb
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 import ljgdb  # noqa: E402  (the checkout as a package)
-from ljgdb.gdb_ext import layout as L  # noqa: E402
-from ljgdb.gdb_ext.gdbtarget import GdbTarget  # noqa: E402
+from ljgdb.gdb_ext.layouts import layout as L  # noqa: E402
+from ljgdb.gdb_ext.backends.gdbtarget import GdbTarget  # noqa: E402
 
 t = GdbTarget()
 out = {"ptr_size": t.ptr_size, "arch": t.arch}

@@ -1,4 +1,4 @@
-"""gdb_ext.coredump (a core file read without gdb) against real gdb on real
+"""gdb_ext.backends.coredump (a core file read without gdb) against real gdb on real
 cores of real LuaJIT builds.
 
 Each core is loaded in gdb, which prints what it sees: every thread's frames
@@ -21,7 +21,7 @@ import pytest
 from support.stop import LUA_DIR, Stop, manifest, qemu_target, run_gdb
 from support import moments
 
-from gdb_ext.coredump import Core  # noqa: E402
+from gdb_ext.backends.coredump import Core  # noqa: E402
 from gdb_ext.errors import FaultError  # noqa: E402
 
 NAMES = ("lua_pcall", "ljgdb_break", "lj_vm_pcall", "ljgdb_break_count", "malloc",

@@ -4,7 +4,7 @@ variant, at a C call (gcore) and at random moments of a spinning VM
 (kernel cores: interpreter, traces, GC, coroutines).
 
 gdb's output is the reference here: the other tests hold gdb's output to
-LuaJIT's own view; this one holds the second backend (gdb_ext.coretarget,
+LuaJIT's own view; this one holds the second backend (gdb_ext.backends.coretarget,
 coredump, framevars) to the first.
 """
 import json

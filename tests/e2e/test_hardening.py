@@ -36,7 +36,7 @@ import ljgdb  # noqa: F401
 from support.stop import LOADER, LUA_DIR, ROOT, cut_outputs, manifest, run_gdb, wrap_commands
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))     # fuzz_corrupt
-from ljgdb.gdb_ext import corefile  # noqa: E402
+from ljgdb.gdb_ext.backends import corefile  # noqa: E402
 
 GC64, X64 = "r21-gc64", "r21-x64"
 # Every command, with typical arguments.

@@ -9,7 +9,7 @@ loop offset, start chunk:line, parent/exit).  It stops with an address inside
 one side trace's code and that trace's number as the arguments of
 ljgdb_stop (so L->base holds them).  The same assertions run live and on the
 core; the flush scenario and a build without the JIT check the one-line
-messages.  The engine (gdb_ext/jit.py, gdb_ext/mcode.py) on synthetic memory:
+messages.  The engine (gdb_ext/jit/jit.py, gdb_ext/jit/mcode.py) on synthetic memory:
 tests/unit/test_jit_engine.py.
 """
 import json

@@ -16,7 +16,7 @@ def test_wheel_contents(tmp_path):
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"ljgdb"}, tops
     assert "ljgdb/commands/lval.py" in names
-    assert "ljgdb/gdb_ext/layout.py" in names
+    assert "ljgdb/gdb_ext/layouts/layout.py" in names
     assert "ljgdb/__init__.py" in names
     # python3 -m ljgdb.profile and the shipped layout profiles.
     assert "ljgdb/profile.py" in names

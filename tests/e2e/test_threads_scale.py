@@ -1,5 +1,5 @@
 """lthreads and lbt --all over many coroutines (testprogs/lua/many.lua):
-the fast scanner (gdb_ext/threadscan.py) against what the program
+the fast scanner (gdb_ext/stack/threadscan.py) against what the program
 recorded with coroutine.status and debug.getinfo, --group's counts against
 the program's own, and lbt --all's block of a sample of threads of every
 kind against lbt L= of that thread (the Backtracer's full rules), live and

@@ -7,10 +7,10 @@ import pytest
 import ljgdb  # noqa: F401
 from ljgdb.gdb_ext import consts as C
 from ljgdb.gdb_ext.errors import CorruptError, FaultError
-from ljgdb.gdb_ext.gcstat import walk_heap
-from ljgdb.gdb_ext.objects import Tab
+from ljgdb.gdb_ext.heap.gcstat import walk_heap
+from ljgdb.gdb_ext.vm.objects import Tab
 from ljgdb.gdb_ext.target import MAX_READ
-from ljgdb.gdb_ext.walkers import root_objects
+from ljgdb.gdb_ext.vm.walkers import root_objects
 
 from test_gcstat_unit import build, vm_of
 
@@ -80,11 +80,11 @@ def test_reads_are_bounded():
 def test_frame_link_that_goes_up_ends_the_walk(variant):
     """A frame whose link points up the stack (a cycle in the frame chain):
     the walk keeps the frames before it and names the bad link."""
-    from ljgdb.gdb_ext.frames import FrameWalker
-    from ljgdb.gdb_ext.objects import Thread
+    from ljgdb.gdb_ext.stack.frames import FrameWalker
+    from ljgdb.gdb_ext.vm.objects import Thread
     from support.synth import Heap
-    from ljgdb.gdb_ext.layout import Layout
-    from ljgdb.gdb_ext.state import make_vm
+    from ljgdb.gdb_ext.layouts.layout import Layout
+    from ljgdb.gdb_ext.vm.state import make_vm
     h = Heap(variant)
     G, L = h.new_state(stack_slots=40)
     h.put("global_State", G, "gc.total", 1 << 20)

@@ -9,10 +9,10 @@ import pytest
 
 import ljgdb  # noqa: E402,F401  (the checkout as the package ljgdb)
 from ljgdb.gdb_ext.errors import CorruptError, FaultError, NotLuaJITError  # noqa: E402
-from ljgdb.gdb_ext.layout import Layout  # noqa: E402
-from ljgdb.gdb_ext.objects import Func, Proto, Str, Tab, decode_tv, split_tv  # noqa: E402
-from ljgdb.gdb_ext.runtime import tab_get_str  # noqa: E402
-from ljgdb.gdb_ext.state import make_vm  # noqa: E402
+from ljgdb.gdb_ext.layouts.layout import Layout  # noqa: E402
+from ljgdb.gdb_ext.vm.objects import Func, Proto, Str, Tab, decode_tv, split_tv  # noqa: E402
+from ljgdb.gdb_ext.vm.runtime import tab_get_str  # noqa: E402
+from ljgdb.gdb_ext.vm.state import make_vm  # noqa: E402
 from ljgdb.gdb_ext.target import SyntheticTarget  # noqa: E402
 from ljgdb.commands.format import table_data, table_lines, value_text, chunk_display, quote  # noqa: E402
 
@@ -222,7 +222,7 @@ def test_format_helpers():
 def test_bare_address_of_a_gc_object(heap):
     """looks_like_gc_object: a table's address is one; the address of a
     number in its array part is not."""
-    from ljgdb.gdb_ext.objects import looks_like_gc_object
+    from ljgdb.gdb_ext.vm.objects import looks_like_gc_object
     h = with_state(heap)
     t = h.new_tab(array=[h.tv_num(1.5), h.tv_num(2.5), h.tv_num(3.5)])
     vm = vm_of(h)

@@ -12,10 +12,10 @@ import pytest
 import ljgdb  # noqa: E402,F401
 from ljgdb.gdb_ext import consts as C  # noqa: E402
 from ljgdb.gdb_ext.errors import CorruptError, FaultError  # noqa: E402
-from ljgdb.gdb_ext.gcstat import walk_heap  # noqa: E402
-from ljgdb.gdb_ext.layout import Layout  # noqa: E402
-from ljgdb.gdb_ext.pages import PageCache  # noqa: E402
-from ljgdb.gdb_ext.state import make_vm  # noqa: E402
+from ljgdb.gdb_ext.heap.gcstat import walk_heap  # noqa: E402
+from ljgdb.gdb_ext.layouts.layout import Layout  # noqa: E402
+from ljgdb.gdb_ext.vm.pages import PageCache  # noqa: E402
+from ljgdb.gdb_ext.vm.state import make_vm  # noqa: E402
 from ljgdb.gdb_ext.target import SyntheticTarget  # noqa: E402
 
 from support.synth import LAYOUTS, Heap, load_layout  # noqa: E402

@@ -1,4 +1,4 @@
-"""The dominator tree of gdb_ext.heapdom against the definition, on random
+"""The dominator tree of gdb_ext.heap.heapdom against the definition, on random
 graphs: d dominates v when no root reaches v once d is taken out; each
 object's retained bytes are the sizes of the objects it dominates."""
 import random
@@ -8,7 +8,7 @@ import pytest
 
 import ljgdb  # noqa: E402,F401
 from ljgdb.gdb_ext import consts as C  # noqa: E402
-from ljgdb.gdb_ext.heapdom import Dominators  # noqa: E402
+from ljgdb.gdb_ext.heap.heapdom import Dominators  # noqa: E402
 
 
 class GraphHeap(object):

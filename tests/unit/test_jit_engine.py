@@ -1,4 +1,4 @@
-"""The engine (gdb_ext/jit.py, gdb_ext/mcode.py) on synthetic memory, no gdb: both layouts, and
+"""The engine (gdb_ext/jit/jit.py, gdb_ext/jit/mcode.py) on synthetic memory, no gdb: both layouts, and
 both placement models (upstream 2.1's J->mcmin/mcmax window, 2.0's target).
 The same commands under gdb on real builds: tests/e2e/test_jit.py."""
 import struct
@@ -15,8 +15,8 @@ AREA = 4096
 
 
 def _synthetic_jit(variant, exit_handler=None, window=None):
-    from ljgdb.gdb_ext.layout import Layout
-    from ljgdb.gdb_ext.state import make_vm
+    from ljgdb.gdb_ext.layouts.layout import Layout
+    from ljgdb.gdb_ext.vm.state import make_vm
     from support.synth import Heap
     h = Heap(variant, base=0x40000000)
     h.js["types"]["MCLink"] = MCLINK
@@ -68,7 +68,7 @@ def _synthetic_jit(variant, exit_handler=None, window=None):
 
 @pytest.mark.parametrize("variant", ("r21-gc64", "r21-x64", "r20-x64"))
 def test_engine_areas_traces_and_placement(variant):
-    from ljgdb.gdb_ext import jit, mcode
+    from ljgdb.gdb_ext.jit import jit, mcode
     h, vm, areas, T = _synthetic_jit(variant)
     js = jit.jit_state(vm)
     assert js.params == {"sizemcode": 4, "maxmcode": 12}
@@ -95,7 +95,7 @@ def test_engine_areas_traces_and_placement(variant):
 
 @pytest.mark.parametrize("variant", ("r21-gc64", "r20-x64"))
 def test_engine_area_out_of_range(variant):
-    from ljgdb.gdb_ext import jit, mcode
+    from ljgdb.gdb_ext.jit import jit, mcode
     far = 0x7f0000000000          # the exit handler far from the areas
     _, vm, areas, _ = _synthetic_jit(variant, exit_handler=far,
                                      window=(far - (1 << 30), far + (1 << 30)))
@@ -108,7 +108,7 @@ def test_engine_area_out_of_range(variant):
 
 
 def test_engine_area_chain_loop_is_corrupt():
-    from ljgdb.gdb_ext import jit, mcode
+    from ljgdb.gdb_ext.jit import jit, mcode
     from ljgdb.gdb_ext.errors import CorruptError
     h, vm, areas, _ = _synthetic_jit("r21-gc64")
     h.write(areas[0], areas[2].to_bytes(8, "little"))      # oldest links to the newest
@@ -119,7 +119,7 @@ def test_engine_area_chain_loop_is_corrupt():
 
 
 def test_engine_exit_stubs_and_branches():
-    from ljgdb.gdb_ext import jit
+    from ljgdb.gdb_ext.jit import jit
 
     class JS(object):
         exitstubgroup = [0x5000, 0x6000] + [0] * 14

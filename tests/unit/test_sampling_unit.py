@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from gdb_ext import sampling  # noqa: E402
+from gdb_ext.stack import sampling  # noqa: E402
 from gdb_ext.errors import LjError  # noqa: E402
-from gdb_ext.sampling import Timer, choose_signal, on_cpu, parse_states, process_signal  # noqa: E402
+from gdb_ext.stack.sampling import Timer, choose_signal, on_cpu, parse_states, process_signal  # noqa: E402
 
 
 def status(caught=0, ignored=0):

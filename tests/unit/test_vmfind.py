@@ -1,12 +1,12 @@
-"""gdb_ext.vmfind on synthetic memory: the search for global_States in a
+"""gdb_ext.vm.vmfind on synthetic memory: the search for global_States in a
 process's memory.  The end-to-end tests are in tests/e2e/test_lstates.py."""
 import random
 
 import pytest
 
-from ljgdb.gdb_ext.layout import Layout
-from ljgdb.gdb_ext.state import make_vm
-from ljgdb.gdb_ext.vmfind import _hits, list_states, search_states
+from ljgdb.gdb_ext.layouts.layout import Layout
+from ljgdb.gdb_ext.vm.state import make_vm
+from ljgdb.gdb_ext.vm.vmfind import _hits, list_states, search_states
 from support.synth import LAYOUTS, Heap
 
 VARIANTS = LAYOUTS

@@ -1,14 +1,14 @@
-"""gdb_ext.vmstack on synthetic memory: where the walk of the running
+"""gdb_ext.stack.vmstack on synthetic memory: where the walk of the running
 thread starts, from the interpreter's registers as an unwinder gives them
 (Target.machine_frames), GC64 and X64.  The end-to-end tests are
 tests/e2e/test_moments.py."""
 import pytest
 
-from ljgdb.gdb_ext.layout import Layout
-from ljgdb.gdb_ext.objects import Thread
-from ljgdb.gdb_ext.state import make_vm
+from ljgdb.gdb_ext.layouts.layout import Layout
+from ljgdb.gdb_ext.vm.objects import Thread
+from ljgdb.gdb_ext.vm.state import make_vm
 from ljgdb.gdb_ext.target import MachineFrame
-from ljgdb.gdb_ext.vmstack import locate
+from ljgdb.gdb_ext.stack.vmstack import locate
 from support.synth import Heap
 
 VARIANTS = ("r21-gc64", "r21-x64")

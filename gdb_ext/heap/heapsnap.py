@@ -1,0 +1,203 @@
+"""What grew between two moments: a heap snapshot saved to a file, and its
+difference with the heap as it is now.
+
+A snapshot is lgcstat's walk kept whole (heapgraph.Heap.index): every
+object's address, type and size, the per-type counts and bytes, the memory
+g->gc.total counts that is no object, and who the heap belongs to (the
+process id, the global_State, the main thread).  The file is a line of
+text, a JSON header, then the three arrays as raw little-endian bytes.
+
+Between two moments of one process an object is matched by its address
+and type: the objects of the second moment not in the first are new, those
+of the first not in the second were freed, those in both may have changed
+size (a table's parts, a thread's stack).  An object freed and another of
+the same type made at its address in between look like one object: when
+anything was freed, the difference says so.  The new objects are then
+charged to the object that owns them: the nearest of their dominators
+(heapdom) that already existed, so growth is shown where it hangs (a cache
+table that existed before and gained entries).  The snapshot also keeps
+the retained sizes of the objects that retain the most, by their paths
+from the roots: those compare between two processes too (two runs of one
+program), where nothing else but the per-type figures does.
+"""
+import json
+from array import array
+
+from .. import consts as C
+from ..errors import LjError
+
+MAGIC = b"ljgdb heap snapshot 1\n"
+
+
+class SnapshotError(LjError):
+    """A snapshot file that cannot be read."""
+
+
+def identity(vm):
+    """Who the heap belongs to: compared to decide whether objects can be
+    matched by address."""
+    return {"process": vm.t.process_id(), "G": vm.G, "main_L": vm.main_L}
+
+
+def save(heap, path, holders=()):
+    """Write the heap's snapshot to path; returns its header.  holders:
+    [{"path", "retained", "objects"}] of the objects that retain the most,
+    compared by path when objects cannot be matched by address."""
+    vm = heap.vm
+    addrs, gcts = heap.index()
+    st = heap.stat
+    head = {"identity": identity(vm), "layout": vm.lay.mode_name(), "gc_total": st.total,
+            "objects": len(addrs),
+            "types": {C.GCT_TEXT[g]: [ts.count, ts.bytes] for g, ts in st.types.items()},
+            "other": [[name, size] for name, size, _ in st.other],
+            "holders": list(holders)}
+    data = json.dumps(head, sort_keys=True).encode()
+    try:
+        with open(path, "wb") as f:
+            f.write(MAGIC)
+            f.write(len(data).to_bytes(8, "little"))
+            f.write(data)
+            f.write(addrs.tobytes())
+            f.write(gcts)
+            f.write(heap.sizes.tobytes())
+    except OSError as e:
+        raise SnapshotError("cannot write %s: %s" % (path, e.strerror or e))
+    return head
+
+
+class Snapshot(object):
+    def __init__(self, head, addrs, gcts, sizes):
+        self.head, self.addrs, self.gcts, self.sizes = head, addrs, gcts, sizes
+
+
+def load(path):
+    """The Snapshot in the file at path (SnapshotError when it is none)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise SnapshotError("cannot read %s: %s" % (path, e.strerror or e))
+    if not data.startswith(MAGIC):
+        raise SnapshotError("%s is no heap snapshot of lgcstat --save" % path)
+    k = len(MAGIC)
+    try:
+        n = int.from_bytes(data[k:k + 8], "little")
+        head = json.loads(data[k + 8:k + 8 + n].decode())
+        k += 8 + n
+        count = head["objects"]
+        if len(data) != k + 17 * count:
+            raise ValueError("%d bytes of objects, %d expected" % (len(data) - k, 17 * count))
+        addrs = array("Q")
+        addrs.frombytes(data[k:k + 8 * count])
+        gcts = data[k + 8 * count:k + 9 * count]
+        sizes = array("Q")
+        sizes.frombytes(data[k + 9 * count:])
+    except (ValueError, KeyError, TypeError) as e:
+        raise SnapshotError("%s is a damaged heap snapshot (%s)" % (path, e))
+    return Snapshot(head, addrs, gcts, sizes)
+
+
+def same_heap(a, b):
+    """Whether two identities are one process's heap (then objects match by
+    address); a process id unknown on one side counts as different."""
+    return a["process"] is not None and a == b
+
+
+class Diff(object):
+    """The objects of the heap now against a snapshot of the same process.
+    new / freed: per gct [count, bytes]; resized: [count, bytes now - then]
+    per gct; new_index: the heap indexes of the new objects (address
+    order)."""
+
+    def __init__(self, heap, snap):
+        addrs, gcts = heap.index()
+        sizes = heap.sizes
+        oa, og, osz = snap.addrs, snap.gcts, snap.sizes
+        self.new = {g: [0, 0] for g in C.GCT_TEXT}
+        self.freed = {g: [0, 0] for g in C.GCT_TEXT}
+        self.resized = {g: [0, 0] for g in C.GCT_TEXT}
+        self.new_index = array("I")
+        self.resized_index = array("I")
+        i = j = 0
+        n, m = len(addrs), len(oa)
+        while i < n or j < m:
+            if j >= m or (i < n and addrs[i] < oa[j]):
+                self._add_new(i, gcts[i], sizes[i])
+                i += 1
+            elif i >= n or oa[j] < addrs[i]:
+                f = self.freed[og[j]]
+                f[0] += 1
+                f[1] += osz[j]
+                j += 1
+            else:
+                if gcts[i] != og[j]:
+                    f = self.freed[og[j]]
+                    f[0] += 1
+                    f[1] += osz[j]
+                    self._add_new(i, gcts[i], sizes[i])
+                elif sizes[i] != osz[j]:
+                    r = self.resized[gcts[i]]
+                    r[0] += 1
+                    r[1] += sizes[i] - osz[j]
+                    self.resized_index.append(i)
+                i += 1
+                j += 1
+        self.old_sizes = {}
+        # The sizes then of the resized objects (few), for their owners.
+        for i in self.resized_index:
+            k = _find(oa, addrs[i])
+            self.old_sizes[i] = osz[k]
+
+    def _add_new(self, i, gct, size):
+        self.new_index.append(i)
+        e = self.new[gct]
+        e[0] += 1
+        e[1] += size
+
+    @property
+    def freed_count(self):
+        return sum(c for c, _ in self.freed.values())
+
+    def owners(self, dom):
+        """{number of an object that existed before (or -1: more than one
+        root, or -2: no root reaches it): [new objects, their bytes, bytes
+        its own size grew]}: each new object charged to the nearest of its
+        dominators that is not new (heapdom.Dominators of the heap now)."""
+        heap = dom.heap
+        sizes = heap.sizes
+        is_new = bytearray(dom.n)
+        for i in self.new_index:
+            is_new[i] = 1
+        order, idom, num = dom.order, dom.idom, dom.num
+        owner = array("i", [-1]) * len(order)
+        out = {}
+        for k in range(len(order)):
+            d = idom[k]
+            if d < 0:
+                owner[k] = -1
+            elif is_new[order[d]]:
+                owner[k] = owner[d]
+            else:
+                owner[k] = d
+            if is_new[order[k]]:
+                e = out.get(owner[k])
+                if e is None:
+                    e = out[owner[k]] = [0, 0, 0]
+                e[0] += 1
+                e[1] += sizes[order[k]]
+        for i in self.new_index:
+            if num[i] < 0:
+                e = out.setdefault(-2, [0, 0, 0])
+                e[0] += 1
+                e[1] += sizes[i]
+        for i, then in self.old_sizes.items():
+            k = num[i]
+            e = out.setdefault(k if k >= 0 else -2, [0, 0, 0])
+            e[2] += sizes[i] - then
+        return out
+
+
+def _find(arr, v):
+    import bisect
+    k = bisect.bisect_left(arr, v)
+    return k if k < len(arr) and arr[k] == v else -1

@@ -1,0 +1,262 @@
+"""Layout profiles (written by python3 -m ljgdb.profile) found and read: what
+a LuaJIT build without debug info lacks, for the build with that build-id.
+
+Profiles are looked for in the directories of $LJGDB_PROFILES (separated by
+':') and in the package's own profiles/ directory (the shipped set, made by
+testprogs/make_profiles.py); LJGDB_PROFILES=none turns them all off.  The VM's symbols are
+kept as offsets from an exported symbol (the anchor), so they hold wherever
+the file is loaded."""
+import bisect
+import json
+import os
+import re
+
+from ..consts import VM_CODE_PREFIXES
+from ..errors import CorruptError, FaultError, NotLuaJITError
+from ..target import TypeInfo, TypeSource
+
+_cache = {}
+
+
+def profile_dirs():
+    """The directories of $LJGDB_PROFILES, then the shipped set; none at
+    all when $LJGDB_PROFILES is 'none'."""
+    env = os.environ.get("LJGDB_PROFILES", "")
+    if env == "none":
+        return []
+    dirs = [d for d in env.split(":") if d]
+    here = os.path.dirname(os.path.abspath(__file__))
+    # The checkout keeps the shipped set in pkg/profiles; the installed
+    # package has it beside gdb_ext.
+    for d in (os.path.join(here, "..", "..", "pkg", "profiles"),
+              os.path.join(here, "..", "..", "profiles")):
+        if os.path.isdir(d):
+            dirs.append(os.path.normpath(d))
+    return dirs
+
+
+def by_build_id():
+    """{build-id: Profile} of every profile in profile_dirs() (read once per
+    set of directories)."""
+    dirs = tuple(profile_dirs())
+    found = _cache.get(dirs)
+    if found is None:
+        found = {}
+        for d in dirs:
+            try:
+                names = sorted(os.listdir(d))
+            except OSError:
+                continue
+            for n in names:
+                if not n.endswith(".json"):
+                    continue
+                path = os.path.join(d, n)
+                try:
+                    with open(path) as f:
+                        doc = json.load(f)
+                except (OSError, ValueError):
+                    continue
+                bid = doc.get("build_id")
+                if bid and bid not in found:
+                    found[bid] = Profile(doc, path)
+        _cache.clear()
+        _cache[dirs] = found
+    return found
+
+
+class Profile(TypeSource):
+    """One layout profile: TypeInfo, enumerators (the TypeSource of a build
+    without DWARF) and the VM's symbols."""
+
+    def __init__(self, doc, path):
+        self.doc = doc
+        self.path = path
+        self.build_id = doc.get("build_id")
+        vm = doc.get("vm_symbols") or {}
+        self.anchor = vm.get("anchor")
+        self.offsets = vm.get("offsets") or {}
+        self.vm_begin = vm.get("begin")
+        pairs = sorted((off, name) for name, off in self.offsets.items()
+                       if name.startswith(VM_CODE_PREFIXES) and self.vm_begin is not None and
+                       off >= self.vm_begin)
+        self._offs = [p[0] for p in pairs]
+        self._names = [p[1] for p in pairs]
+        self.vm_end = vm.get("end")
+        self.code_sha256 = vm.get("code_sha256")
+        self.version = doc.get("version")
+        self.arch = doc.get("arch")
+        self._enum_of = None        # enumerator -> its enumeration (enum_members)
+
+    def describe(self):
+        return "%s (%s, build-id %s)" % (os.path.basename(self.path),
+                                         self.version or "version unknown", self.build_id)
+
+    def type_info(self, name):
+        d = self.doc.get("types", {}).get(name)
+        return TypeInfo.from_json(name, d) if d is not None else None
+
+    def constant(self, name):
+        return self.doc.get("constants", {}).get(name)
+
+    def enum_members(self, name):
+        """The enumeration that has enumerator `name`, whole."""
+        idx = self._enum_of
+        if idx is None:
+            idx = self._enum_of = {}
+            for members in self.doc.get("enumerations", ()):
+                for k in members:
+                    idx.setdefault(k, members)
+        m = idx.get(name) or self.doc.get("enums", {}).get(name)
+        return dict(m) if m is not None else None
+
+    def symbol_offset(self, name):
+        return self.offsets.get(name)
+
+    def symbol_at(self, off):
+        """The VM symbol at or before offset `off` from the anchor, when off
+        lies in the VM's code (before its recorded end); else None."""
+        if not self._offs or self.vm_begin is None or off < self.vm_begin:
+            return None
+        if self.vm_end is not None and off >= self.vm_end:
+            return None
+        i = bisect.bisect_right(self._offs, off) - 1
+        return self._names[i]
+
+
+# LuaJIT's version string as it stands in a binary (luajit.h LUAJIT_VERSION).
+VERSION_RE = re.compile(rb"LuaJIT 2\.[0-9][0-9A-Za-z.\-]*")
+
+
+def file_version(path):
+    """LuaJIT's version string in the file at path, or None."""
+    try:
+        with open(path, "rb") as f:
+            m = VERSION_RE.search(f.read())
+    except OSError:
+        return None
+    return m.group(0).decode() if m else None
+
+
+def by_version(version, arch):
+    """The profiles of builds with this version string and architecture."""
+    return [p for p in by_build_id().values() if p.version == version and p.arch == arch]
+
+
+def consistent(candidates, states_under):
+    """[(profile, VMs)] of the candidates under whose layout the process
+    holds a consistent VM: states_under(profile) gives the VMs found
+    (frames, memory search; each with its G) with that profile's layout, or
+    raises when the layout does not fit."""
+    out = []
+    for p in candidates:
+        try:
+            states = states_under(p)
+        except (NotLuaJITError, FaultError, CorruptError):
+            continue
+        if states:
+            out.append((p, states))
+    return out
+
+
+def dispatch_base(prof, G, read):
+    """The anchor address under which prof's VM labels name the VM of the
+    global_State G, found through its dispatch table, or None.
+
+    The static copy of the dispatch table (R lj_dispatch.c
+    lj_dispatch_init: disp[GG_LEN_DDISP+i] = lj_vm_asm_begin +
+    lj_bc_ofs[i] for the first BC_FUNCF opcodes, never patched by hooks or
+    the JIT) holds each bytecode's handler.  When every one of them lies at
+    the profile's offset of its label lj_BC_<op> from one base, the VM's
+    code is laid out as the profile's: the same VM object placed elsewhere
+    (linked in another order; its calls into C code then differ, so its
+    bytes do not match the profile's digest)."""
+    gg = prof.type_info("GG_State")
+    funcf = prof.constant("BC_FUNCF")
+    ops = prof.enum_members("BC_ISLT") or {}
+    if gg is None or funcf is None or not ops:
+        return None
+    disp, g = gg.fields.get("dispatch"), gg.fields.get("g")
+    if disp is None or g is None or not disp.count or disp.count <= funcf:
+        return None
+    size = disp.size // disp.count
+    static = G - g.offset + disp.offset + (disp.count - funcf) * size
+    try:
+        data = read(static, funcf * size)
+    except Exception:       # any backend's read failure: no base from here
+        return None
+    names = {v: k for k, v in ops.items()}
+    base = None
+    for i in range(funcf):
+        off = prof.symbol_offset("lj_" + names.get(i, "?"))
+        if off is None:
+            return None
+        here = int.from_bytes(data[i * size:(i + 1) * size], "little") - off
+        if base is None:
+            base = here
+        elif here != base:
+            return None
+    return base
+
+
+class ProfileMatch(object):
+    """The profile in use: how it was chosen, where its anchor symbol is,
+    and whether the VM's code labels hold (this file's code is the
+    profile's)."""
+
+    def __init__(self, profile, base, how, labels):
+        self.profile = profile
+        self.base = base
+        self.how = how
+        self.labels = labels
+
+
+def code_matches(prof, base, read):
+    """The VM's machine code in memory is the profile's (its sha256);
+    read(addr, n) gives memory or raises."""
+    import hashlib
+    if base is None or prof.code_sha256 is None or prof.vm_begin is None or prof.vm_end is None:
+        return False
+    try:
+        data = read(base + prof.vm_begin, prof.vm_end - prof.vm_begin)
+    except Exception:       # any backend's read failure: then the labels do not hold
+        return False
+    return hashlib.sha256(data).hexdigest() == prof.code_sha256
+
+
+def choose(build_ids, luajit_file, arch, states_under, anchor_address, read):
+    """(ProfileMatch or None, why none fits though profiles have the
+    version, or None).  build_ids: of the loaded files; luajit_file: the
+    file that holds LuaJIT's code (or None); states_under(profile): the VMs
+    found under that layout; anchor_address(profile): where its anchor
+    symbol is; read(addr, n): memory."""
+    known = by_build_id()
+    for bid in build_ids:
+        if bid and bid in known:
+            prof = known[bid]
+            return ProfileMatch(prof, anchor_address(prof), "the build-id %s" % bid, True), None
+    if luajit_file is None:
+        return None, None
+    version = file_version(luajit_file)
+    cands = by_version(version, arch) if version else []
+    if not cands:
+        return None, None
+    fits = consistent(cands, states_under)
+    if len(fits) != 1:
+        return None, (
+            "%d layout profile%s %s LuaJIT's version string %r, but the process's memory fits "
+            "%s" % (len(cands), "" if len(cands) == 1 else "s",
+                    "has" if len(cands) == 1 else "have", version,
+                    "none of them" if not fits else "%d of them (%s): no one layout is sure" % (
+                        len(fits), ", ".join(os.path.basename(p.path) for p, _ in fits))))
+    prof, states = fits[0]
+    how = ("the version string %r and a global_State consistent under its layout (of %d "
+           "profiles with that version)" % (version, len(cands)))
+    base = anchor_address(prof)
+    if code_matches(prof, base, read):
+        return ProfileMatch(prof, base, how, True), None
+    for st in states:
+        moved = dispatch_base(prof, st.G, read)
+        if moved is not None:
+            return ProfileMatch(prof, moved, how + "; its VM code found at 0x%x through the "
+                                "dispatch table" % (moved + prof.vm_begin), True), None
+    return ProfileMatch(prof, base, how, False), None

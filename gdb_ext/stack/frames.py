@@ -1,0 +1,395 @@
+"""Walking the frames of a lua_State, as LuaJIT's own debug API does.
+
+Mirrors (R = upstream 2.1 source):
+  lj_debug_frame   R lj_debug.c:25   frame order, dummy and vararg pseudo-frames
+  debug_framepc    R lj_debug.c:53   a frame's current pc from the frame above it
+  lj_debug_line    R lj_debug.c:120  pc -> line through lineinfo
+  debug_varname    R lj_debug.c:152  local names from varinfo
+  debug_localname  R lj_debug.c:186  varargs
+Frame links (R lj_frame.h): FR2 builds keep [func | PC/delta] in two slots
+(base-2, base-1), others in one slot (base-1: func low word, link high word).
+
+The walk reads the whole stack in one block and is bounded by the stack's
+size: a link that points outside it or does not go down ends the walk with
+a CorruptError naming the bad address.
+"""
+import struct
+
+from ..errors import CorruptError, FaultError
+from ..vm.cframe import CFRAME_OFS, CFRAME_RAWMASK
+from ..vm.objects import Func, decode_tv, GCT_KIND
+from ..vm.protoinfo import cached_proto, debug_line, local_names, upvalue_names
+
+_Q = struct.Struct("<Q")
+_q = struct.Struct("<q")
+
+# R lj_frame.h frame types (low bits of the link).
+FRAME_LUA, FRAME_C, FRAME_CONT, FRAME_VARG, FRAME_LUAP, FRAME_CP, FRAME_PCALL, FRAME_PCALLH = \
+    range(8)
+FRAME_TYPE = 3
+FRAME_TYPEP = 7
+LJ_CONT_FFI_CALLBACK = 1        # R lj_frame.h: enum { LJ_CONT_TAILCALL, LJ_CONT_FFI_CALLBACK }
+NO_BCPOS = None
+
+PROTO_VARARG = 0x02                 # R lj_obj.h PROTO_VARARG
+
+MAX_STACK_BYTES = 64 << 20          # far above LUAI_MAXSTACK (65500 slots)
+
+
+class Frame(object):
+    """One frame as lua_getstack numbers them (level 0 is the innermost)."""
+
+    def __init__(self, level, slot, func, link, link_type):
+        self.level = level
+        self.slot = slot            # address of the frame link slot (base - 1)
+        self.func = func            # GCfunc address
+        self.link = link            # raw PC/delta value
+        self.link_type = link_type
+        self.fn = None              # Func object
+        self.kind = None            # 'lua', 'c', 'builtin'
+        self.pos = None             # bytecode position (Lua frames) or None
+        self.line = None            # current line (Lua frames) or None
+        self.nextframe = None       # slot of the frame above (inner), or None
+        self.proto = None
+        self.entry = False          # the outermost frame of an entry into the VM (from C)
+
+    @property
+    def base(self):
+        return self.slot + 8
+
+
+class Stack(object):
+    """A lua_State's stack read in one block; slot access by address."""
+
+    def __init__(self, vm, th):
+        self.vm = vm
+        self.start = th.stack
+        size = th.stacksize * 8
+        if size <= 0 or size > MAX_STACK_BYTES or size > getattr(vm, "size_bound", size):
+            raise CorruptError("lua_State 0x%x has an impossible stack size of %d slots"
+                               % (th.addr, th.stacksize), th.addr)
+        self.end = self.start + size
+        self.data = vm.t.read(self.start, size, "stack of lua_State 0x%x" % th.addr)
+
+    def contains(self, addr):
+        return self.start <= addr and addr + 8 <= self.end
+
+    def u64(self, addr):
+        if not self.contains(addr):
+            raise CorruptError("stack slot 0x%x is outside the stack [0x%x, 0x%x)"
+                               % (addr, self.start, self.end), addr)
+        return _Q.unpack_from(self.data, addr - self.start)[0]
+
+    def tv(self, addr):
+        return decode_tv(self.vm, self.u64(addr))
+
+
+class FrameWalker(object):
+    def __init__(self, vm, th, base=None, top_pc=None):
+        """base: the BASE to start from (default L->base).  top_pc: the
+        saved-pc (one past the executing instruction) of the innermost
+        frame when it is known from elsewhere (the interpreter's PC
+        register, a trace snapshot); see gdb_ext.stack.vmstack."""
+        self.top_pc = top_pc
+        self.vm = vm
+        self.lay = vm.lay
+        self.th = th
+        self.stack = Stack(vm, th)
+        self.fr2 = self.lay.fr2
+        self.base = th.base if base is None else base
+        arch = getattr(vm.t, "arch", "x86_64")
+        self.cfo = CFRAME_OFS.get((arch, self.lay.gc64))
+        self._funcs = {}            # GCfunc address -> Func (_describe)
+
+    # --- frame link accessors (R lj_frame.h) --------------------------------
+    def ftsz(self, f):
+        raw = self.stack.u64(f)
+        if self.fr2:
+            return _q.unpack(_Q.pack(raw))[0]
+        hi = raw >> 32
+        return hi - (1 << 32) if hi & 0x80000000 else hi
+
+    def frame_gc(self, f):
+        if self.fr2:
+            v = self.stack.tv(f - 8)
+            return v.addr if v.is_gc else None
+        return self.stack.u64(f) & 0xFFFFFFFF
+
+    def frame_pc(self, f):
+        raw = self.stack.u64(f)
+        return raw if self.fr2 else raw >> 32
+
+    def frame_type(self, f):
+        return self.ftsz(f) & FRAME_TYPE
+
+    def frame_typep(self, f):
+        return self.ftsz(f) & FRAME_TYPEP
+
+    def is_lua(self, f):
+        return self.frame_type(f) == FRAME_LUA
+
+    def is_c(self, f):
+        return self.frame_type(f) == FRAME_C
+
+    def is_cont(self, f):
+        return self.frame_typep(f) == FRAME_CONT
+
+    def is_varg(self, f):
+        return self.frame_typep(f) == FRAME_VARG
+
+    def frame_contpc(self, f):
+        return self.frame_pc(f - 16 if self.fr2 else f - 8)
+
+    def frame_iscont_fficb(self, f):
+        if self.fr2:
+            v = self.stack.u64(f - 24)
+        else:
+            v = self.stack.u64(f - 8) & 0xFFFFFFFF
+        return v == LJ_CONT_FFI_CALLBACK
+
+    def prevl(self, f):
+        pc = self.frame_pc(f)
+        ins = self.vm.t.u32(pc - 4, "bytecode before return pc 0x%x" % pc)
+        return f - 8 * (1 + self.fr2 + ((ins >> 8) & 0xFF))
+
+    def prevd(self, f):
+        return f - (self.ftsz(f) & ~FRAME_TYPEP)
+
+    def prev(self, f):
+        return self.prevl(f) if self.is_lua(f) else self.prevd(f)
+
+    # --- cframes ------------------------------------------------------------
+    def _cf_read(self, cf, what):
+        o = self.cfo
+        if o is None:
+            raise CorruptError("C frame layout for this architecture is not known")
+        if what == "prev":
+            return self.vm.t.ptr(cf + o["prev"], "cframe prev")
+        if what == "pc":
+            return self.vm.t.uint(cf + o["pc"], self.lay.mref_size, "cframe pc")
+        if what == "L":
+            return self.vm.t.uint(cf + o["L"], self.lay.ref_size, "cframe L")
+        if what == "nres":
+            return self.vm.t.i32(cf + o["nres"], "cframe nres")
+        raise KeyError(what)
+
+    # --- walk ------------------------------------------------------------------
+    def walk(self, max_frames=1 << 20):
+        """All frames, innermost first.  Returns (frames, error) where error
+        is None or the CorruptError/FaultError that ended the walk early."""
+        frames = []
+        bot = self.stack.start + 8 * self.fr2
+        f = self.base - 8
+        nextframe = None
+        level = 0
+        skip = False
+        steps = 0
+        limit = (self.stack.end - self.stack.start) // 8 + 1
+        L = self.th.addr
+        try:
+            while f > bot:
+                steps += 1
+                if steps > limit or len(frames) >= max_frames:
+                    break
+                if not self.stack.contains(f):
+                    raise CorruptError("frame link at 0x%x is outside the stack [0x%x, 0x%x)"
+                                       % (f, self.stack.start, self.stack.end), f)
+                func = self.frame_gc(f)
+                ftsz = self.ftsz(f)
+                shown = func != L and not skip
+                if shown:
+                    fr = Frame(level, f, func, ftsz, ftsz & FRAME_TYPEP)
+                    fr.nextframe = nextframe
+                    self._describe(fr)
+                    frames.append(fr)
+                    level += 1
+                if frames and (shown or skip) and (
+                        (ftsz & FRAME_TYPE) == FRAME_C or
+                        ((ftsz & FRAME_TYPEP) == FRAME_CONT and self.frame_iscont_fficb(f))):
+                    # Called from C, or by an FFI callback's continuation (R
+                    # lj_err.c err_unwind: unwind_c).  A vararg function's own
+                    # link is in the pseudo-frame below it.
+                    frames[-1].entry = True
+                skip = False
+                nextframe = f
+                if self.is_lua(f):
+                    nf = self.prevl(f)
+                else:
+                    if self.is_varg(f):
+                        skip = True     # the frame below is its vararg pseudo-frame
+                    nf = self.prevd(f)
+                if nf >= f:
+                    raise CorruptError("frame link at 0x%x does not go down the stack (0x%x)"
+                                       % (f, ftsz & 0xFFFFFFFFFFFFFFFF), f)
+                f = nf
+        except (CorruptError, FaultError) as e:
+            return frames, e
+        return frames, None
+
+    def _describe(self, fr):
+        if not fr.func:
+            raise CorruptError("frame at 0x%x has no function" % fr.slot, fr.slot)
+        # One decoding per function and walk (a deep recursion repeats a few
+        # functions many times).
+        funcs = self._funcs
+        fn = funcs.get(fr.func)
+        if fn is None:
+            kind = GCT_KIND.get(self.vm.t.u8(fr.func + self.lay.str.gct, "frame function"))
+            if kind != "func":
+                raise CorruptError("frame at 0x%x: slot holds a %s, not a function"
+                                   % (fr.slot, kind or "non-object"), fr.func)
+            fn = funcs[fr.func] = Func(self.vm, fr.func)
+        fr.fn = fn
+        fr.kind = fn.kind
+        if fn.is_lua:
+            fr.proto = cached_proto(self.vm, fn.proto)
+            fr.pos = self.framepc(fn, fr.proto, fr.nextframe)
+            fr.line = debug_line(self.vm, fr.proto, fr.pos)
+
+    def framepc(self, fn, pt, nextframe):
+        """R lj_debug.c debug_framepc: bytecode position or None."""
+        if nextframe is None and self.top_pc is not None:
+            # At bc itself the function's header is being entered: pos 0.
+            pos = max((self.top_pc - pt.bc) // 4 - 1, 0) if self.top_pc >= pt.bc else -1
+            return pos if 0 <= pos <= pt.sizebc else NO_BCPOS
+        if nextframe is None:
+            cf = self.th.cframe & CFRAME_RAWMASK
+            # C frames of lj_vm_cpcall (nres < 0: the recorder, the parser,
+            # finalizers) hold no pc; a Lua frame older than one is saved in
+            # the C frame below it, as in the loop for inner frames below.
+            f = self.base - 8
+            guard = 0
+            while cf and self._cf_read(cf, "nres") < 0 and guard < 1024:
+                if f >= self.stack.start + -self._cf_read(cf, "nres"):
+                    break
+                cf = self._cf_read(cf, "prev") & CFRAME_RAWMASK
+                guard += 1
+            if not cf:
+                return NO_BCPOS
+            ins = self._cf_read(cf, "pc")
+            if ins == self._cf_read(cf, "L") or not ins:
+                return NO_BCPOS
+        elif self.is_lua(nextframe):
+            ins = self.frame_pc(nextframe)
+        elif self.is_cont(nextframe):
+            ins = self.frame_contpc(nextframe)
+        else:
+            cf = self.th.cframe & CFRAME_RAWMASK
+            f = self.base - 8
+            # Bounded by the stack: one step per frame slot and C frame.
+            guard = 0
+            limit = 2 * (self.stack.end - self.stack.start) // 8 + 64
+            while True:
+                guard += 1
+                if guard > limit:
+                    raise CorruptError("cframe chain from 0x%x does not end: a cycle?"
+                                       % (self.th.cframe & CFRAME_RAWMASK), cf)
+                if not cf:
+                    return NO_BCPOS
+                while self._cf_read(cf, "nres") < 0:
+                    if f >= self.stack.start + -self._cf_read(cf, "nres"):
+                        break
+                    cf = self._cf_read(cf, "prev") & CFRAME_RAWMASK
+                    if not cf:
+                        return NO_BCPOS
+                    guard += 1
+                    if guard > limit:
+                        raise CorruptError("cframe chain does not end at 0x%x: a cycle?" % cf,
+                                           cf)
+                if f < nextframe:
+                    break
+                if self.is_lua(f):
+                    nf = self.prevl(f)
+                else:
+                    if self.is_c(f) or (self.is_cont(f) and self.frame_iscont_fficb(f)):
+                        cf = self._cf_read(cf, "prev") & CFRAME_RAWMASK
+                    nf = self.prevd(f)
+                if nf >= f:
+                    raise CorruptError("frame link at 0x%x does not go down the stack" % f, f)
+                f = nf
+            ins = self._cf_read(cf, "pc")
+            if not ins:
+                return NO_BCPOS
+        pos = (ins - pt.bc) // 4 - 1
+        if pos < 0 or pos > pt.sizebc:
+            # R: undo lj_trace_exit for JLOOP; otherwise punt.
+            return self._jloop_pos(pt, ins)
+        return pos
+
+    def _jloop_pos(self, pt, ins):
+        lay = self.lay
+        if lay.trace is None:
+            return NO_BCPOS
+        try:
+            prev = self.vm.t.u32(ins - 4, "bytecode")
+        except FaultError:
+            return NO_BCPOS
+        if not _bc_isret(self.vm, prev & 0xFF):
+            return NO_BCPOS
+        T = ins - 4 - lay.trace.startins
+        startpc = self.vm.t.uint(T + lay.trace.startpc, lay.mref_size, "trace startpc")
+        return (startpc - pt.bc) // 4
+
+
+def _bc_isret(vm, op):
+    names = vm.lay.bc_names
+    n = names.get(op)
+    return n in ("BC_RETM", "BC_RET", "BC_RET0", "BC_RET1")
+
+
+def frame_locals(walker, fr, frames_top, with_addr=False):
+    """[(name, Value)] of a Lua frame: named locals, then varargs (with
+    with_addr, [(name, Value, slot address)]).  frames_top: address limit
+    of this frame's slots (the next frame's link slot, or L->top for the
+    innermost frame)."""
+    vm = walker.vm
+    pt = fr.proto
+    out = []
+    limit = frames_top
+
+    def add(name, addr):
+        try:
+            v = walker.stack.tv(addr)
+        except CorruptError as e:
+            v = e
+        out.append((name, v, addr) if with_addr else (name, v))
+
+    for idx, name in local_names(vm, pt, fr.pos):
+        addr = fr.base + 8 * idx
+        if addr >= limit + 8 * walker.fr2 and fr.nextframe is not None:
+            break
+        add(name, addr)
+    if fr.pos is not None and pt.flags & PROTO_VARARG:
+        # R debug_localname for negative slots: varargs live below the frame.
+        f = fr.slot
+        nextframe = fr.nextframe if fr.nextframe is not None else frames_top + 8 * walker.fr2
+        if walker.is_varg(f):
+            nextframe = f
+            f = walker.prevd(f)
+        k = 1
+        while k < 1000:
+            s = pt.numparams + k
+            if not (f + 8 * (s + walker.fr2) < nextframe):
+                break
+            add("(*vararg %d)" % k, f + 8 * s)
+            k += 1
+    return out
+
+
+def frame_upvalues(vm, fr, with_addr=False):
+    """[(name, Value)] of a Lua frame's function upvalues (with with_addr,
+    [(name, Value, address of the value)], the address None when the
+    upvalue cannot be read)."""
+    out = []
+    names = upvalue_names(vm, fr.proto)
+    from ..vm.objects import Upval
+    for i, ref in enumerate(fr.fn.upvalue_refs(vm)):
+        name = names[i] if i < len(names) else "?%d" % i
+        addr = None
+        try:
+            addr = Upval(vm, ref).v
+            v = decode_tv(vm, vm.t.u64(addr, "upvalue value"))
+        except (CorruptError, FaultError) as e:
+            v = e
+        out.append((name, v, addr) if with_addr else (name, v))
+    return out

@@ -1,0 +1,122 @@
+"""A sampling profile of a process's Lua and C stacks, as data.
+
+One sample is the stack of each OS thread that runs Lua at one moment:
+its machine frames, where each of the VM's frames is replaced by the Lua
+frames that entry into the VM runs (backtrace.vm_entry), innermost first.
+A thread counts when it was on a CPU at the sample (running or runnable,
+also inside a system call: the kernel's scheduling state, see sampling.py);
+with off-CPU samples, a sleeping thread counts too, with the system call
+it waits in as its innermost frame.  The SampledStacks sum them into folded
+stacks and into self and total counts per function, and counts the thread
+samples it did not keep, by reason."""
+from .backtrace import Backtracer, vm_entry
+from ..errors import CorruptError, FaultError
+from .vmstack import is_vm_code
+
+# The syscall register of x86-64 Linux: the number of the system call a
+# stopped thread is inside, -1 in user code.  (It names the call; whether
+# the thread was on a CPU is its scheduling state's to say.)
+SYSCALL_REG = {"x86_64": "orig_rax", "aarch64": None}
+
+
+def thread_stack(vm, mframes):
+    """The stack of the OS thread whose machine frames are mframes
+    (innermost first) as frame keys, innermost first: Backtracer.frame_key's
+    keys for Lua frames, ('M', name or None, pc) for machine frames.  None
+    when the thread runs no Lua of this VM.  After a trace's machine code,
+    which no unwind info describes, the unwinder's frames are left out."""
+    bt = Backtracer(vm)
+    keys = []
+    lua = False
+    after_leaf = False
+    seen = set()
+    for m in mframes:
+        if after_leaf and not m.name:
+            continue        # the unwinder's misreading after a leaf helper of the VM
+        after_leaf = False
+        entry = None
+        if is_vm_code(m) or not (m.name or m.has_debug):
+            try:
+                entry = vm_entry(bt, m)
+            except (FaultError, CorruptError):
+                entry = None
+        if entry is not None and (entry.L, entry.cframe) in seen:
+            continue        # an unwinder's second frame for one entry into the VM
+        if entry is None:
+            keys.append(("M", m.name, m.pc))
+            continue
+        seen.add((entry.L, entry.cframe))
+        lua = True
+        after_leaf = entry.leaf
+        keys.extend(bt.frame_key(f) for f in entry.frames)
+        if not is_vm_code(m):
+            break
+    return keys if lua else None
+
+
+def in_syscall(m0, arch="x86_64"):
+    """The number of the system call the thread whose innermost machine
+    frame is m0 is stopped in, or None when it was in user code."""
+    reg = SYSCALL_REG.get(arch)
+    if reg is None:
+        return None
+    v = m0.reg(reg)
+    if v is None or v >= 1 << 63:
+        return None
+    return v
+
+
+def function_key(key):
+    """The function a frame key belongs to (for the top table): a Lua
+    frame's function is its prototype, whatever the line."""
+    if key[0] == "L":
+        return ("LF", key[1])
+    if key[0] == "M":
+        return ("M", key[1]) if key[1] else key
+    return key
+
+
+# Why a thread's sample was not kept, in the order a summary names them.
+NO_LUA = "no Lua"
+OFF_CPU = "off-CPU"
+UNREADABLE = "unreadable"
+NO_STATE = "state unknown"
+DROP_REASONS = (NO_LUA, OFF_CPU, UNREADABLE, NO_STATE)
+
+
+class SampledStacks(object):
+    """Stacks counted: stacks maps a stack (keys outermost first) to its
+    count; samples counts the samples taken, threads the thread stacks
+    kept, dropped the thread samples left out by reason (DROP_REASONS)."""
+
+    def __init__(self):
+        self.stacks = {}
+        self.samples = 0
+        self.threads = 0
+        self.dropped = dict.fromkeys(DROP_REASONS, 0)
+
+    def drop(self, reason):
+        self.dropped[reason] += 1
+
+    def add(self, keys):
+        """One thread's stack, innermost first."""
+        stack = tuple(reversed(keys))
+        self.stacks[stack] = self.stacks.get(stack, 0) + 1
+        self.threads += 1
+
+    def top(self):
+        """[(function key, self count, total count)], most self first:
+        self counts the stacks a function is innermost in, total those it
+        is anywhere in (once per stack)."""
+        selfc = {}
+        total = {}
+        for stack, n in self.stacks.items():
+            if not stack:
+                continue
+            fk = function_key(stack[-1])
+            selfc[fk] = selfc.get(fk, 0) + n
+            for f in set(function_key(k) for k in stack):
+                total[f] = total.get(f, 0) + n
+        rows = [(f, selfc.get(f, 0), t) for f, t in total.items()]
+        rows.sort(key=lambda r: (-r[1], -r[2], str(r[0])))
+        return rows

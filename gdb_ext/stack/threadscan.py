@@ -1,0 +1,356 @@
+"""Every thread's frames at server scale: 10^5 to 10^6 coroutines (one per
+entity in a game server, one per request in a busy nginx worker).
+
+The Backtracer (gdb_ext.stack.backtrace) builds Frame objects with everything
+lbt full needs; at this scale that costs too much per thread.  The scanner
+reads each lua_State with one struct unpack from the page cache
+(gdb_ext.vm.pages), walks its frame links in the stack slots the same way,
+and describes each frame by a small key that many threads share:
+
+  ("L", proto, line)   a Lua function's frame at a line
+  ("F", ffid)          a fast function (builtin)
+  ("C", cfunc)         a C function
+
+Functions, line numbers and call instructions are decoded once per
+address.  The common shapes take this path: a suspended coroutine (its
+innermost frame the yield, or a C function that yielded) with Lua frames
+linked below it.  Anything else goes to the Backtracer and keeps all its
+rules: the running thread, g->vmthref, a thread that resumed another (its
+resume frame names the resumed thread), a Lua frame whose pc is kept in a
+C frame (below a C function that called Lua), vararg frames, FFI callback
+continuations, and anything that does not read right.
+"""
+import collections
+import struct
+
+from .. import consts as C
+from ..errors import CorruptError, FaultError
+from .frames import FRAME_CONT, FRAME_TYPE, FRAME_TYPEP, FRAME_VARG, LJ_CONT_FFI_CALLBACK
+from ..vm.protoinfo import cached_proto, debug_line
+from ..vm.pages import PageCache, struct_reader
+from ..vm.walkers import threads_walk
+
+_FALLBACK = object()
+_CONT = object()            # the frame below resumes at a continuation's pc
+_Q = struct.Struct("<Q")
+_QQ = struct.Struct("<QQ")
+_I = struct.Struct("<I")
+MAX_FRAMES = 4096
+MAX_SHAPES = 1 << 16         # (depth, innermost frame) keys
+SHAPES_PER_KEY = 8           # shapes that share one (different callers)
+
+
+class ThreadSummary(collections.namedtuple("ThreadSummary", "L status stacksize keys bt exdata")):
+    """One thread: L, status ('suspended', 'dead', ...), stacksize (slots),
+    keys (frame keys, innermost first), bt: the full Backtrace where the
+    Backtracer handled it (then keys are made from its frames), else None,
+    and exdata (OpenResty's L->exdata, or None).  A tuple: a million of
+    them are made at once."""
+    __slots__ = ()
+
+
+_new = tuple.__new__
+
+
+class ThreadScanner(object):
+    def __init__(self, backtracer, cache_bytes=256 << 20):
+        self.bt = backtracer
+        vm = self.vm = backtracer.vm
+        lay = vm.lay
+        self.mem = PageCache(vm.t, cache_bytes)
+        self.fr2 = lay.fr2
+        self.lsize = lay.L.size
+        self.rd_L = struct_reader(lay.L, ("gct", "status", "base", "top", "stack", "stacksize"))
+        self.exdata_off = lay.L.exdata if lay.openresty else None
+        fc = lay.fnC
+        self.fn_need = max(fc.field("f").offset + fc.field("f").size,
+                           fc.field("pc").offset + fc.field("pc").size)
+        self.rd_fn = struct_reader(fc, ("gct", "ffid", "nupvalues", "pc", "f"))
+        self.pt_size = lay.pt.size
+        self.funcs = {}         # GCfunc address -> function key, or _FALLBACK
+        self.lines = {}         # bytecode pc -> (proto, line) or None
+        self.call_a = {}        # return pc -> A operand of the call before it
+        self.main = vm.main_L
+        self.running = backtracer.running
+        self.vmthread = backtracer.vmthread
+        self.bottom = 8 * (1 + lay.fr2)
+        self.resumers = set()
+        self.steps = {}         # (func, link, inner pc) -> _step's answer
+        # (base - stack, innermost frame slot bytes) -> [(frame keys, [(from,
+        # to, bytes)] of every stack slot the walk read, stack-relative)]
+        self.shapes = {}
+        names = backtracer.names
+        for ffid, name in names.items():
+            if name in ("coroutine.resume",) or name.endswith("wrap_aux"):
+                self.resumers.add(ffid)
+
+    # --- decoding, once per address --------------------------------------
+    def _func(self, fn):
+        """('F', ffid) / ('C', cfunc) / ('L', proto) for the function at fn,
+        or _FALLBACK (not a function, a resume, a C closure)."""
+        d = self.funcs.get(fn)
+        if d is not None:
+            return d
+        try:
+            base, buf = self.mem.window(fn, self.fn_need)
+            gct, ffid, nup, pc, f = self.rd_fn(buf, fn - base)
+        except (FaultError, CorruptError, struct.error):
+            gct = None
+        if gct != C.GCT_FUNC:
+            d = _FALLBACK
+        elif ffid == C.FF_LUA:
+            d = ("L", pc - self.pt_size)
+        elif ffid == C.FF_C:
+            # A C closure may be a host's coroutine.wrap function: the
+            # Backtracer names it and the coroutine it resumed.
+            d = _FALLBACK if nup else ("C", f)
+        else:
+            d = _FALLBACK if ffid in self.resumers else ("F", ffid)
+        self.funcs[fn] = d
+        return d
+
+    def _line(self, proto, pc):
+        key = self.lines.get(pc, _FALLBACK)
+        if key is not _FALLBACK:
+            return key
+        key = None
+        try:
+            pt = cached_proto(self.vm, proto)
+            pos = (pc - pt.bc) // 4 - 1
+            if 0 <= pos <= pt.sizebc:
+                line = debug_line(self.vm, pt, pos)
+                if line is not None:
+                    key = ("L", proto, line)
+        except (FaultError, CorruptError):
+            key = None
+        self.lines[pc] = key
+        return key
+
+    def _call_a(self, pc):
+        a = self.call_a.get(pc)
+        if a is None:
+            try:
+                base, buf = self.mem.window(pc - 4, 4)
+                a = (_I.unpack_from(buf, pc - 4 - base)[0] >> 8) & 0xFF
+            except (FaultError, CorruptError, struct.error):
+                a = -1
+            self.call_a[pc] = a
+        return a
+
+    # --- the threads ------------------------------------------------------
+    def scan(self, threads):
+        """[ThreadSummary, or the FaultError/CorruptError that made a thread
+        unreadable] for each thread, in order.  The fast path runs as a
+        closure over locals: at 10^6 threads, attribute lookups count."""
+        mem, lsize, steps, fr2 = self.mem, self.lsize, self.steps, self.fr2
+        rd_L, exdata_off, bottom = self.rd_L, self.exdata_off, self.bottom
+        skip = {self.running, self.vmthread}
+        main = self.main
+        step_of = self._step
+        page = [0, b"", 0]
+        shapes = self.shapes
+        first = 16 if fr2 else 8            # the innermost frame's slot(s)
+        T_THREAD, YIELD, OK = C.GCT_THREAD, C.LUA_YIELD, C.LUA_OK
+        QQ, Q = _QQ.unpack_from, _Q.unpack_from
+
+        def exdata_of(buf, off):
+            if exdata_off is None:
+                return None
+            return Q(buf, off + exdata_off)[0] or None
+
+        def fast(L):
+            if L in skip:
+                return None
+            base_, buf, top_ = page
+            if not (base_ <= L and L + lsize <= top_):
+                base_, buf = mem.window(L, lsize)
+                top_ = base_ + len(buf)
+                page[:] = (base_, buf, top_)
+            gct, status, base, top, stack, stacksize = rd_L(buf, L - base_)
+            if gct != T_THREAD or not 0 < stacksize < (1 << 24):
+                return None
+            if status == YIELD:
+                st = "suspended"
+            elif status != OK:
+                return None                  # an error's stack: its own rules
+            elif base > stack + bottom:
+                return None                  # 'normal': it resumed another
+            elif L == main:
+                st = "idle"
+            elif top == base:
+                st = "dead"
+            else:
+                st = "suspended"
+            end = stack + 8 * stacksize
+            if not stack <= base <= end:
+                return None
+            if base - 8 <= stack + 8 * fr2:     # no frame: fresh, dead or idle
+                return _new(ThreadSummary,
+                            (L, st, stacksize, (), None, exdata_of(buf, L - base_)))
+            if base_ <= stack and end <= top_:
+                sb, sbuf = base_, buf
+            else:
+                sb, sbuf = mem.window(stack, 8 * stacksize)
+            # A thread shaped like one walked before: the same depth, and
+            # the same bytes in every slot that walk read (functions, links,
+            # continuation pcs) give the same frames.
+            o = stack - sb
+            rel = base - stack
+            skey = (rel, sbuf[o + rel - first:o + rel])
+            known = shapes.get(skey)
+            if known is not None:
+                for skeys, checks in known:
+                    for a, b, want in checks:
+                        if b is None:
+                            if Q(sbuf, o + a)[0] == LJ_CONT_FFI_CALLBACK:
+                                break
+                        elif sbuf[o + a:o + b] != want:
+                            break
+                    else:
+                        return _new(ThreadSummary, (L, st, stacksize, skeys, None,
+                                                    exdata_of(buf, L - base_)))
+            keys = []
+            checks = []
+            cacheable = True
+            bot = stack + 8 * fr2
+            f = base - 8
+            inner_pc = None                  # the pc the inner frame's link gives
+            n = 0
+            while f > bot:
+                n += 1
+                if n > MAX_FRAMES:
+                    return None
+                if fr2:
+                    func, link = QQ(sbuf, f - 8 - sb)
+                    func &= 0x7FFFFFFFFFFF
+                else:
+                    w = Q(sbuf, f - sb)[0]
+                    func, link = w & 0xFFFFFFFF, w >> 32
+                checks.append((f - stack - 8 * fr2, f - stack + 8, None))
+                if func == L:
+                    cacheable = False
+                sk = (func, link, inner_pc)
+                st_ = steps.get(sk) if func != L else None
+                if st_ is None:
+                    st_ = step_of(func, link, inner_pc, L)
+                    if st_ is None:
+                        return None
+                    if func != L:
+                        steps[sk] = st_
+                key, delta, inner_pc = st_
+                if key is not None:
+                    keys.append(key)
+                if inner_pc is _CONT:
+                    # A continuation (a yielded coroutine's yield frame is
+                    # one): the Lua frame below resumes at the pc it keeps
+                    # (R lj_frame.h frame_contpc), unless it is an FFI
+                    # callback's (frame_iscont_fficb).
+                    if f - 24 < stack:
+                        return None
+                    if fr2:
+                        # The pc must be the same; the slot below it only
+                        # must not say FFI callback (it may be a caller's
+                        # local, different in every thread).
+                        checks.append((f - stack - 16, f - stack - 8, None))
+                        checks.append((f - stack - 24, None, None))
+                        ffcb, inner_pc = QQ(sbuf, f - 24 - sb)
+                    else:
+                        checks.append((f - stack - 8, f - stack, None))
+                        w = Q(sbuf, f - 8 - sb)[0]
+                        inner_pc, ffcb = w >> 32, w & 0xFFFFFFFF
+                    if ffcb == LJ_CONT_FFI_CALLBACK:
+                        return None
+                f -= delta
+            keys = tuple(keys)
+            if cacheable and len(shapes) < MAX_SHAPES:
+                known = shapes.setdefault(skey, [])
+                if len(known) < SHAPES_PER_KEY:
+                    known.append((keys, [(a, b, None if b is None else sbuf[o + a:o + b])
+                                         for a, b, _ in checks]))
+            return _new(ThreadSummary, (L, st, stacksize, keys, None, exdata_of(buf, L - base_)))
+
+        out = []
+        for L in threads:
+            try:
+                s = fast(L)
+            except (FaultError, CorruptError, struct.error):
+                s = None
+            if s is None:
+                try:
+                    s = self._slow(L)
+                except (FaultError, CorruptError) as e:
+                    s = e
+            out.append(s)
+        return out
+
+    def threads(self):
+        """(threads, error): walkers.threads_walk, read through the page
+        cache the scan then reads the threads from."""
+        return threads_walk(self.vm, self.mem)
+
+    def _step(self, func, link, inner_pc, L):
+        """(frame key or None, bytes down to the next frame link, the pc the
+        frame below resumes at: its return pc, _CONT, or None) for the frame
+        whose function and link are func and link, below a frame whose link
+        gave inner_pc; None when the Backtracer must take the thread."""
+        key = None
+        if func != L:
+            d = self._func(func)
+            if d is _FALLBACK:
+                return None
+            if d[0] == "L":
+                if inner_pc is None or inner_pc is _CONT:
+                    return None              # its pc is in a C frame
+                key = self._line(d[1], inner_pc)
+                if key is None:
+                    return None
+            else:
+                key = d
+        if link & FRAME_TYPE == 0:           # Lua link: the return pc
+            a = self._call_a(link)
+            if a < 0:
+                return None
+            return key, 8 * (1 + self.fr2 + a), link
+        if not self.fr2 and link & 0x80000000:
+            link -= 1 << 32
+        typep = link & FRAME_TYPEP
+        delta = link & ~FRAME_TYPEP
+        if typep == FRAME_VARG or delta <= 0:
+            return None
+        return key, delta, (_CONT if typep == FRAME_CONT else None)
+
+    def _slow(self, L):
+        b = self.bt.backtrace(L)
+        return ThreadSummary(L, b.status, b.th.stacksize,
+                             tuple(self.bt.frame_key(fr) for fr in b.frames), b, b.exdata)
+
+
+class Group(object):
+    """Threads with the same status, frames and warning: count, the first
+    few lua_States as examples, and internal: True for g->vmthref, which is
+    no coroutine and is never grouped with one."""
+    __slots__ = ("status", "keys", "warning", "internal", "count", "examples")
+
+    def __init__(self, status, keys, warning, internal):
+        self.status, self.keys, self.warning, self.internal = status, keys, warning, internal
+        self.count = 0
+        self.examples = []
+
+
+def group(summaries, vmthread=None, examples=3):
+    """Groups of ThreadSummary objects that read the same (as Go's goroutine
+    dumps are read), the largest first, then by first appearance."""
+    groups = {}
+    order = []
+    for s in summaries:
+        warning = s.bt.warning if s.bt is not None else None
+        internal = s.L == vmthread
+        k = (s.status, s.keys, warning, internal)
+        g = groups.get(k)
+        if g is None:
+            g = groups[k] = Group(s.status, s.keys, warning, internal)
+            order.append(g)
+        g.count += 1
+        if len(g.examples) < examples:
+            g.examples.append(s.L)
+    return sorted(order, key=lambda g: -g.count)

@@ -1,0 +1,93 @@
+"""Walks over GC object lists, bounded by what the state says."""
+from .. import consts as C
+from ..errors import CorruptError, FaultError
+
+# No GC object is smaller than this (GCstr/GCcdata headers: 16/8 bytes).
+_MIN_OBJECT = 8
+
+
+def root_objects(vm, mem=None):
+    """(address, gct) of every object on g->gc.root, in list order.  The
+    walk is bounded by gc.total / 8 objects; a longer list is a cycle.  A
+    cycle is also found directly (Brent's method: the list must not come
+    back to the object seen at step 2^k), so a corrupt gc.total does not
+    make the walk endless.  mem: a pages.PageCache to read the headers
+    through (large walks), else the target."""
+    lay = vm.lay
+    bound = vm.gc_total // _MIN_OBJECT + 16
+    o = vm.gref(vm.G + lay.G.gc_root, "g->gc.root")
+    gct_off = lay.str.gct
+    rs = lay.ref_size
+    need = max(gct_off + 1, rs)
+    n = 0
+    mark, next_mark = 0, 1
+    pb, pbuf, pe = 0, b"", 0
+    while o:
+        n += 1
+        if n > bound:
+            raise CorruptError("g->gc.root list is longer than gc.total allows (%d objects): a cycle?"
+                               % bound, o)
+        if o == mark:
+            raise CorruptError("g->gc.root list comes back to the object at 0x%x after %d "
+                               "objects: a cycle" % (o, n), o)
+        if n == next_mark:
+            mark, next_mark = o, 2 * n
+        if mem is None:
+            pb, pbuf = o, vm.t.read(o, need, "GC object header at 0x%x" % o)
+        elif not (pb <= o and o + need <= pe):
+            pb, pbuf = mem.window(o, need)
+            pe = pb + len(pbuf)
+        i = o - pb
+        yield o, pbuf[i + gct_off]
+        o = int.from_bytes(pbuf[i:i + rs], "little")
+
+
+def threads_walk(vm, mem=None):
+    """(threads, error): as all_threads, but a broken root list gives the
+    threads found before the break and the error that ended the walk
+    (mem: see root_objects)."""
+    out = []
+    err = None
+    try:
+        for a, gct in root_objects(vm, mem):
+            if gct == C.GCT_THREAD:
+                out.append(a)
+    except (CorruptError, FaultError) as e:
+        err = e
+    try:
+        main = vm.main_L
+        if main not in out:
+            out.append(main)
+    except FaultError as e:
+        err = err or e
+    return out, err
+
+
+def all_threads(vm):
+    """Addresses of every lua_State on the root list (the main thread too)."""
+    out = [a for a, gct in root_objects(vm) if gct == C.GCT_THREAD]
+    main = vm.main_L
+    if main not in out:
+        out.append(main)
+    return out
+
+
+def thread_status(vm, th, running):
+    """As coroutine.status says (R lib_base.c:567-581), with 'error' for a
+    coroutine that died by an error and 'idle' for a main thread that runs
+    no Lua code."""
+    if th.addr == running:
+        return "running"
+    if th.status == C.LUA_YIELD:
+        return "suspended"
+    if th.status != C.LUA_OK:
+        return "error"
+    if th.base > th.stack + 8 * (1 + vm.lay.fr2):
+        return "normal"
+    if th.addr == vm.main_L:
+        # The main thread never dies: with no Lua frame it waits for the
+        # host to call into Lua again.
+        return "idle"
+    if th.top == th.base:
+        return "dead"
+    return "suspended"
