@@ -56,7 +56,7 @@ def main(variants):
                         "-x", script, b["host"]], d)
             for mode, r in (("live", live), ("core", dead)):
                 print("| %s | %s | %.3f | %.3f | %d |" % (v, mode, r["lbt"][0], r["lbt_full"][0],
-                                                         r["lbt_full"][1]))
+                                                          r["lbt_full"][1]))
 
 
 if __name__ == "__main__":

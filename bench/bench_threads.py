@@ -76,7 +76,7 @@ def main(argv):
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for v, n, mode, cmd, t, threads, lines in rows:
         print("| %s | %d | %s | `%s` | %.2f | %.0f | %d |" % (v, n, mode, cmd, t,
-                                                             threads / t if t else 0, lines))
+                                                              threads / t if t else 0, lines))
     return 0
 
 

@@ -280,7 +280,7 @@ def classify(cmd, text):
         return "failure"
     if FAIL_RE.search(text):
         return "failure"
-    lines = [l for l in text.splitlines() if l.strip()]
+    lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
         return "failure"
     name = cmd.split()[0]

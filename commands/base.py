@@ -260,7 +260,7 @@ class LjCommand(object):
         if param("debug"):
             traceback.print_exception(type(e), e, e.__traceback__)
         return "%s: internal error (%s: %s); %s" % (self.NAME, type(e).__name__, e,
-                                                   host.debug_hint)
+                                                    host.debug_hint)
 
     def run(self, arg, from_tty):
         raise NotImplementedError

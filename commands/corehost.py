@@ -191,7 +191,7 @@ def main(argv=None):
             settings[name] = int(value)
         else:
             return _fail("--set %s takes %s" % (name, "on or off" if kind == "bool"
-                                                 else "a number"))
+                                                else "a number"))
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write("usage: %s\n\n%s\n\nOptions before CORE: --set NAME=VALUE (%s); "
                          "--thread N, the thread to look at (gdb's numbers: 1 is the "

@@ -9,8 +9,8 @@ import gdb
 from ..gdb_ext.layouts.distro import owning_package
 from ..gdb_ext.errors import CorruptError, FaultError, LjError, NotLuaJITError
 from ..gdb_ext.backends.gdbtarget import (LUAJIT_SYMBOLS, GdbTarget, active_match, core_mismatch,
-                                 core_truncation, frame_candidates, luajit_symbol,
-                                 profile_failure, selected_thread_running)
+                                          core_truncation, frame_candidates, luajit_symbol,
+                                          profile_failure, selected_thread_running)
 from ..gdb_ext.layouts.layout import Layout
 from ..gdb_ext.vm.objects import decode_tv
 from .base import CommandError, UsageError, get_vm, help_text, param, side_effect
@@ -213,7 +213,7 @@ def _no_luajit_message():
                 "rebuild LuaJIT with debug info (make CCDEBUG=-g), or %s, or put the layout "
                 "profile of this build%s (python3 -m ljgdb.profile on its debug file) in a "
                 "directory named by $LJGDB_PROFILES" % (where, name, how,
-                                                          " (build-id %s)" % bid if bid else ""))
+                                                        " (build-id %s)" % bid if bid else ""))
     prog = gdb.current_progspace().filename or "the loaded program"
     msg = "no LuaJIT in %s: none of %s is among its symbols or its loaded libraries" % (
         prog, ", ".join(LUAJIT_SYMBOLS[:3]))

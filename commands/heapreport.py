@@ -225,7 +225,7 @@ def _signed(v):
 def diff_report(doc):
     out = ["Heap now (%s) against %s (%s)" % (doc["now"], doc["file"], doc["then"])]
     out.append("%-10s %10s %10s %8s %14s %14s %10s" % ("type", "then", "now", "change",
-                                                     "bytes then", "bytes now", "change"))
+                                                       "bytes then", "bytes now", "change"))
     for t in doc["types"]:
         out.append("%-10s %10d %10d %8s %14d %14d %10s" % (
             t["type"], t["count_then"], t["count_now"], _signed(t["count_now"] - t["count_then"]),

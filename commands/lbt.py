@@ -108,7 +108,7 @@ class BtFormat(object):
                "notes": []}
         if empty:
             doc["notes"].append("%d thread%s with no Lua frames" % (empty,
-                                                                   "" if empty == 1 else "s"))
+                                                                    "" if empty == 1 else "s"))
         doc["notes"].extend(warned)
         if walk_err is not None or len(summaries) < nthreads:
             doc["notes"].append("lbt: %d of %d threads could not be read%s" % (

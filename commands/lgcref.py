@@ -7,7 +7,6 @@ from .format import hexa
 from .heaptext import object_text, path_expression, ref_data, root_text
 
 
-
 def target_object(vm, expr):
     """(address, gct) of the GC object an argument names: a GC object
     pointer, a TValue (or a pointer to one) that holds one, an address
@@ -148,4 +147,3 @@ Example:
             d["object"] = object_text(vm, heap, r.target)
             doc["steps"].append(d)
         return doc
-

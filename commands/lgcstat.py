@@ -201,7 +201,7 @@ def report(doc):
     out = ["GC heap of (global_State *)%s: %s %s, %s layout, GC state %s"
            % (doc["G"], doc["fork"], doc["branch"], doc["layout"], doc["gc_state"])]
     out.append("%-10s %10s %14s %8s %10s %10s  %s" % ("type", "count", "bytes", "min", "avg",
-                                                       "max", "header (this layout)"))
+                                                      "max", "header (this layout)"))
     dead = []
     for t in doc["types"]:
         h = t["header"]
@@ -212,7 +212,7 @@ def report(doc):
                 header))
         else:
             out.append("%-10s %10d %14d %8s %10s %10s  %s" % (t["type"], 0, 0, "-", "-", "-",
-                                                             header))
+                                                              header))
         if t["dead"]:
             dead.append("%d %s (%d bytes)" % (t["dead"], t["type"], t["dead_bytes"]))
     out.append("%-10s %10d %14d" % ("objects", doc["objects"], doc["object_bytes"]))
@@ -235,7 +235,7 @@ def report(doc):
     else:
         verdict = "%d bytes more than gc.total: a corrupt or inconsistent heap" % -diff
     out.append("sum: %d bytes; g->gc.total: %d bytes (%s)" % (doc["sum"], doc["gc_total"],
-                                                             verdict))
+                                                              verdict))
     if "top" in doc:
         out.append("")
         out.append("The %d largest objects:" % len(doc["top"]))

@@ -57,7 +57,7 @@ Example:
         out.append("in use: %d bytes in %d chunks (g->gc.total: %d; a chunk adds a header word "
                    "and rounds up to 8 bytes; requests of 128 KB and more are mapped on their "
                    "own, outside the segments)" % (d["used_bytes"], d["used_chunks"],
-                                                  d["gc_total"]))
+                                                   d["gc_total"]))
         return out
 
     def run_json(self, arg, from_tty):

@@ -77,7 +77,7 @@ Example:
         try:
             start = locate(vm, vm.thread(vm.running_L), vm.machine_frames)
             out.append(("running frame", "%s%s" % (start.how, "" if start.warning is None
-                                                    else "; " + start.warning)))
+                                                   else "; " + start.warning)))
         except (FaultError, CorruptError) as e:
             out.append(("running frame", "unreadable: %s" % e))
         frames_note = current().frames_note()

@@ -261,8 +261,8 @@ Example:
     def placement_lines(pl):
         if not pl.known:
             return ["target:  unknown (%s)" % ("no symbol lj_vm_exit_handler"
-                                              if pl.exit_handler is None else
-                                              "jump range of %s unknown" % pl.arch)]
+                                               if pl.exit_handler is None else
+                                               "jump range of %s unknown" % pl.arch)]
         jump = "jump range of %s +-%s (LJ_TARGET_JUMPRANGE %d)" % (
             pl.arch, human(pl.jump), pl.jumprange_bits)
         if pl.model == "target":

@@ -10,7 +10,7 @@ import gdb
 from ..gdb_ext.backends.gdbtarget import is_core, remote_connection, syscall_names
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.stack.samples import (DROP_REASONS, NO_LUA, NO_STATE, OFF_CPU, UNREADABLE, SampledStacks,
-                               function_key, in_syscall, thread_stack)
+                                     function_key, in_syscall, thread_stack)
 from ..gdb_ext.vm.protoinfo import cached_proto
 from ..gdb_ext.stack.sampling import Timer, on_cpu, process_signal, signal_name
 from ..gdb_ext.vm.state import VM
@@ -309,7 +309,7 @@ Example:
         if folded is not None:
             with open(folded, "w") as f:
                 f.write("".join("%s %d\n" % (";".join(t.replace(";", ",") for t in st["frames"]),
-                                              st["count"]) for st in doc["stacks"]))
+                                             st["count"]) for st in doc["stacks"]))
         return doc
 
     @staticmethod

@@ -29,7 +29,7 @@ Example:
     def run(self, arg, from_tty):
         doc = self.data(arg)
         out = ["%-19s %-19s %-19s %12s  %-9s %s" % ("global_State", "main lua_State", "running",
-                                                   "gc.total", "VM state", "found by")]
+                                                    "gc.total", "VM state", "found by")]
         for s in doc["states"]:
             running = "idle" if s["idle"] else (s["running"] or "-")
             if s["unreadable"]:

@@ -59,7 +59,7 @@ Example:
             out.append("longest chains:")
         for c in d["longest"]:
             out.append("  slot %d: %d strings%s" % (c["slot"], c["length"],
-                                                   " (secondary hash)" if c["secondary"] else ""))
+                                                    " (secondary hash)" if c["secondary"] else ""))
             for s in c["strings"]:
                 out.append("    (GCstr *)%s %s" % (s["address"], s["text"]))
             if c["length"] > len(c["strings"]):

@@ -1,7 +1,7 @@
 """lval: decode a TValue, a GC object or a stack slot."""
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.vm.objects import (KIND_GCT, Func, Proto, Str, Tab, Thread, Value, decode_tv,
-                               gc_kind_at, looks_like_gc_object, read_object, split_tv)
+                                  gc_kind_at, looks_like_gc_object, read_object, split_tv)
 from ..gdb_ext import consts as C
 from .base import LjCommand, UsageError, get_vm, operand, param, split_args
 from .format import chunk_display, hexa, quote, table_header, value_text

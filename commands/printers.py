@@ -18,7 +18,7 @@ import gdb.printing
 
 from ..gdb_ext.errors import CorruptError, FaultError, LjError
 from ..gdb_ext.vm.objects import (KIND_GCT, Value, decode_tv, gc_kind_at, looks_like_gc_object,
-                               read_object)
+                                  read_object)
 from ..gdb_ext.vm.check import check_global
 from ..gdb_ext.vm.state import VM
 from .base import display_vm, param

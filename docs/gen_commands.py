@@ -18,7 +18,6 @@ import), which is how tests/unit/test_docs.py checks the same things.
 """
 import ast
 import os
-import re
 import sys
 import tempfile
 
@@ -161,7 +160,7 @@ def page(c, outputs):
         parts.append("Real output in the test host (`%s`), upstream LuaJIT 2.1 GC64, stopped in "
                      "its C function `ljgdb_stop`:\n" % " ".join(_stop_of(c["name"])))
         parts.append("```\n%s\n```\n" % "\n".join("(gdb) %s\n%s" % (cmd, text.rstrip("\n"))
-                                                for cmd, text in outputs))
+                                                  for cmd, text in outputs))
     parts.append(tail(c["name"]))
     return "\n".join(parts).rstrip("\n") + "\n"
 

@@ -13,7 +13,7 @@ import sys
 import gdb
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-import ljgdb  # noqa: E402  (the checkout as a package)
+import ljgdb  # noqa: E402,F401  (the checkout as a package)
 from ljgdb.gdb_ext.layouts import layout as L  # noqa: E402
 from ljgdb.gdb_ext.backends.gdbtarget import GdbTarget  # noqa: E402
 

@@ -6,7 +6,7 @@
 # gdb-multiarch; and what testprogs/debs.py rebuilds Debian's
 # LuaJIT packages with (dpkg-dev, debhelper); and for the Python that runs the tests: pip, pytest,
 # setuptools, wheel (pip download of the lupa sdist runs its metadata step), pyelftools
-# (the DWARF reader of python3 -m ljgdb.profile);
+# (the DWARF reader of python3 -m ljgdb.profile), flake8 (the lint run-tests.sh runs);
 # inferno, which draws flame graphs of lprofile's folded stacks.
 set -euo pipefail
 
@@ -53,7 +53,7 @@ if ! "$PY" -m pip --version >/dev/null 2>&1; then
   apt_install python3-pip
 fi
 missing=()
-for mod in pytest setuptools wheel elftools; do
+for mod in pytest setuptools wheel elftools flake8; do
   # (pyelftools is imported as elftools)
   py_has "$mod" || missing+=("$([ "$mod" = elftools ] && echo pyelftools || echo "$mod")")
 done

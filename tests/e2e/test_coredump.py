@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import sys
 import time
 
 import pytest
@@ -39,6 +38,7 @@ def regs_of(variant):
     if manifest()[variant].get("arch") == "arm64":
         return A64_REGS0, A64_OUTER
     return REGS0, OUTER
+
 
 # Runs inside gdb: everything the test compares, as JSON between markers.
 GDB_SCRIPT = r'''

@@ -65,7 +65,7 @@ def run(pre=(), program=(), commands=COMMANDS, timeout=120):
 def assert_one_line(outs, *needles):
     for cmd, out in outs:
         assert out is not None, cmd
-        lines = [l for l in out.splitlines() if l.strip()]
+        lines = [ln for ln in out.splitlines() if ln.strip()]
         assert len(lines) == 1, (cmd, out)
         name = cmd.split()[0]
         assert lines[0].startswith(name + ": "), (cmd, out)

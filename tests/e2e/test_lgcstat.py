@@ -220,9 +220,10 @@ def test_corrupt_root_list_shows_what_was_counted(variant, tmp_path):
                    LUA_DIR + "/demo.lua"], cwd=str(tmp_path))
     lines = out.splitlines()
     i = lines.index("Walk stopped after 301 objects; counted so far (incomplete):")
-    counts = [int(l.split()[1]) for l in lines[i + 2:] if re.match(r"^[a-z]+\s+\d+\s+\d+$", l)]
+    counts = [int(ln.split()[1]) for ln in lines[i + 2:]
+              if re.match(r"^[a-z]+\s+\d+\s+\d+$", ln)]
     assert sum(counts) == 301, out
-    err = [l for l in lines if l.startswith("lgcstat: ")]
+    err = [ln for ln in lines if ln.startswith("lgcstat: ")]
     assert err == ["lgcstat: cannot access memory at 0x%x while reading GC object header at "
                    "0x%x on g->gc.root" % (bad, bad)], out
     assert "$1 = 2" in out

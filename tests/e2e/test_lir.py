@@ -108,7 +108,7 @@ def test_lir_is_what_jit_dump_wrote(stop, mode):
         ir, mcode = ir_part(got[str(n)], n)
         if ir != want[n]:
             bad.append((n, "\n".join(difflib.unified_diff(want[n], ir, "jit.dump", "lir",
-                                                           lineterm=""))))
+                                                          lineterm=""))))
             continue
         # The IR without the snapshots: -jdump=i.
         assert ir_part(got["%d --no-snap" % n], n)[0] == \

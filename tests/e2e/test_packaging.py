@@ -60,7 +60,7 @@ def test_install_in_a_virtualenv(tmp_path):
     # The installed core reader (python3 -m ljgdb CORE ...) prints what the
     # checkout's prints, on a core of that host.
     stop = Stop("r21-gc64", "bt.lua", ["lbt"], str(tmp_path / "run"),
-                                      args=["nest"])
+                args=["nest"])
     reader = subprocess.run([py, "-m", "ljgdb", stop.core, host, "lbt"], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, cwd=str(tmp_path), env=env)
     assert reader.returncode == 0, reader.stdout.decode()[-2000:]

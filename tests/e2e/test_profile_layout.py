@@ -82,7 +82,7 @@ def test_profile_equals_gdb(variant, tmp_path):
     assert vm["anchor"] == "lua_pcall"
     nm = subprocess.run([tool_for(host, "nm"), host], stdout=subprocess.PIPE).stdout.decode()
     nm = nm.split("\n")
-    addr = {f[2]: int(f[0], 16) for f in (l.split() for l in nm) if len(f) == 3}
+    addr = {f[2]: int(f[0], 16) for f in (ln.split() for ln in nm) if len(f) == 3}
     for name in ("lj_vm_asm_begin", "lj_BC_FUNCC", "lj_vm_exit_handler", "lj_vm_pcall"):
         if name in addr:
             assert vm["offsets"][name] == addr[name] - addr["lua_pcall"], name

@@ -245,7 +245,7 @@ def test_ltab(stop, mode):
     assert out[0] == "table: (GCtab *)0x%x asize=%d hmask=0x%x metatable=nil" % (
         t_addr, _gdb_number(stop, ASIZE), _gdb_number(stop, HMASK))
     assert out[1] == "{" and out[-1] == "}"
-    got = {l.strip() for l in out[2:-1]}
+    got = {ln.strip() for ln in out[2:-1]}
     assert got == table_expect(stop, "t")
 
 
@@ -262,11 +262,11 @@ def test_ltab_depth_and_limit(stop, mode):
     nested_addr = [addr_of(r[3]) for r in records(stop, "t") if r[2] == "table"]
     start = out.index("  nested = {  -- (GCtab *)0x%x" % nested_addr[0])
     end = out.index("  },", start)
-    inner = {l.strip() for l in out[start + 1:end]}
+    inner = {ln.strip() for ln in out[start + 1:end]}
     want = table_expect(stop, "nested")
     assert want <= inner
     # y = { z = "deep" } is a table at depth 3: shown as a reference only.
-    assert len([l for l in inner if l.startswith("y = table: (GCtab *)0x")]) == 1
+    assert len([ln for ln in inner if ln.startswith("y = table: (GCtab *)0x")]) == 1
     assert len(inner) == len(want) + 1
     out = stop.out(mode, "ltab L->base+8 --limit 2").splitlines()
     total = len(table_expect(stop, "t"))

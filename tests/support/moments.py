@@ -47,6 +47,8 @@ ARM64_WAYS = ("sigint", "abort")
 
 def ways_of(variant):
     return ARM64_WAYS if manifest()[variant].get("arch") == "arm64" else WAYS
+
+
 _MARK = "@@LJM %d@@"
 _MARK_END = "@@LJM-END %d@@"
 
@@ -335,7 +337,7 @@ def _judge(want_allowed, shown, warnings):
         if tail_ok and extras_ok:
             return "honest", warnings[0]
         if len(shown) <= len(want) and all(_same(s, w) for s, w in zip(shown, want[-len(shown):]
-                                                                         if shown else [])):
+                                                                       if shown else [])):
             return "honest", warnings[0]
         i = 0
         seen = {}

@@ -74,7 +74,6 @@ class MultiStop(object):
         return text
 
 
-
 def build_of(variant):
     """The manifest entry of one build (testprogs/build.py writes it)."""
     if not os.path.exists(MANIFEST):

@@ -15,8 +15,6 @@ from ljgdb.gdb_ext.vm.walkers import root_objects
 from test_gcstat_unit import build, vm_of
 
 
-
-
 def _first_two(h, G):
     root = h.types["global_State"].fields["gc.root"]
     first = int.from_bytes(h.mem[G - h.base + root.offset:][:h.ref], "little")

@@ -37,8 +37,8 @@ def test_readme_test_command_is_ci_s():
     readme = open(os.path.join(ROOT, "README.md")).read()
     m = re.search(r"^(bash testprogs/run-tests\.sh)\s+#", readme, re.M)
     assert m, "README names no test command"
-    ci = [l.strip() for l in open(os.path.join(ROOT, ".ci", "run")) if l.strip()
-          and not l.startswith("#") and not l.startswith(("set ", "cd "))]
+    ci = [ln.strip() for ln in open(os.path.join(ROOT, ".ci", "run")) if ln.strip()
+          and not ln.startswith("#") and not ln.startswith(("set ", "cd "))]
     assert ci == [m.group(1)]
 
 

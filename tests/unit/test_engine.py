@@ -49,7 +49,7 @@ def test_layout_modes():
     assert {v for v, l in lay.items() if l.dualnum} == {"r21-dualnum", "r21-arm64", "or-arm64"}
     assert {v for v, l in lay.items() if l.openresty} == {"or-arm64"}
     assert all(lay[v].gc64 and lay[v].fr2 for v in ("r21-dualnum", "r21-arm64", "or-arm64"))
-    assert all(l.jit for l in lay.values())
+    assert all(lo.jit for lo in lay.values())
     assert lay["r21-gc64"].vmstate_names[1] == "LJ_VMST_C"
 
 

@@ -205,4 +205,3 @@ def test_bad_type_byte_is_corrupt(variant):
     with pytest.raises(CorruptError) as e:
         walk_heap(vm_of(h, L))
     assert "0x%x" % first in str(e.value)
-
