@@ -92,7 +92,8 @@ class Struct(object):
     def __getattr__(self, attr):
         if attr.startswith("__"):
             raise AttributeError(attr)
-        raise NotLuaJITError("debug info for %s has no member '%s'" % (self.__dict__.get("name"), attr))
+        raise NotLuaJITError("debug info for %s has no member '%s'"
+                             % (self.__dict__.get("name"), attr))
 
 
 class Layout(object):
@@ -147,12 +148,15 @@ class Layout(object):
         # String table shape.
         if self.G.has("str.tab"):
             self.strtab_kind = "str"
-            self.o_strtab, self.o_strmask, self.o_strnum = self.G.str_tab, self.G.str_mask, self.G.str_num
+            self.o_strtab, self.o_strmask, self.o_strnum = (self.G.str_tab, self.G.str_mask,
+                                                            self.G.str_num)
         elif self.G.has("strhash"):
             self.strtab_kind = "strhash"
-            self.o_strtab, self.o_strmask, self.o_strnum = self.G.strhash, self.G.strmask, self.G.strnum
+            self.o_strtab, self.o_strmask, self.o_strnum = (self.G.strhash, self.G.strmask,
+                                                            self.G.strnum)
         else:
-            raise NotLuaJITError("global_State has neither str.tab nor strhash: unknown LuaJIT version")
+            raise NotLuaJITError("global_State has neither str.tab nor strhash: "
+                                 "unknown LuaJIT version")
         self.has_lightudseg = self.G.has("gc.lightudseg")
         # lj_str_size (padded to 4) came with g->str, the StrInternState
         # (R "Redesign and harden string interning", 2.1 of 2020); 2.0 and

@@ -24,7 +24,8 @@ SIGCHLD, SIGURG, SIGWINCH = 17, 23, 28
 # stopped process and flushes stop signals the debugger's own stops use.
 DEFAULT_IGNORED = (SIGURG, SIGWINCH, SIGCHLD)
 # Never used, even where ignored: the debugger's and the job control's own.
-NEVER = frozenset((2, 5, 9, 18, 19, 20, 21, 22, 32, 33))   # INT TRAP KILL CONT STOP TSTP TTIN TTOU, glibc's
+# INT TRAP KILL CONT STOP TSTP TTIN TTOU, glibc's:
+NEVER = frozenset((2, 5, 9, 18, 19, 20, 21, 22, 32, 33))
 NAMES = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 10: "SIGUSR1", 12: "SIGUSR2", 13: "SIGPIPE",
          14: "SIGALRM", 15: "SIGTERM", 17: "SIGCHLD", 23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ",
          26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH", 29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS"}
@@ -60,7 +61,8 @@ def choose_signal(status_text, thread_status_texts):
     ignored = _mask(status_text, "SigIgn")
     if caught is None or ignored is None:
         raise SamplingError("the process's signal dispositions are unreadable (no SigCgt/SigIgn "
-                            "in /proc/PID/status): lprofile cannot pick a signal that is safe for it")
+                            "in /proc/PID/status): lprofile cannot pick a signal that is safe "
+                            "for it")
     blocked_everywhere = ~0
     for text in thread_status_texts:
         b = _mask(text, "SigBlk")

@@ -698,8 +698,9 @@ class _Locator(object):
         mpcs = [m.pc for m in self.mf]
         snap = trace_snapshot(self.vm, self.trace_no, mpcs)
         if snap is None:
-            return Start(jb, None, "g->jit_base", "the line of the innermost frame is not known: no "
-                         "machine frame of this OS thread is in the trace's code", show="outer")
+            return Start(jb, None, "g->jit_base", "the line of the innermost frame is not known: "
+                         "no machine frame of this OS thread is in the trace's code",
+                         show="outer")
         s = Start(jb + 8 * snap.base_delta, snap.pc, "g->jit_base and trace %d's %s"
                   % (snap.traceno, "start (2.0 snapshots have no machine-code offsets)"
                      if snap.snapno is None else "snapshot #%d" % snap.snapno), trace=snap)
@@ -718,4 +719,3 @@ class _Locator(object):
         are not touched."""
         return Start(None, None, "L->base", "the VM is leaving JIT-compiled code (VM state EXIT): "
                      "the innermost frames are being restored from a snapshot", show="none")
-

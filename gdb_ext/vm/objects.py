@@ -81,7 +81,8 @@ def decode_tv(vm, raw):
             return Value("int", raw, it, num=i - (1 << 32) if i & 0x80000000 else i)
         kind = _TAG_KIND.get(it)
         if kind is None:
-            raise CorruptError("invalid TValue 0x%016x: type tag 0x%x is not a LuaJIT type" % (raw, it))
+            raise CorruptError("invalid TValue 0x%016x: type tag 0x%x is not a LuaJIT type"
+                               % (raw, it))
         if kind == "lightud":
             return Value(kind, raw, it, addr=lightud_pointer(vm, raw))
         if kind in _GC_KINDS:

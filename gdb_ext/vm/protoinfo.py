@@ -115,5 +115,5 @@ def upvalue_names(vm, pt):
     if names is None:
         data = proto_debug_block(vm, pt, pt.uvinfo)
         names = pt.memo["uvnames"] = [n.decode("utf-8", "replace")
-                               for n in data.split(b"\0")[:pt.sizeuv]]
+                                      for n in data.split(b"\0")[:pt.sizeuv]]
     return names

@@ -115,7 +115,8 @@ class VM(Caches):
 
     @property
     def gc_threshold(self):
-        return self.t.uint(self.G + self.lay.G.gc_threshold, self.lay.gcstate_size, "g->gc.threshold")
+        return self.t.uint(self.G + self.lay.G.gc_threshold, self.lay.gcstate_size,
+                           "g->gc.threshold")
 
     @property
     def gc_state(self):

@@ -42,8 +42,9 @@ class StringTable(object):
     """What string_table() found: slots, count (the table's own num),
     walked (strings found in the chains), histogram [(label, slots,
     strings)], longest [(slot, length, secondary, [Str])], secondary_slots
-    (marked: the first 8 of them), dense (strings with hashalg 1), state {field: value} of StrInternState
-    fields this build has, hash_function (OpenResty's pointer's target)."""
+    (marked: the first 8 of them), dense (strings with hashalg 1), state
+    {field: value} of StrInternState fields this build has, hash_function
+    (OpenResty's pointer's target)."""
 
 
 def string_table(vm, top=5, keep_strings=8, limit=None):
@@ -80,7 +81,8 @@ def string_table(vm, top=5, keep_strings=8, limit=None):
     step = 1 << 16
     for first in range(0, mask + 1, step):
         n = min(step, mask + 1 - first)
-        data = t.read(tab + first * rs, n * rs, "string table slots %d..%d" % (first, first + n - 1))
+        data = t.read(tab + first * rs, n * rs,
+                      "string table slots %d..%d" % (first, first + n - 1))
         anchors = struct.unpack("<%d%s" % (n, "Q" if rs == 8 else "I"), data)
         for i, a in enumerate(anchors):
             flag = a & 1

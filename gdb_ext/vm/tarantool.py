@@ -27,7 +27,7 @@ class Fiber(object):
 
     def describe(self):
         return 'fiber %d "%s", %s%s' % (self.fid, self.name, self.state,
-                                         ", cancelled" if self.cancelled else "")
+                                        ", cancelled" if self.cancelled else "")
 
 
 def fibers(vm):

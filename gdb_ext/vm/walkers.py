@@ -25,8 +25,8 @@ def root_objects(vm, mem=None):
     while o:
         n += 1
         if n > bound:
-            raise CorruptError("g->gc.root list is longer than gc.total allows (%d objects): a cycle?"
-                               % bound, o)
+            raise CorruptError("g->gc.root list is longer than gc.total allows "
+                               "(%d objects): a cycle?" % bound, o)
         if o == mark:
             raise CorruptError("g->gc.root list comes back to the object at 0x%x after %d "
                                "objects: a cycle" % (o, n), o)
