@@ -20,10 +20,14 @@ OpenResty's 2.1 have R's table; file:line into each tree's src/):
                                           version (lj_str_hash.c) where the CPU has SSE 4.2
 The engine never prints: string_table() returns data.
 """
+from typing import Optional, TYPE_CHECKING
 import struct
 
 from ..errors import CorruptError
 from .objects import Str
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .state import VM
 
 LJ_STR_MAXCOLL = 32                  # R lj_str.c:126
 MAX_MASK = 1 << 30
@@ -32,7 +36,7 @@ BUCKETS = ((0, 0), (1, 1), (2, 2), (3, 3), (4, 7), (8, 15), (16, 31), (32, 63), 
            (128, 255), (256, 1 << 62))
 
 
-def bucket_name(lo, hi):
+def bucket_name(lo: int, hi: int) -> str:
     if lo == hi:
         return str(lo)
     return "%d+" % lo if hi >= 1 << 62 else "%d-%d" % (lo, hi)
@@ -47,7 +51,8 @@ class StringTable(object):
     (OpenResty's pointer's target)."""
 
 
-def string_table(vm, top=5, keep_strings=8, limit=None):
+def string_table(vm: 'VM', top: int = 5, keep_strings: int = 8,
+                 limit: Optional[int] = None) -> StringTable:
     """Walk every chain of the string table.  top: how many of the longest
     chains to keep; keep_strings: strings kept of each (the rest counted);
     limit: bytes of each string's text to read."""
