@@ -13,6 +13,7 @@ read just before the signal is sent.  A thread running, or runnable, is
 on-CPU even inside a system call (a loop of clock_gettime calls); one
 sleeping (S) or in uninterruptible wait (D) is off-CPU.
 """
+from typing import Dict, Iterable, Optional
 import os
 import subprocess
 import sys
@@ -38,7 +39,7 @@ class SamplingError(LjError):
     """The process cannot be sampled safely; the message says why."""
 
 
-def signal_name(signo):
+def signal_name(signo: int) -> str:
     """gdb's and the kernel's name of a signal number (SIG34 ... SIG64 for
     the real-time ones, as gdb names them)."""
     return NAMES.get(signo, "SIG%d" % signo)
@@ -51,7 +52,7 @@ def _mask(status_text, field):
     return None
 
 
-def choose_signal(status_text, thread_status_texts):
+def choose_signal(status_text: str, thread_status_texts: Iterable[str]) -> int:
     """The signal to stop the process with, from the text of
     /proc/PID/status and of each /proc/PID/task/TID/status: a signal it
     neither catches nor blocks in every thread, harmless if delivered
@@ -91,7 +92,7 @@ def choose_signal(status_text, thread_status_texts):
         "handler or kill it; nothing was sampled")
 
 
-def process_signal(pid):
+def process_signal(pid: int) -> int:
     """choose_signal for a live process, read from /proc."""
     try:
         with open("/proc/%d/status" % pid) as f:
@@ -114,7 +115,7 @@ def process_signal(pid):
     return choose_signal(status, threads)
 
 
-def parse_states(answer):
+def parse_states(answer: str) -> Dict[int, str]:
     """The timer's "s TID:STATE ..." line -> {tid: state letter}."""
     out = {}
     for word in answer.split()[1:]:
@@ -124,7 +125,7 @@ def parse_states(answer):
     return out
 
 
-def on_cpu(state):
+def on_cpu(state: Optional[str]) -> Optional[bool]:
     """True when a thread in this scheduling state was on a CPU (or
     runnable), False when it slept or was stopped, None when its state is
     unknown or is the debugger's (tracing stop 't': held from the last
@@ -139,7 +140,7 @@ class Timer(object):
     it, and after the stop its signal caused, fired() gives the threads'
     states; cancel() says whether a signal went out after all."""
 
-    def __init__(self, pid, signo):
+    def __init__(self, pid: int, signo: int) -> None:
         python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
         # Its own session: a Ctrl-C at the debugger's terminal does not
         # reach it, and the debugger's death does not take it unawares.
@@ -148,7 +149,7 @@ class Timer(object):
                                   stderr=subprocess.DEVNULL, start_new_session=True)
         self.armed = False
 
-    def arm(self, delay):
+    def arm(self, delay: float) -> None:
         self.p.stdin.write(("a %.6f\n" % delay).encode())
         self.p.stdin.flush()
         self.armed = True
@@ -157,7 +158,7 @@ class Timer(object):
         self.armed = False
         return self.p.stdout.readline().decode("ascii", "replace")
 
-    def fired(self):
+    def fired(self) -> Optional[Dict[int, str]]:
         """After the stop of our signal: {tid: state} read just before it
         was sent (None when the timer did not send it)."""
         if not self.armed:
@@ -165,7 +166,7 @@ class Timer(object):
         a = self._answer()
         return parse_states(a) if a.startswith("s") else None
 
-    def cancel(self):
+    def cancel(self) -> bool:
         """Call off an armed wait: True when the signal had gone out before
         the cancel (the caller has a signal of ours to account for)."""
         if not self.armed:
@@ -178,7 +179,7 @@ class Timer(object):
             return False
         return self._answer().startswith("s")
 
-    def close(self):
+    def close(self) -> None:
         try:
             self.p.stdin.write(b"q\n")
             self.p.stdin.close()
