@@ -11,6 +11,7 @@ from .gcobj import GCObj, Str, field, number_text, str_text  # noqa: F401 (Str, 
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
     from ..layouts.layout import Layout
+    from .check import Bare
     from .state import VM
 
 _Q = struct.Struct("<Q")
@@ -306,7 +307,7 @@ class Thread(GCObj):
     gct_expected = C.GCT_THREAD
     struct_name = "lua_State"
 
-    def __init__(self, vm: 'VM', addr: int) -> None:
+    def __init__(self, vm: Union['VM', 'Bare'], addr: int) -> None:
         GCObj.__init__(self, vm, addr)
         lay = vm.lay
         s = lay.L
