@@ -33,6 +33,7 @@ SyntheticTarget (below; byte segments plus a layout dictionary, for unit
 tests).  Reads go through a block cache; a Target is meant to live for one
 command, so a live process that runs again is never seen through stale data.
 """
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 import struct
 
 from .errors import FaultError
@@ -45,7 +46,7 @@ _BIG = 64 * 1024
 MAX_READ = 256 << 20
 
 
-def hexaddr(addr):
+def hexaddr(addr: int) -> str:
     """0x... for an address, -0x... for a (computed) negative one."""
     return "0x%x" % addr if addr >= 0 else "-0x%x" % -addr
 
@@ -57,13 +58,14 @@ FLATTEN_DEPTH = 4
 class Field(object):
     __slots__ = ("offset", "size", "count", "type_name")
 
-    def __init__(self, offset, size, count=None, type_name=None):
+    def __init__(self, offset: int, size: int, count: Optional[int] = None,
+                 type_name: Optional[str] = None) -> None:
         self.offset = offset
         self.size = size
         self.count = count          # number of elements for arrays, else None
         self.type_name = type_name
 
-    def to_json(self):
+    def to_json(self) -> List[Any]:
         return [self.offset, self.size, self.count, self.type_name]
 
 
@@ -72,29 +74,29 @@ class TypeInfo(object):
     path ('gc.total', 'str.mask', 'fr.func'), members of anonymous structs
     and unions appearing under their own names."""
 
-    def __init__(self, name, size, fields):
+    def __init__(self, name: str, size: int, fields: Dict[str, Field]) -> None:
         self.name = name
         self.size = size
         self.fields = fields        # path -> Field
 
-    def has(self, path):
+    def has(self, path: str) -> bool:
         return path in self.fields
 
-    def field(self, path):
+    def field(self, path: str) -> Field:
         f = self.fields.get(path)
         if f is None:
             from .errors import NotLuaJITError
             raise NotLuaJITError("debug info for %s has no member '%s'" % (self.name, path))
         return f
 
-    def offset(self, path):
+    def offset(self, path: str) -> int:
         return self.field(path).offset
 
-    def to_json(self):
+    def to_json(self) -> Dict[str, Any]:
         return {"size": self.size, "fields": {k: v.to_json() for k, v in self.fields.items()}}
 
     @classmethod
-    def from_json(cls, name, d):
+    def from_json(cls, name: str, d: Dict[str, Any]) -> 'TypeInfo':
         return cls(name, d["size"], {k: Field(*v) for k, v in d["fields"].items()})
 
 
@@ -103,13 +105,13 @@ class TypeSource(object):
     enumerator's value, an enumeration's members; None for what it does not
     know.  This base knows nothing (a backend without debug info)."""
 
-    def type_info(self, name):
+    def type_info(self, name: str) -> Optional[TypeInfo]:
         return None
 
-    def constant(self, name):
+    def constant(self, name: str) -> Optional[int]:
         return None
 
-    def enum_members(self, name):
+    def enum_members(self, name: str) -> Optional[Dict[str, int]]:
         return None
 
 
@@ -117,18 +119,18 @@ class DictTypes(TypeSource):
     """Types from a layout dictionary (testprogs/dump_layout.py's JSON:
     "types", "constants", "enums")."""
 
-    def __init__(self, layout_json):
+    def __init__(self, layout_json: Dict[str, Any]) -> None:
         self.types = {k: TypeInfo.from_json(k, v) for k, v in layout_json["types"].items()}
         self.constants = dict(layout_json.get("constants", {}))
         self.enums = dict(layout_json.get("enums", {}))
 
-    def type_info(self, name):
+    def type_info(self, name: str) -> Optional[TypeInfo]:
         return self.types.get(name)
 
-    def constant(self, name):
+    def constant(self, name: str) -> Optional[int]:
         return self.constants.get(name)
 
-    def enum_members(self, name):
+    def enum_members(self, name: str) -> Optional[Dict[str, int]]:
         return self.enums.get(name)
 
 
@@ -143,20 +145,21 @@ class MachineFrame(object):
 
     __slots__ = ("level", "pc", "name", "has_debug", "_regs")
 
-    def __init__(self, level, pc, name=None, has_debug=False, regs=None):
+    def __init__(self, level: int, pc: int, name: Optional[str] = None, has_debug: bool = False,
+                 regs: Any = None) -> None:
         self.level = level
         self.pc = pc
         self.name = name
         self.has_debug = has_debug
         self._regs = regs if regs is not None else {}
 
-    def reg(self, name):
+    def reg(self, name: str) -> Optional[int]:
         r = self._regs
         if callable(r):
             return r(name)
         return r.get(name)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "MachineFrame(#%d 0x%x %s)" % (self.level, self.pc, self.name)
 
 
@@ -170,33 +173,33 @@ class Target(object):
     description = "target"
     arch = "x86_64"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._blocks = {}
         self.reads = 0              # raw reads, for benchmarks
 
     # --- to implement in a backend -------------------------------------
-    def read_raw(self, addr, n):
+    def read_raw(self, addr: int, n: int) -> bytes:
         raise NotImplementedError
 
-    def process_id(self):
+    def process_id(self) -> Optional[int]:
         """The process's id (its main thread's, the lowest thread id), live
         or from its core, or None when unknown."""
         return None
 
-    def symbol(self, name):
+    def symbol(self, name: str) -> Optional[int]:
         return None
 
-    def symbolize(self, addr):
+    def symbolize(self, addr: int) -> Optional[str]:
         return None
 
-    def objfile_of(self, addr):
+    def objfile_of(self, addr: int) -> Optional[str]:
         """The file (program or shared library) whose code holds addr, or None."""
         return None
 
-    def mappings(self):
+    def mappings(self) -> Optional[List[Tuple[int, int, str]]]:
         return None
 
-    def regions(self):
+    def regions(self) -> Optional[List[Tuple[int, int, bool, str]]]:
         """[(start, end, writable, name)] of the process's memory that can be
         read (a live process's mappings, a core's segments), or None when
         the backend cannot tell."""
@@ -205,27 +208,27 @@ class Target(object):
             return None
         return [(s, e, "w" in perms, "") for s, e, perms in maps]
 
-    def address_space(self):
+    def address_space(self) -> Optional[List[Tuple[int, int]]]:
         """[(start, end)] of every mapping of the process, with or without
         bytes (a live process's mappings, all of a core's segments), or
         None when the backend cannot tell: what a new mapping must avoid."""
         maps = self.mappings()
         return None if maps is None else [(s, e) for s, e, _ in maps]
 
-    def machine_frames(self, max_frames=64):
+    def machine_frames(self, max_frames: int = 64) -> List[MachineFrame]:
         return []
 
     # --- types: the TypeSource's --------------------------------------
-    def type_info(self, name):
+    def type_info(self, name: str) -> Optional[TypeInfo]:
         return self.types.type_info(name)
 
-    def constant(self, name):
+    def constant(self, name: str) -> Optional[int]:
         return self.types.constant(name)
 
-    def enum_members(self, name):
+    def enum_members(self, name: str) -> Optional[Dict[str, int]]:
         return self.types.enum_members(name)
 
-    def mapped(self, addr):
+    def mapped(self, addr: int) -> Optional[Tuple[int, int, Any]]:
         """(start, end, buffer) of memory around addr that the backend holds
         in place (a core's segment through its mmap), for walks that read
         millions of small objects; None when it has none (then they read
@@ -233,7 +236,7 @@ class Target(object):
         return None
 
     # --- reading ---------------------------------------------------------
-    def clear_cache(self):
+    def clear_cache(self) -> None:
         self._blocks.clear()
 
     def _block(self, base):
@@ -246,7 +249,7 @@ class Target(object):
             self._blocks[base] = b
         return b
 
-    def read(self, addr, n, what=None):
+    def read(self, addr: int, n: int, what: Optional[str] = None) -> bytes:
         """n bytes at addr as bytes.  Raises FaultError naming the address."""
         if n < 0 or addr < 0 or addr + n > (1 << 64):
             raise FaultError("cannot read %d bytes at %s" % (n, hexaddr(addr)), addr, what)
@@ -284,33 +287,33 @@ class Target(object):
             except FaultError as e:
                 raise FaultError("cannot access memory at 0x%x" % e.address, e.address, what)
 
-    def u8(self, addr, what=None):
+    def u8(self, addr: int, what: Optional[str] = None) -> int:
         return self.read(addr, 1, what)[0]
 
-    def u16(self, addr, what=None):
+    def u16(self, addr: int, what: Optional[str] = None) -> int:
         return struct.unpack("<H", self.read(addr, 2, what))[0]
 
-    def u32(self, addr, what=None):
+    def u32(self, addr: int, what: Optional[str] = None) -> int:
         return struct.unpack("<I", self.read(addr, 4, what))[0]
 
-    def i32(self, addr, what=None):
+    def i32(self, addr: int, what: Optional[str] = None) -> int:
         return struct.unpack("<i", self.read(addr, 4, what))[0]
 
-    def u64(self, addr, what=None):
+    def u64(self, addr: int, what: Optional[str] = None) -> int:
         return struct.unpack("<Q", self.read(addr, 8, what))[0]
 
-    def f64(self, addr, what=None):
+    def f64(self, addr: int, what: Optional[str] = None) -> float:
         return struct.unpack("<d", self.read(addr, 8, what))[0]
 
-    def ptr(self, addr, what=None):
+    def ptr(self, addr: int, what: Optional[str] = None) -> int:
         if self.ptr_size == 8:
             return self.u64(addr, what)
         return self.u32(addr, what)
 
-    def uint(self, addr, size, what=None):
+    def uint(self, addr: int, size: int, what: Optional[str] = None) -> int:
         return int.from_bytes(self.read(addr, size, what), "little")
 
-    def cstring(self, addr, limit=4096, what=None):
+    def cstring(self, addr: int, limit: int = 4096, what: Optional[str] = None) -> bytes:
         """A NUL-terminated string of at most `limit` bytes."""
         out = b""
         while len(out) < limit:
@@ -334,7 +337,8 @@ class SyntheticTarget(Target):
 
     description = "synthetic memory"
 
-    def __init__(self, layout_json, segments=(), symbols=None):
+    def __init__(self, layout_json: Dict[str, Any], segments: Iterable[Tuple[int, bytes]] = (),
+                 symbols: Optional[Dict[str, int]] = None) -> None:
         super().__init__()
         self.types = DictTypes(layout_json)
         self._symbols = dict(layout_json.get("symbols", {}))
@@ -346,12 +350,12 @@ class SyntheticTarget(Target):
         for addr, data in segments:
             self.add(addr, data)
 
-    def add(self, addr, data):
+    def add(self, addr: int, data: bytes) -> None:
         self.segments.append((addr, bytearray(data)))
         self.segments.sort(key=lambda s: s[0])
         self.clear_cache()
 
-    def read_raw(self, addr, n):
+    def read_raw(self, addr: int, n: int) -> bytes:
         for base, data in self.segments:
             if base <= addr and addr + n <= base + len(data):
                 return bytes(data[addr - base:addr - base + n])
@@ -366,18 +370,18 @@ class SyntheticTarget(Target):
                 raise FaultError("cannot access memory at 0x%x" % a, a)
         raise FaultError("cannot access memory at 0x%x" % addr, addr)
 
-    def symbol(self, name):
+    def symbol(self, name: str) -> Optional[int]:
         return self._symbols.get(name)
 
-    def symbolize(self, addr):
+    def symbolize(self, addr: int) -> Optional[str]:
         """The name of the symbol at exactly addr (no offsets here)."""
         for name, a in self._symbols.items():
             if a == addr:
                 return name
         return None
 
-    def machine_frames(self, max_frames=64):
+    def machine_frames(self, max_frames: int = 64) -> List[MachineFrame]:
         return list(self.frames[:max_frames])
 
-    def regions(self):
+    def regions(self) -> Optional[List[Tuple[int, int, bool, str]]]:
         return [(base, base + len(data), True, "segment") for base, data in self.segments]

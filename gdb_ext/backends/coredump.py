@@ -27,7 +27,6 @@ SHF_ALLOC, SHF_TLS = 2, 0x400
 PAGE = 4096
 
 
-
 class Arch(object):
     """What the reader needs of a machine, registers named as gdb names
     them.  pr_regs: NT_PRSTATUS's pr_reg (the kernel's struct

@@ -297,4 +297,3 @@ def core_mismatch(core, path, give, off):
     img = found[1]
     return buildid.mismatch(corefile.build_ids(path), img.path, img.build_id, give, off,
                             place=img.start)
-

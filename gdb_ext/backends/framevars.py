@@ -168,6 +168,7 @@ class _Ctx(object):
                 if sub is not None:
                     b.children.append(sub)
         return b
+
     def kind(self, die):
         """'L' or 'G' when die's type is a pointer to lua_State or
         global_State, else None."""
@@ -378,4 +379,3 @@ def _evaluate(expr, regno, cfa, frame_base, bias, read, ptr_size, nested=False):
     if not stack:
         raise _Unknown()
     return int.from_bytes(read(stack[-1], ptr_size), "little")
-

@@ -398,7 +398,6 @@ def frame_candidates(lay, max_frames=64):
 # core; none of them touches a live process.
 
 
-
 def luajit_symbol():
     """(name, file) of a LuaJIT function in the loaded program's symbol
     table (ELF symbols are enough: they survive `strip -g`), or None."""

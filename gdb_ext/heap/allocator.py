@@ -12,8 +12,9 @@ fencepost (a head of FENCEPOST_HEAD) that ends an older one.  Free chunks
 also sit in bins: small bins (exact sizes below 256 bytes, doubly linked
 lists), tree bins (larger sizes, tries of lists) and the designated victim
 (m->dv, the chunk last split); a bin is empty when its bit in
-m->smallmap / m->treemap is clear, whatever its pointers still say.  Requests of 128 KB and more get a mapping
-of their own (direct_alloc), which no segment or list holds.
+m->smallmap / m->treemap is clear, whatever its pointers still say.
+Requests of 128 KB and more get a mapping of their own (direct_alloc),
+which no segment or list holds.
 
 The accounting of a segment: its size = the alignment before its first
 chunk + the chunks walked (in use and free) + the top chunk (in the top
@@ -170,8 +171,8 @@ class Chunks(object):
                     n += 1
                     if p == node or not p or n >= (1 << 24):
                         break
-                for c in (t.uint(node + 4 * ps, ps, "child 0"), t.uint(node + 5 * ps, ps,
-                                                                          "child 1")):
+                for c in (t.uint(node + 4 * ps, ps, "child 0"),
+                          t.uint(node + 5 * ps, ps, "child 1")):
                     if c:
                         todo.append(c)
         return out

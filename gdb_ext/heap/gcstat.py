@@ -138,9 +138,9 @@ class HeapWalker(object):
                                  % (lay.fnL.ffid, lay.fnL.nupvalues, lay.tab.colo, g1, g2, g2))
         nf = hdr.field("nextgc")
         self.rd_hdr = raw_reader([(nf.offset, nf.size), (hdr.marked, 1), (hdr.gct, 1),
-                                   (g1, 1), (g2, 1)], "GCHeader")
+                                  (g1, 1), (g2, 1)], "GCHeader")
         self.rd_strhdr = raw_reader([(nf.offset, nf.size), (hdr.marked, 1), (hdr.gct, 1),
-                                      (lay.str.len, 4)], "GCstr")
+                                     (lay.str.len, 4)], "GCstr")
         self.rd_tab = struct_reader(lay.tab, ("asize", "hmask"))
         self.rd_fnpc = struct_reader(lay.fnL, ("pc",))
         self.rd_str = struct_reader(lay.str, ("len",))
@@ -682,7 +682,6 @@ class HeapWalker(object):
                 sizeid = t.u32(cts + cts_s.cb_sizeid, "CTState.cb.sizeid")
                 out.append(("CTState", cts_s.size + sizetab * ct_s.size + sizeid * 2,
                             "FFI state: %d ctype slots, %d callback slots" % (sizetab, sizeid)))
-
 
     def _k64_bytes(self, anchor):
         """2.0 keeps 64-bit IR constants in a chain of K64Array blocks

@@ -270,7 +270,7 @@ class Listing(object):
         line after the last included."""
         pt = self.pt
         out = [ascii_text("-- BYTECODE -- %s-%d" % (location(self.vm, pt),
-                                                     pt.firstline + pt.numline))]
+                                                    pt.firstline + pt.numline))]
         if self.vm.lay.openresty:
             out += self.constants()
         targets = self.targets()

@@ -397,7 +397,7 @@ class TraceIR(object):
         rid = self.ir[8 * (ins + self.bias - self.nk) + 6]
         mark = "}" if rid in (RID_SINK, RID_SUNK) else " " if ot & 128 == 0 else ">"
         out = ["%04d %s%s %s %s " % (ins, mark, " " if ot & 64 == 0 else "+",
-                                      self.names.types.get(ot & 31, "???"), op)]
+                                     self.names.types.get(ot & 31, "???"), op)]
         m1, m2 = m & 3, (m >> 2) & 3
         if op.startswith("CALL"):
             ctype = None
@@ -442,7 +442,8 @@ class TraceIR(object):
         snapref = snaps[0][0] if snaps else 65536
         for ins in range(1, self.nins - self.bias):
             if ins >= snapref:
-                out.append("....        SNAP   #%-3d [ %s" % (snapno, self.snap_text(snaps[snapno])))
+                out.append("....        SNAP   #%-3d [ %s"
+                           % (snapno, self.snap_text(snaps[snapno])))
                 snapno += 1
                 snapref = snaps[snapno][0] if snapno < len(snaps) else 65536
             line = self.ins_text(ins)

@@ -175,8 +175,8 @@ def traces(vm, js):
         try:
             T = TraceObj(vm, ref, js)
             if T.traceno != n:
-                raise CorruptError("J->trace[%d] = 0x%x holds trace number %d" % (n, ref, T.traceno),
-                                   ref)
+                raise CorruptError("J->trace[%d] = 0x%x holds trace number %d"
+                                   % (n, ref, T.traceno), ref)
             if T.szmcode > MAX_TRACE_CODE:
                 raise CorruptError("trace %d claims %d bytes of machine code" % (n, T.szmcode), ref)
             out.append((n, T))

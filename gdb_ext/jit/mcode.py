@@ -13,6 +13,7 @@ MAX_AREAS = 1 << 16
 LOWEST = 0x10000            # no mapping below it (vm.mmap_min_addr; R lj_mcode.c:283)
 MAX_AREA_SIZE = 1 << 32     # sizemcode is capped far below this (R lib_jit.c:487-495)
 
+
 class Area(object):
     def __init__(self, start, size, next_area, current):
         self.start = start

@@ -5,13 +5,14 @@ must have one of those build-ids.  The hosts (gdb, the core reader) say
 which file they loaded, its build-id and where it is mapped; the check and
 its one line are here; and reading a build-id from a block of ELF notes
 (the core's image headers, a file's note sections), for both readers."""
+from typing import Dict, Optional
 import struct
 
 # R elf.h NT_GNU_BUILD_ID
 NT_GNU_BUILD_ID = 3
 
 
-def note_build_id(data):
+def note_build_id(data: bytes) -> Optional[str]:
     """The build-id in a block of ELF notes, or None."""
     i = 0
     while i + 12 <= len(data):
@@ -23,21 +24,23 @@ def note_build_id(data):
     return None
 
 
-def image_at_or_below(core_ids, addr):
+def image_at_or_below(core_ids: Dict[int, str], addr: int) -> Optional[int]:
     """The address of the nearest ELF image header at or below addr among
     core_ids ({mapped address: build-id}), or None."""
     below = [m for m in core_ids if m <= addr]
     return max(below) if below else None
 
 
-def agrees(core_ids, build_id):
+def agrees(core_ids: Dict[int, str], build_id: Optional[str]) -> bool:
     """Whether a file of build_id may have written the core whose ELF
     images have core_ids ({mapped address: build-id}): True when it is
     among them, or when that cannot be told (no build-id, no image)."""
     return not build_id or not core_ids or build_id in core_ids.values()
 
 
-def mismatch(core_ids, name, build_id, give, off, place=None, loaded="it has", process=None):
+def mismatch(core_ids: Dict[int, str], name: str, build_id: Optional[str], give: str, off: str,
+             place: Optional[int] = None, loaded: str = "it has",
+             process: Optional[str] = None) -> Optional[str]:
     """None when the file holding LuaJIT was among those that wrote the
     core (or when that cannot be told: no build-id, no ELF image in the
     core); else one line saying so and what to do.

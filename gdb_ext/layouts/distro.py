@@ -1,10 +1,11 @@
 """Which distribution package ships a file, for the hint about its debug
 symbols (Debian names them <package>-dbgsym)."""
+from typing import Optional
 import os
 import subprocess
 
 
-def owning_package(path):
+def owning_package(path: str) -> Optional[str]:
     """The Debian package that ships `path` (as dpkg-query -S says, tried
     with the path as given and with its symlinks resolved), or None where
     there is no dpkg or no package owns it."""

@@ -5,6 +5,7 @@ readers that run without gdb.
 
 Only what the engine reads is indexed: struct, union and typedef names,
 enumerators, and the symbol table."""
+from typing import Any, Dict, List, Optional
 from ..target import FLATTEN_DEPTH, Field, TypeInfo, TypeSource
 
 _MAX_DEPTH = FLATTEN_DEPTH
@@ -17,7 +18,7 @@ class DwarfTypes(TypeSource):
     """Types of one ELF file with DWARF.  ptr_size, type_info, constant,
     enum_members and symbol answer as GdbTarget's do (a Layout reads it)."""
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         from elftools.elf.elffile import ELFFile
         self.path = path
         self._f = open(path, "rb")
@@ -32,7 +33,7 @@ class DwarfTypes(TypeSource):
         self._index()
         self._infos = {}
 
-    def close(self):
+    def close(self) -> None:
         self._f.close()
 
     # --- index --------------------------------------------------------------
@@ -85,7 +86,7 @@ class DwarfTypes(TypeSource):
             return self.elf.elfclass // 8
         return 0
 
-    def type_name(self, die):
+    def type_name(self, die: Any) -> str:
         """The type as gdb writes it (str(gdb.Type)): 'GCRef', 'TValue *',
         'uint8_t [4]', 'struct lua_State *', 'void *(*)(void *, size_t)'."""
         base, suffix = self._declarator(die, "")
@@ -127,7 +128,7 @@ class DwarfTypes(TypeSource):
         return "?", inner
 
     # --- the Target interface --------------------------------------------------
-    def type_info(self, name):
+    def type_info(self, name: str) -> Optional[TypeInfo]:
         if name in self._infos:
             return self._infos[name]
         die = self.typedefs.get(name)
@@ -163,18 +164,18 @@ class DwarfTypes(TypeSource):
             if st is not None and st.tag in _STRUCTS and depth < _MAX_DEPTH:
                 self._flatten(st, off, path + ".", out, depth + 1)
 
-    def constant(self, name):
+    def constant(self, name: str) -> Optional[int]:
         got = self.enumerators.get(name)
         return None if got is None else got[0]
 
-    def enum_members(self, name):
+    def enum_members(self, name: str) -> Optional[Dict[str, int]]:
         got = self.enumerators.get(name)
         if got is None:
             return None
         return {die_name(c): c.attributes["DW_AT_const_value"].value
                 for c in got[1].iter_children() if c.tag == "DW_TAG_enumerator"}
 
-    def enumerations(self):
+    def enumerations(self) -> List[Dict[str, int]]:
         """Every enumeration with enumerators, as {name: value} dicts."""
         seen = set()
         out = []
@@ -186,7 +187,7 @@ class DwarfTypes(TypeSource):
                         for c in parent.iter_children() if c.tag == "DW_TAG_enumerator"})
         return out
 
-    def symbol(self, name):
+    def symbol(self, name: str) -> Optional[int]:
         """A symbol's value from .symtab or .dynsym (None if absent)."""
         for sec in (".symtab", ".dynsym"):
             tab = self.elf.get_section_by_name(sec)
@@ -198,7 +199,7 @@ class DwarfTypes(TypeSource):
         return None
 
 
-def die_name(die):
+def die_name(die: Any) -> Optional[str]:
     a = die.attributes.get("DW_AT_name")
     if a is None:
         return None

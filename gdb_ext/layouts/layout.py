@@ -15,7 +15,10 @@ resolved here and only here:
   OpenResty fork   lua_State has exdata (luajit2's thread exdata API)
   Tarantool fork   GCState has allocated and freed (its metrics, lmisclib.h)
 """
+from typing import Any, Dict
+
 from ..errors import NotLuaJITError
+from ..target import Field, TypeInfo
 
 # Struct/union names the engine reads (all typedef names of LuaJIT).
 REQUIRED_TYPES = ("GCRef", "MRef", "TValue", "lua_State", "global_State", "GCState",
@@ -42,7 +45,7 @@ LUAJIT_SYMBOLS = ("luaL_newstate", "lua_newstate", "luaJIT_setmode", "lua_pcall"
 ENUMS = ("BC_ISLT", "FF_LUA_")
 
 
-def engine_tables(target):
+def engine_tables(target: Any) -> Dict[str, Any]:
     """What the engine reads from a target's debug info, as JSON-ready
     tables: {"types", "constants", "enums", "symbols"} (the layout files of
     tests/data, testprogs/dump_layout.py, and layout profiles)."""
@@ -73,7 +76,7 @@ class Struct(object):
 
     _RESERVED = frozenset(("size", "name", "has", "field"))
 
-    def __init__(self, info):
+    def __init__(self, info: TypeInfo) -> None:
         self._info = info
         self.name = info.name
         self.size = info.size
@@ -83,22 +86,23 @@ class Struct(object):
                 attr += "_"
             setattr(self, attr, f.offset)
 
-    def has(self, path):
+    def has(self, path: str) -> bool:
         return self._info.has(path)
 
-    def field(self, path):
+    def field(self, path: str) -> Field:
         return self._info.field(path)
 
-    def __getattr__(self, attr):
+    def __getattr__(self, attr: str) -> int:
         if attr.startswith("__"):
             raise AttributeError(attr)
-        raise NotLuaJITError("debug info for %s has no member '%s'" % (self.__dict__.get("name"), attr))
+        raise NotLuaJITError("debug info for %s has no member '%s'"
+                             % (self.__dict__.get("name"), attr))
 
 
 class Layout(object):
     """Modes and offsets of one LuaJIT build, read once from debug info."""
 
-    def __init__(self, target):
+    def __init__(self, target: Any) -> None:
         missing = [n for n in REQUIRED_TYPES if target.type_info(n) is None]
         if missing:
             if len(missing) == len(REQUIRED_TYPES):
@@ -147,12 +151,15 @@ class Layout(object):
         # String table shape.
         if self.G.has("str.tab"):
             self.strtab_kind = "str"
-            self.o_strtab, self.o_strmask, self.o_strnum = self.G.str_tab, self.G.str_mask, self.G.str_num
+            self.o_strtab, self.o_strmask, self.o_strnum = (self.G.str_tab, self.G.str_mask,
+                                                            self.G.str_num)
         elif self.G.has("strhash"):
             self.strtab_kind = "strhash"
-            self.o_strtab, self.o_strmask, self.o_strnum = self.G.strhash, self.G.strmask, self.G.strnum
+            self.o_strtab, self.o_strmask, self.o_strnum = (self.G.strhash, self.G.strmask,
+                                                            self.G.strnum)
         else:
-            raise NotLuaJITError("global_State has neither str.tab nor strhash: unknown LuaJIT version")
+            raise NotLuaJITError("global_State has neither str.tab nor strhash: "
+                                 "unknown LuaJIT version")
         self.has_lightudseg = self.G.has("gc.lightudseg")
         # lj_str_size (padded to 4) came with g->str, the StrInternState
         # (R "Redesign and harden string interning", 2.1 of 2020); 2.0 and
@@ -197,10 +204,10 @@ class Layout(object):
         return out
 
     # ---------------------------------------------------------------------
-    def mode_name(self):
+    def mode_name(self) -> str:
         return "GC64" if self.gc64 else "X64"
 
-    def summary(self):
+    def summary(self) -> Dict[str, Any]:
         return {
             "branch": self.branch, "fork": self.fork, "gc64": self.gc64, "fr2": self.fr2,
             "dualnum": self.dualnum, "jit": self.jit, "ptr_size": self.ptr_size,

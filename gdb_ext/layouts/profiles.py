@@ -6,6 +6,7 @@ Profiles are looked for in the directories of $LJGDB_PROFILES (separated by
 testprogs/make_profiles.py); LJGDB_PROFILES=none turns them all off.  The VM's symbols are
 kept as offsets from an exported symbol (the anchor), so they hold wherever
 the file is loaded."""
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 import bisect
 import json
 import os
@@ -18,7 +19,7 @@ from ..target import TypeInfo, TypeSource
 _cache = {}
 
 
-def profile_dirs():
+def profile_dirs() -> List[str]:
     """The directories of $LJGDB_PROFILES, then the shipped set; none at
     all when $LJGDB_PROFILES is 'none'."""
     env = os.environ.get("LJGDB_PROFILES", "")
@@ -35,7 +36,7 @@ def profile_dirs():
     return dirs
 
 
-def by_build_id():
+def by_build_id() -> Dict[str, 'Profile']:
     """{build-id: Profile} of every profile in profile_dirs() (read once per
     set of directories)."""
     dirs = tuple(profile_dirs())
@@ -68,7 +69,7 @@ class Profile(TypeSource):
     """One layout profile: TypeInfo, enumerators (the TypeSource of a build
     without DWARF) and the VM's symbols."""
 
-    def __init__(self, doc, path):
+    def __init__(self, doc: Dict[str, Any], path: str) -> None:
         self.doc = doc
         self.path = path
         self.build_id = doc.get("build_id")
@@ -87,18 +88,18 @@ class Profile(TypeSource):
         self.arch = doc.get("arch")
         self._enum_of = None        # enumerator -> its enumeration (enum_members)
 
-    def describe(self):
+    def describe(self) -> str:
         return "%s (%s, build-id %s)" % (os.path.basename(self.path),
                                          self.version or "version unknown", self.build_id)
 
-    def type_info(self, name):
+    def type_info(self, name: str) -> Optional[TypeInfo]:
         d = self.doc.get("types", {}).get(name)
         return TypeInfo.from_json(name, d) if d is not None else None
 
-    def constant(self, name):
+    def constant(self, name: str) -> Optional[int]:
         return self.doc.get("constants", {}).get(name)
 
-    def enum_members(self, name):
+    def enum_members(self, name: str) -> Optional[Dict[str, int]]:
         """The enumeration that has enumerator `name`, whole."""
         idx = self._enum_of
         if idx is None:
@@ -109,10 +110,10 @@ class Profile(TypeSource):
         m = idx.get(name) or self.doc.get("enums", {}).get(name)
         return dict(m) if m is not None else None
 
-    def symbol_offset(self, name):
+    def symbol_offset(self, name: str) -> Optional[int]:
         return self.offsets.get(name)
 
-    def symbol_at(self, off):
+    def symbol_at(self, off: int) -> Optional[str]:
         """The VM symbol at or before offset `off` from the anchor, when off
         lies in the VM's code (before its recorded end); else None."""
         if not self._offs or self.vm_begin is None or off < self.vm_begin:
@@ -127,7 +128,7 @@ class Profile(TypeSource):
 VERSION_RE = re.compile(rb"LuaJIT 2\.[0-9][0-9A-Za-z.\-]*")
 
 
-def file_version(path):
+def file_version(path: str) -> Optional[str]:
     """LuaJIT's version string in the file at path, or None."""
     try:
         with open(path, "rb") as f:
@@ -137,12 +138,13 @@ def file_version(path):
     return m.group(0).decode() if m else None
 
 
-def by_version(version, arch):
+def by_version(version: str, arch: str) -> List[Profile]:
     """The profiles of builds with this version string and architecture."""
     return [p for p in by_build_id().values() if p.version == version and p.arch == arch]
 
 
-def consistent(candidates, states_under):
+def consistent(candidates: Iterable[Profile],
+               states_under: Callable[[Profile], List[Any]]) -> List[Tuple[Profile, List[Any]]]:
     """[(profile, VMs)] of the candidates under whose layout the process
     holds a consistent VM: states_under(profile) gives the VMs found
     (frames, memory search; each with its G) with that profile's layout, or
@@ -158,7 +160,7 @@ def consistent(candidates, states_under):
     return out
 
 
-def dispatch_base(prof, G, read):
+def dispatch_base(prof: Profile, G: int, read: Callable[[int, int], bytes]) -> Optional[int]:
     """The anchor address under which prof's VM labels name the VM of the
     global_State G, found through its dispatch table, or None.
 
@@ -203,14 +205,14 @@ class ProfileMatch(object):
     and whether the VM's code labels hold (this file's code is the
     profile's)."""
 
-    def __init__(self, profile, base, how, labels):
+    def __init__(self, profile: Profile, base: Optional[int], how: str, labels: bool) -> None:
         self.profile = profile
         self.base = base
         self.how = how
         self.labels = labels
 
 
-def code_matches(prof, base, read):
+def code_matches(prof: Profile, base: int, read: Callable[[int, int], bytes]) -> bool:
     """The VM's machine code in memory is the profile's (its sha256);
     read(addr, n) gives memory or raises."""
     import hashlib
@@ -223,7 +225,10 @@ def code_matches(prof, base, read):
     return hashlib.sha256(data).hexdigest() == prof.code_sha256
 
 
-def choose(build_ids, luajit_file, arch, states_under, anchor_address, read):
+def choose(build_ids: Iterable[str], luajit_file: Optional[str], arch: str,
+           states_under: Callable[[Profile], List[Any]],
+           anchor_address: Callable[[Profile], Optional[int]],
+           read: Callable[[int, int], bytes]) -> Tuple[Optional['ProfileMatch'], Optional[str]]:
     """(ProfileMatch or None, why none fits though profiles have the
     version, or None).  build_ids: of the loaded files; luajit_file: the
     file that holds LuaJIT's code (or None); states_under(profile): the VMs

@@ -11,6 +11,7 @@ stripped binary keeps its exported symbols).  Struct layouts depend on the
 LuaJIT source and the layout flags only, not on the compiler's
 optimisation; the offsets of the VM's code hold for that very build.
 """
+from typing import Any, Dict, Optional
 import os
 import re
 
@@ -30,7 +31,7 @@ VM_SYMBOLS = ("lj_ir_mode", "lj_lib_checknumber", "lj_state_growstack", "lj_gc_s
               "lj_trace_exit", "lj_snap_restore", "main_cord")
 
 
-def build_id(elf):
+def build_id(elf: Any) -> Optional[str]:
     """The GNU build-id of a pyelftools ELFFile, from its note sections."""
     for sec in elf.iter_sections():
         if sec.header["sh_type"] == "SHT_NOTE" and sec.header["sh_size"]:
@@ -40,7 +41,7 @@ def build_id(elf):
     return None
 
 
-def version_string(elf):
+def version_string(elf: Any) -> Optional[str]:
     """LuaJIT's version string ("LuaJIT 2.1.1700206165") from the read-only
     data, or None (luajit.h LUAJIT_VERSION; jit.version returns it)."""
     for name in (".rodata", ".rodata.str1.1", ".rodata.str1.8"):
@@ -53,7 +54,7 @@ def version_string(elf):
     return None
 
 
-def make_profile(path, binary=None):
+def make_profile(path: str, binary: Optional[str] = None) -> Dict[str, Any]:
     """The profile of the build whose DWARF is in `path`; `binary`: the
     stripped file itself, when `path` is its separate debug file (its
     version string is in the binary's read-only data, which the debug file
@@ -91,7 +92,7 @@ def make_profile(path, binary=None):
         types.close()
 
 
-def code_digest(elf, vm):
+def code_digest(elf: Any, vm: Dict[str, Any]) -> Optional[str]:
     """sha256 of the assembler VM's machine code (the bytes from its first
     label to its end), which tells a build whose code is this one's; None
     when the file does not hold the code (a debug file)."""
@@ -118,7 +119,7 @@ def code_digest(elf, vm):
 MAPPING_SYMBOL = re.compile(r"^\$[adtx](\.|$)")
 
 
-def vm_symbols(elf):
+def vm_symbols(elf: Any) -> Dict[str, Any]:
     """{"anchor": exported symbol, "offsets": {symbol: address - anchor's},
     "begin", "end": the assembler VM's extent, from the anchor} for the VM's
     labels and VM_SYMBOLS of .symtab (empty when the file has none)."""

@@ -1,6 +1,7 @@
 """Backtraces of Lua threads as data: the frames of each thread, where the
 running one truly stands (gdb_ext.stack.vmstack), who resumed whom, and the
 VM's finalizer thread.  lbt and lthreads only format what this returns."""
+from typing import Any, Dict, List, Optional, TYPE_CHECKING, Tuple
 from ..consts import VM_CODE_PREFIXES
 from ..errors import CorruptError, FaultError, NotLuaJITError
 from ..vm.cframe import CFRAME_RAWMASK, cframe_thread
@@ -12,6 +13,11 @@ from ..vm.runtime import builtin_names, cfunc_names
 from ..vm.tarantool import fibers
 from .vmstack import Start, is_vm_code, locate
 from ..vm.walkers import all_threads, thread_status
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..target import MachineFrame
+    from ..vm.state import VM
+    from .frames import Frame
 
 
 class Backtrace(object):
@@ -25,7 +31,7 @@ class Backtrace(object):
     fiber (in Tarantool, the fiber that runs the thread), exdata (OpenResty's
     L->exdata, or None)."""
 
-    def __init__(self, L, th, status, who):
+    def __init__(self, L: int, th: Thread, status: str, who: str) -> None:
         self.L = L
         self.th = th
         self.status = status
@@ -40,7 +46,7 @@ class Backtrace(object):
         self.fiber = None       # Tarantool: the tarantool.Fiber that runs this thread
         self.exdata = None      # OpenResty's luajit2: L->exdata (nginx: the request)
 
-    def frame_top(self, i):
+    def frame_top(self, i: int) -> int:
         """The slot limit of frame i's values: the next inner frame's link
         slot, or L->top for the innermost one."""
         return self.frames[i - 1].slot if i > 0 else self.th.top
@@ -49,7 +55,7 @@ class Backtrace(object):
 class Backtracer(object):
     """Backtraces of the threads of one VM, at one moment."""
 
-    def __init__(self, vm):
+    def __init__(self, vm: 'VM') -> None:
         self.vm = vm
         self._names = None
         self.running = vm.running_L
@@ -61,18 +67,18 @@ class Backtracer(object):
         self._entries = {}          # L -> its frames by C frame (entry)
 
     @property
-    def mframes(self):
+    def mframes(self) -> List['MachineFrame']:
         return self.vm.machine_frames
 
     @property
-    def names(self):
+    def names(self) -> Dict[int, str]:
         """ffid -> builtin name (from the process, then from DWARF)."""
         if self._names is None:
             self._names = builtin_names(self.vm)
         return self._names
 
     @property
-    def vmthread(self):
+    def vmthread(self) -> Optional[int]:
         """g->vmthref (upstream 2.1 rolling only): the thread LuaJIT runs
         __gc finalizers (R lj_gc.c:511-522) and VM event handlers
         (R lj_vmevent.h:40) on; None elsewhere."""
@@ -85,7 +91,7 @@ class Backtracer(object):
                     pass
         return self._vmthread
 
-    def vmthread_caller(self, th):
+    def vmthread_caller(self, th: Thread) -> Optional[int]:
         """The thread g->vmthref is working for: while it runs a finalizer
         or an event handler, the thread that entered the collector (or sent
         the event) is suspended in C below it on the C stack, so its
@@ -107,7 +113,7 @@ class Backtracer(object):
         return best[1] if best else None
 
     @property
-    def fibers(self):
+    def fibers(self) -> Dict[int, Any]:
         """Tarantool's fibers by the lua_State they run ({} elsewhere, or
         when the fiber list cannot be read)."""
         if self._fibers is None:
@@ -117,14 +123,14 @@ class Backtracer(object):
                 self._fibers = {}
         return self._fibers
 
-    def who(self, L):
+    def who(self, L: int) -> str:
         if L == self.vm.main_L:
             return "main thread"
         if L == self.vmthread:
             return "VM thread g->vmthref"
         return "coroutine"
 
-    def backtrace(self, L, max_frames=1 << 20):
+    def backtrace(self, L: int, max_frames: int = 1 << 20) -> Backtrace:
         """The Backtrace of thread L."""
         vm = self.vm
         th = Thread(vm, L)
@@ -164,20 +170,20 @@ class Backtracer(object):
         return bt
 
     @property
-    def cnames(self):
+    def cnames(self) -> Dict[int, str]:
         """C function address -> the name Lua code knows it by (runtime.cfunc_names)."""
         if self._cnames is None:
             self._cnames = cfunc_names(self.vm)
         return self._cnames
 
-    def exdata_text(self, exdata):
+    def exdata_text(self, exdata: int) -> str:
         """L->exdata as text: nginx's lua module keeps the request a
         coroutine serves there (ngx_http_lua_set_req)."""
         if any(n.startswith("ngx.") for n in self.cnames.values()):
             return "request (ngx_http_request_t *)0x%x" % exdata
         return "exdata 0x%x" % exdata
 
-    def cfunc_name(self, fn):
+    def cfunc_name(self, fn: Any) -> Optional[str]:
         """The registered name of C function fn, or for a C closure over a
         thread that a host's own coroutine.wrap made (nginx's lua module
         replaces the coroutine library: its wrap returns a C closure over
@@ -205,7 +211,7 @@ class Backtracer(object):
             return None
         return v.addr if v.kind == "thread" else None
 
-    def frame_key(self, fr):
+    def frame_key(self, fr: 'Frame') -> Tuple[Any, ...]:
         """Frame fr as a small key that frames of many threads share (the
         form gdb_ext.stack.threadscan gives them): ('L', proto, line), ('F',
         ffid), or ('C', cfunc) with the name cfunc_name gives, if any."""
@@ -216,7 +222,7 @@ class Backtracer(object):
         name = self.cfunc_name(fr.fn)
         return ("C", fr.fn.cfunc, name) if name else ("C", fr.fn.cfunc)
 
-    def resumed_thread(self, walker, fr):
+    def resumed_thread(self, walker: FrameWalker, fr: 'Frame') -> Optional[int]:
         """For a coroutine.resume / wrap frame: the thread it resumed."""
         if fr.kind == "c":
             if self.cfunc_name(fr.fn) == "coroutine.wrap function":
@@ -235,7 +241,7 @@ class Backtracer(object):
             return None
         return None
 
-    def trace_start(self, traceno=None):
+    def trace_start(self, traceno: Optional[int] = None) -> Optional[Tuple[Proto, Optional[int]]]:
         """(chunk proto, line) where trace traceno (default: the running
         one) starts, or None."""
         traceno = self.trace_no if traceno is None else traceno
@@ -251,7 +257,7 @@ class Backtracer(object):
         except (FaultError, CorruptError, AttributeError):
             return None
 
-    def entry(self, L, sp):
+    def entry(self, L: int, sp: int) -> Optional['VMEntry']:
         """The VMEntry of thread L's C frame sp, or None (backtrace.vm_entry);
         L's frames are split by entry once per Backtracer."""
         got = self._entries.get(L)
@@ -275,7 +281,7 @@ class Backtracer(object):
             warning = "walk stopped: %s" % b.error
         return VMEntry(L, frames, warning, b, sp)
 
-    def in_trace_value(self, bt, fr, slot_addr):
+    def in_trace_value(self, bt: Backtrace, fr: 'Frame', slot_addr: int) -> bool:
         """For `lbt full`: True when the value of the stack slot at
         slot_addr lives in the trace's registers or spill slots (the
         snapshot restores it on exit), so the stack holds a stale one."""
@@ -298,7 +304,8 @@ class VMEntry(object):
     frames of their own); warning: what could not be known about them, or
     None; backtrace: L's whole Backtrace (for the frames' locals)."""
 
-    def __init__(self, L, frames, warning=None, backtrace=None, cframe=None):
+    def __init__(self, L: int, frames: List['Frame'], warning: Optional[str] = None,
+                 backtrace: Optional[Backtrace] = None, cframe: Optional[int] = None) -> None:
         self.leaf = False           # found from a leaf helper of the VM (vm_entry)
         self.cframe = cframe        # the C frame of this entry
         self.L = L
@@ -347,7 +354,7 @@ def _split_by_entry(vm, b):
     return chain, out
 
 
-def vm_entry(bt, m):
+def vm_entry(bt: Backtracer, m: 'MachineFrame') -> Optional[VMEntry]:
     """The VMEntry of machine frame m (a target.MachineFrame) when it is a
     frame of this VM's code whose C frame (the stack pointer there) is a C
     frame of one of this VM's threads; else None.  bt: a Backtracer."""

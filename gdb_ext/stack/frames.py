@@ -13,12 +13,17 @@ The walk reads the whole stack in one block and is bounded by the stack's
 size: a link that points outside it or does not go down ends the walk with
 a CorruptError naming the bad address.
 """
+from typing import Any, List, Optional, TYPE_CHECKING, Tuple
 import struct
 
 from ..errors import CorruptError, FaultError
 from ..vm.cframe import CFRAME_OFS, CFRAME_RAWMASK
 from ..vm.objects import Func, decode_tv, GCT_KIND
 from ..vm.protoinfo import cached_proto, debug_line, local_names, upvalue_names
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..vm.objects import Proto, Thread, Value
+    from ..vm.state import VM
 
 _Q = struct.Struct("<Q")
 _q = struct.Struct("<q")
@@ -39,7 +44,7 @@ MAX_STACK_BYTES = 64 << 20          # far above LUAI_MAXSTACK (65500 slots)
 class Frame(object):
     """One frame as lua_getstack numbers them (level 0 is the innermost)."""
 
-    def __init__(self, level, slot, func, link, link_type):
+    def __init__(self, level: int, slot: int, func: int, link: int, link_type: int) -> None:
         self.level = level
         self.slot = slot            # address of the frame link slot (base - 1)
         self.func = func            # GCfunc address
@@ -54,14 +59,14 @@ class Frame(object):
         self.entry = False          # the outermost frame of an entry into the VM (from C)
 
     @property
-    def base(self):
+    def base(self) -> int:
         return self.slot + 8
 
 
 class Stack(object):
     """A lua_State's stack read in one block; slot access by address."""
 
-    def __init__(self, vm, th):
+    def __init__(self, vm: 'VM', th: 'Thread') -> None:
         self.vm = vm
         self.start = th.stack
         size = th.stacksize * 8
@@ -71,21 +76,22 @@ class Stack(object):
         self.end = self.start + size
         self.data = vm.t.read(self.start, size, "stack of lua_State 0x%x" % th.addr)
 
-    def contains(self, addr):
+    def contains(self, addr: int) -> bool:
         return self.start <= addr and addr + 8 <= self.end
 
-    def u64(self, addr):
+    def u64(self, addr: int) -> int:
         if not self.contains(addr):
             raise CorruptError("stack slot 0x%x is outside the stack [0x%x, 0x%x)"
                                % (addr, self.start, self.end), addr)
         return _Q.unpack_from(self.data, addr - self.start)[0]
 
-    def tv(self, addr):
+    def tv(self, addr: int) -> 'Value':
         return decode_tv(self.vm, self.u64(addr))
 
 
 class FrameWalker(object):
-    def __init__(self, vm, th, base=None, top_pc=None):
+    def __init__(self, vm: 'VM', th: 'Thread', base: Optional[int] = None,
+                 top_pc: Optional[int] = None) -> None:
         """base: the BASE to start from (default L->base).  top_pc: the
         saved-pc (one past the executing instruction) of the innermost
         frame when it is known from elsewhere (the interpreter's PC
@@ -102,60 +108,60 @@ class FrameWalker(object):
         self._funcs = {}            # GCfunc address -> Func (_describe)
 
     # --- frame link accessors (R lj_frame.h) --------------------------------
-    def ftsz(self, f):
+    def ftsz(self, f: int) -> int:
         raw = self.stack.u64(f)
         if self.fr2:
             return _q.unpack(_Q.pack(raw))[0]
         hi = raw >> 32
         return hi - (1 << 32) if hi & 0x80000000 else hi
 
-    def frame_gc(self, f):
+    def frame_gc(self, f: int) -> Optional[int]:
         if self.fr2:
             v = self.stack.tv(f - 8)
             return v.addr if v.is_gc else None
         return self.stack.u64(f) & 0xFFFFFFFF
 
-    def frame_pc(self, f):
+    def frame_pc(self, f: int) -> int:
         raw = self.stack.u64(f)
         return raw if self.fr2 else raw >> 32
 
-    def frame_type(self, f):
+    def frame_type(self, f: int) -> int:
         return self.ftsz(f) & FRAME_TYPE
 
-    def frame_typep(self, f):
+    def frame_typep(self, f: int) -> int:
         return self.ftsz(f) & FRAME_TYPEP
 
-    def is_lua(self, f):
+    def is_lua(self, f: int) -> bool:
         return self.frame_type(f) == FRAME_LUA
 
-    def is_c(self, f):
+    def is_c(self, f: int) -> bool:
         return self.frame_type(f) == FRAME_C
 
-    def is_cont(self, f):
+    def is_cont(self, f: int) -> bool:
         return self.frame_typep(f) == FRAME_CONT
 
-    def is_varg(self, f):
+    def is_varg(self, f: int) -> bool:
         return self.frame_typep(f) == FRAME_VARG
 
-    def frame_contpc(self, f):
+    def frame_contpc(self, f: int) -> int:
         return self.frame_pc(f - 16 if self.fr2 else f - 8)
 
-    def frame_iscont_fficb(self, f):
+    def frame_iscont_fficb(self, f: int) -> bool:
         if self.fr2:
             v = self.stack.u64(f - 24)
         else:
             v = self.stack.u64(f - 8) & 0xFFFFFFFF
         return v == LJ_CONT_FFI_CALLBACK
 
-    def prevl(self, f):
+    def prevl(self, f: int) -> int:
         pc = self.frame_pc(f)
         ins = self.vm.t.u32(pc - 4, "bytecode before return pc 0x%x" % pc)
         return f - 8 * (1 + self.fr2 + ((ins >> 8) & 0xFF))
 
-    def prevd(self, f):
+    def prevd(self, f: int) -> int:
         return f - (self.ftsz(f) & ~FRAME_TYPEP)
 
-    def prev(self, f):
+    def prev(self, f: int) -> int:
         return self.prevl(f) if self.is_lua(f) else self.prevd(f)
 
     # --- cframes ------------------------------------------------------------
@@ -174,7 +180,7 @@ class FrameWalker(object):
         raise KeyError(what)
 
     # --- walk ------------------------------------------------------------------
-    def walk(self, max_frames=1 << 20):
+    def walk(self, max_frames: int = 1 << 20) -> Tuple[List[Frame], Optional[Exception]]:
         """All frames, innermost first.  Returns (frames, error) where error
         is None or the CorruptError/FaultError that ended the walk early."""
         frames = []
@@ -246,7 +252,7 @@ class FrameWalker(object):
             fr.pos = self.framepc(fn, fr.proto, fr.nextframe)
             fr.line = debug_line(self.vm, fr.proto, fr.pos)
 
-    def framepc(self, fn, pt, nextframe):
+    def framepc(self, fn: Any, pt: 'Proto', nextframe: Optional[Frame]) -> int:
         """R lj_debug.c debug_framepc: bytecode position or None."""
         if nextframe is None and self.top_pc is not None:
             # At bc itself the function's header is being entered: pos 0.
@@ -337,7 +343,8 @@ def _bc_isret(vm, op):
     return n in ("BC_RETM", "BC_RET", "BC_RET0", "BC_RET1")
 
 
-def frame_locals(walker, fr, frames_top, with_addr=False):
+def frame_locals(walker: FrameWalker, fr: Frame, frames_top: int,
+                 with_addr: bool = False) -> List[Tuple[Any, ...]]:
     """[(name, Value)] of a Lua frame: named locals, then varargs (with
     with_addr, [(name, Value, slot address)]).  frames_top: address limit
     of this frame's slots (the next frame's link slot, or L->top for the
@@ -376,7 +383,7 @@ def frame_locals(walker, fr, frames_top, with_addr=False):
     return out
 
 
-def frame_upvalues(vm, fr, with_addr=False):
+def frame_upvalues(vm: 'VM', fr: Frame, with_addr: bool = False) -> List[Tuple[Any, ...]]:
     """[(name, Value)] of a Lua frame's function upvalues (with with_addr,
     [(name, Value, address of the value)], the address None when the
     upvalue cannot be read)."""

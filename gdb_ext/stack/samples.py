@@ -9,9 +9,14 @@ with off-CPU samples, a sleeping thread counts too, with the system call
 it waits in as its innermost frame.  The SampledStacks sum them into folded
 stacks and into self and total counts per function, and counts the thread
 samples it did not keep, by reason."""
+from typing import Any, List, Optional, Sequence, TYPE_CHECKING, Tuple
 from .backtrace import Backtracer, vm_entry
 from ..errors import CorruptError, FaultError
 from .vmstack import is_vm_code
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..target import MachineFrame
+    from ..vm.state import VM
 
 # The syscall register of x86-64 Linux: the number of the system call a
 # stopped thread is inside, -1 in user code.  (It names the call; whether
@@ -19,7 +24,7 @@ from .vmstack import is_vm_code
 SYSCALL_REG = {"x86_64": "orig_rax", "aarch64": None}
 
 
-def thread_stack(vm, mframes):
+def thread_stack(vm: 'VM', mframes: List['MachineFrame']) -> Optional[List[Tuple[Any, ...]]]:
     """The stack of the OS thread whose machine frames are mframes
     (innermost first) as frame keys, innermost first: Backtracer.frame_key's
     keys for Lua frames, ('M', name or None, pc) for machine frames.  None
@@ -54,7 +59,7 @@ def thread_stack(vm, mframes):
     return keys if lua else None
 
 
-def in_syscall(m0, arch="x86_64"):
+def in_syscall(m0: 'MachineFrame', arch: str = "x86_64") -> Optional[int]:
     """The number of the system call the thread whose innermost machine
     frame is m0 is stopped in, or None when it was in user code."""
     reg = SYSCALL_REG.get(arch)
@@ -66,7 +71,7 @@ def in_syscall(m0, arch="x86_64"):
     return v
 
 
-def function_key(key):
+def function_key(key: Tuple[Any, ...]) -> Tuple[Any, ...]:
     """The function a frame key belongs to (for the top table): a Lua
     frame's function is its prototype, whatever the line."""
     if key[0] == "L":
@@ -89,22 +94,22 @@ class SampledStacks(object):
     count; samples counts the samples taken, threads the thread stacks
     kept, dropped the thread samples left out by reason (DROP_REASONS)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.stacks = {}
         self.samples = 0
         self.threads = 0
         self.dropped = dict.fromkeys(DROP_REASONS, 0)
 
-    def drop(self, reason):
+    def drop(self, reason: str) -> None:
         self.dropped[reason] += 1
 
-    def add(self, keys):
+    def add(self, keys: Sequence[Tuple[Any, ...]]) -> None:
         """One thread's stack, innermost first."""
         stack = tuple(reversed(keys))
         self.stacks[stack] = self.stacks.get(stack, 0) + 1
         self.threads += 1
 
-    def top(self):
+    def top(self) -> List[Tuple[Tuple[Any, ...], int, int]]:
         """[(function key, self count, total count)], most self first:
         self counts the stacks a function is innermost in, total those it
         is anywhere in (once per stack)."""

@@ -18,6 +18,7 @@ Protocol, one line each way (the debugger writes, the timer answers):
 It signals only while its parent (the debugger, which traces the process)
 is alive: a signal sent to a process nobody traces is delivered to it.
 """
+from typing import Dict, List, Optional
 import os
 import select
 import sys
@@ -29,7 +30,7 @@ import time
 SETTLE_SECONDS = 0.05
 
 
-def thread_states(pid):
+def thread_states(pid: int) -> Dict[int, str]:
     """{tid: state letter} of every thread of pid, from /proc (R running or
     runnable, S sleeping, D uninterruptible, T/t stopped, Z zombie)."""
     out = {}
@@ -51,7 +52,7 @@ def thread_states(pid):
     return out
 
 
-def main(argv):
+def main(argv: List[str]) -> Optional[int]:
     pid, sig = int(argv[1]), int(argv[2])
     parent = os.getppid()
     try:

@@ -13,6 +13,7 @@ read just before the signal is sent.  A thread running, or runnable, is
 on-CPU even inside a system call (a loop of clock_gettime calls); one
 sleeping (S) or in uninterruptible wait (D) is off-CPU.
 """
+from typing import Dict, Iterable, Optional
 import os
 import subprocess
 import sys
@@ -24,7 +25,8 @@ SIGCHLD, SIGURG, SIGWINCH = 17, 23, 28
 # stopped process and flushes stop signals the debugger's own stops use.
 DEFAULT_IGNORED = (SIGURG, SIGWINCH, SIGCHLD)
 # Never used, even where ignored: the debugger's and the job control's own.
-NEVER = frozenset((2, 5, 9, 18, 19, 20, 21, 22, 32, 33))   # INT TRAP KILL CONT STOP TSTP TTIN TTOU, glibc's
+# INT TRAP KILL CONT STOP TSTP TTIN TTOU, glibc's:
+NEVER = frozenset((2, 5, 9, 18, 19, 20, 21, 22, 32, 33))
 NAMES = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 10: "SIGUSR1", 12: "SIGUSR2", 13: "SIGPIPE",
          14: "SIGALRM", 15: "SIGTERM", 17: "SIGCHLD", 23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ",
          26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH", 29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS"}
@@ -37,7 +39,7 @@ class SamplingError(LjError):
     """The process cannot be sampled safely; the message says why."""
 
 
-def signal_name(signo):
+def signal_name(signo: int) -> str:
     """gdb's and the kernel's name of a signal number (SIG34 ... SIG64 for
     the real-time ones, as gdb names them)."""
     return NAMES.get(signo, "SIG%d" % signo)
@@ -50,7 +52,7 @@ def _mask(status_text, field):
     return None
 
 
-def choose_signal(status_text, thread_status_texts):
+def choose_signal(status_text: str, thread_status_texts: Iterable[str]) -> int:
     """The signal to stop the process with, from the text of
     /proc/PID/status and of each /proc/PID/task/TID/status: a signal it
     neither catches nor blocks in every thread, harmless if delivered
@@ -60,7 +62,8 @@ def choose_signal(status_text, thread_status_texts):
     ignored = _mask(status_text, "SigIgn")
     if caught is None or ignored is None:
         raise SamplingError("the process's signal dispositions are unreadable (no SigCgt/SigIgn "
-                            "in /proc/PID/status): lprofile cannot pick a signal that is safe for it")
+                            "in /proc/PID/status): lprofile cannot pick a signal that is safe "
+                            "for it")
     blocked_everywhere = ~0
     for text in thread_status_texts:
         b = _mask(text, "SigBlk")
@@ -89,7 +92,7 @@ def choose_signal(status_text, thread_status_texts):
         "handler or kill it; nothing was sampled")
 
 
-def process_signal(pid):
+def process_signal(pid: int) -> int:
     """choose_signal for a live process, read from /proc."""
     try:
         with open("/proc/%d/status" % pid) as f:
@@ -112,7 +115,7 @@ def process_signal(pid):
     return choose_signal(status, threads)
 
 
-def parse_states(answer):
+def parse_states(answer: str) -> Dict[int, str]:
     """The timer's "s TID:STATE ..." line -> {tid: state letter}."""
     out = {}
     for word in answer.split()[1:]:
@@ -122,7 +125,7 @@ def parse_states(answer):
     return out
 
 
-def on_cpu(state):
+def on_cpu(state: Optional[str]) -> Optional[bool]:
     """True when a thread in this scheduling state was on a CPU (or
     runnable), False when it slept or was stopped, None when its state is
     unknown or is the debugger's (tracing stop 't': held from the last
@@ -137,7 +140,7 @@ class Timer(object):
     it, and after the stop its signal caused, fired() gives the threads'
     states; cancel() says whether a signal went out after all."""
 
-    def __init__(self, pid, signo):
+    def __init__(self, pid: int, signo: int) -> None:
         python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
         # Its own session: a Ctrl-C at the debugger's terminal does not
         # reach it, and the debugger's death does not take it unawares.
@@ -146,7 +149,7 @@ class Timer(object):
                                   stderr=subprocess.DEVNULL, start_new_session=True)
         self.armed = False
 
-    def arm(self, delay):
+    def arm(self, delay: float) -> None:
         self.p.stdin.write(("a %.6f\n" % delay).encode())
         self.p.stdin.flush()
         self.armed = True
@@ -155,7 +158,7 @@ class Timer(object):
         self.armed = False
         return self.p.stdout.readline().decode("ascii", "replace")
 
-    def fired(self):
+    def fired(self) -> Optional[Dict[int, str]]:
         """After the stop of our signal: {tid: state} read just before it
         was sent (None when the timer did not send it)."""
         if not self.armed:
@@ -163,7 +166,7 @@ class Timer(object):
         a = self._answer()
         return parse_states(a) if a.startswith("s") else None
 
-    def cancel(self):
+    def cancel(self) -> bool:
         """Call off an armed wait: True when the signal had gone out before
         the cancel (the caller has a signal of ours to account for)."""
         if not self.armed:
@@ -176,7 +179,7 @@ class Timer(object):
             return False
         return self._answer().startswith("s")
 
-    def close(self):
+    def close(self) -> None:
         try:
             self.p.stdin.write(b"q\n")
             self.p.stdin.close()

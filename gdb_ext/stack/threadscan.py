@@ -20,6 +20,7 @@ resume frame names the resumed thread), a Lua frame whose pc is kept in a
 C frame (below a C function that called Lua), vararg frames, FFI callback
 continuations, and anything that does not read right.
 """
+from typing import Any, Iterable, List, Optional, TYPE_CHECKING, Tuple, Union
 import collections
 import struct
 
@@ -29,6 +30,9 @@ from .frames import FRAME_CONT, FRAME_TYPE, FRAME_TYPEP, FRAME_VARG, LJ_CONT_FFI
 from ..vm.protoinfo import cached_proto, debug_line
 from ..vm.pages import PageCache, struct_reader
 from ..vm.walkers import threads_walk
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .backtrace import Backtracer
 
 _FALLBACK = object()
 _CONT = object()            # the frame below resumes at a continuation's pc
@@ -53,7 +57,7 @@ _new = tuple.__new__
 
 
 class ThreadScanner(object):
-    def __init__(self, backtracer, cache_bytes=256 << 20):
+    def __init__(self, backtracer: 'Backtracer', cache_bytes: int = 256 << 20) -> None:
         self.bt = backtracer
         vm = self.vm = backtracer.vm
         lay = vm.lay
@@ -138,7 +142,7 @@ class ThreadScanner(object):
         return a
 
     # --- the threads ------------------------------------------------------
-    def scan(self, threads):
+    def scan(self, threads: Iterable[int]) -> List[Union[ThreadSummary, Exception]]:
         """[ThreadSummary, or the FaultError/CorruptError that made a thread
         unreadable] for each thread, in order.  The fast path runs as a
         closure over locals: at 10^6 threads, attribute lookups count."""
@@ -283,7 +287,7 @@ class ThreadScanner(object):
             out.append(s)
         return out
 
-    def threads(self):
+    def threads(self) -> Tuple[List[int], Optional[Exception]]:
         """(threads, error): walkers.threads_walk, read through the page
         cache the scan then reads the threads from."""
         return threads_walk(self.vm, self.mem)
@@ -331,13 +335,15 @@ class Group(object):
     no coroutine and is never grouped with one."""
     __slots__ = ("status", "keys", "warning", "internal", "count", "examples")
 
-    def __init__(self, status, keys, warning, internal):
+    def __init__(self, status: str, keys: Tuple[Any, ...], warning: Optional[str],
+                 internal: bool) -> None:
         self.status, self.keys, self.warning, self.internal = status, keys, warning, internal
         self.count = 0
         self.examples = []
 
 
-def group(summaries, vmthread=None, examples=3):
+def group(summaries: Iterable[ThreadSummary], vmthread: Optional[int] = None,
+          examples: int = 3) -> List[Group]:
     """Groups of ThreadSummary objects that read the same (as Go's goroutine
     dumps are read), the largest first, then by first appearance."""
     groups = {}

@@ -18,6 +18,7 @@ to this VM.  Where two readings of a moment are possible (a call or a
 return of a function to itself is half done) the frames both readings
 share are shown and the warning says so.
 """
+from typing import Any, List, Optional, TYPE_CHECKING
 import struct
 
 from ..consts import VM_CODE_PREFIXES
@@ -27,6 +28,10 @@ from .frames import FrameWalker
 from ..vm.protoinfo import cached_proto
 from ..vm.snapshots import trace_snapshot
 from ..vm.objects import Func, GCT_KIND, Thread
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..target import MachineFrame
+    from ..vm.state import VM
 
 
 # C helpers that the interpreter calls only after `mov L:RB->base, BASE`,
@@ -109,7 +114,8 @@ class Start(object):
              'outer' (all but the innermost, whose line is not known);
              'none'"""
 
-    def __init__(self, base=None, pc=None, how="L->base", warning=None, trace=None, show="all"):
+    def __init__(self, base: Optional[int] = None, pc: Optional[int] = None, how: str = "L->base",
+                 warning: Optional[str] = None, trace: Any = None, show: str = "all") -> None:
         self.base = base
         self.pc = pc
         self.how = how
@@ -117,17 +123,17 @@ class Start(object):
         self.trace = trace
         self.show = show
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Start(base=%s, pc=%s, how=%r, warning=%r)" % (
             None if self.base is None else hex(self.base),
             None if self.pc is None else hex(self.pc), self.how, self.warning)
 
 
-def is_vm_code(mf):
+def is_vm_code(mf: 'MachineFrame') -> bool:
     return bool(mf.name) and not mf.has_debug and mf.name.startswith(VM_CODE_PREFIXES)
 
 
-def locate(vm, th, mframes):
+def locate(vm: 'VM', th: 'Thread', mframes: List['MachineFrame']) -> Start:
     """The Start of running thread th (a Thread) from the machine frames of
     the OS thread that runs it (innermost first, possibly empty)."""
     return _Locator(vm, th, mframes).run()
@@ -698,8 +704,9 @@ class _Locator(object):
         mpcs = [m.pc for m in self.mf]
         snap = trace_snapshot(self.vm, self.trace_no, mpcs)
         if snap is None:
-            return Start(jb, None, "g->jit_base", "the line of the innermost frame is not known: no "
-                         "machine frame of this OS thread is in the trace's code", show="outer")
+            return Start(jb, None, "g->jit_base", "the line of the innermost frame is not known: "
+                         "no machine frame of this OS thread is in the trace's code",
+                         show="outer")
         s = Start(jb + 8 * snap.base_delta, snap.pc, "g->jit_base and trace %d's %s"
                   % (snap.traceno, "start (2.0 snapshots have no machine-code offsets)"
                      if snap.snapno is None else "snapshot #%d" % snap.snapno), trace=snap)
@@ -718,4 +725,3 @@ class _Locator(object):
         are not touched."""
         return Start(None, None, "L->base", "the VM is leaving JIT-compiled code (VM state EXIT): "
                      "the innermost frames are being restored from a snapshot", show="none")
-

@@ -2,8 +2,13 @@
 runs, and the thread the interpreter runs when g->cur_L does not name it yet.
 VM state (state.VM asks it which thread runs), below the stack walkers
 (stack/frames, stack/vmstack) that use the same offsets."""
+from typing import Optional, TYPE_CHECKING, Tuple
 from ..errors import CorruptError, FaultError
 from .objects import Thread
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .state import VM
+    from ..target import MachineFrame
 
 # C frame (cframe) member offsets, R lj_frame.h CFRAME_OFS_*; these follow the
 # hand-written assembler of each VM and are in no debug info.  Same values in
@@ -35,7 +40,7 @@ ARCH_REGS = {
 RESUMERS = ("lj_ff_coroutine_resume", "lj_ff_coroutine_wrap_aux")
 
 
-def interpreter_thread(vm, cur):
+def interpreter_thread(vm: 'VM', cur: int) -> Optional[int]:
     """The thread the interpreter runs when g->cur_L (cur) does not name
     it: in a coroutine function's code (RESUMERS) at the innermost machine
     frame, the VM's C frame (the stack pointer there) holds the thread
@@ -61,7 +66,7 @@ def interpreter_thread(vm, cur):
     return L
 
 
-def cframe_thread(vm, m):
+def cframe_thread(vm: 'VM', m: 'MachineFrame') -> Tuple[Optional[int], Optional[int]]:
     """(stack pointer, SAVE_L) of VM frame m's C frame (the VM runs on its
     C frame, so the stack pointer there is the frame), or (None, None)
     when the registers or the layout are not known."""

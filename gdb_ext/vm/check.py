@@ -1,8 +1,13 @@
 """Whether an address holds a lua_State or a global_State of a consistent
 VM (used by state.make_vm for the candidates it is given, and by vmfind's
 memory search); Bare is just enough of a VM to decode a thread header."""
+from typing import Any, Dict, Optional, TYPE_CHECKING
 from ..errors import CorruptError, FaultError, NotLuaJITError
 from .objects import Thread
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..layouts.layout import Layout
+    from ..target import Target
 
 
 class Caches(object):
@@ -10,14 +15,14 @@ class Caches(object):
     cache(name) is the VM's own dict of that name (protos read, VM code
     facts, proto sites ...), made on first use."""
 
-    def cache(self, name):
+    def cache(self, name: str) -> Dict[Any, Any]:
         c = self._caches.get(name)
         if c is None:
             c = self._caches[name] = {}
         return c
 
 
-def check_thread(target, lay, L):
+def check_thread(target: 'Target', lay: 'Layout', L: int) -> int:
     """Return G if L is a lua_State of a consistent VM; else raise."""
     if not L:
         raise NotLuaJITError("lua_State pointer is NULL")
@@ -32,7 +37,7 @@ def check_thread(target, lay, L):
     return G
 
 
-def check_global(target, lay, G, via=None):
+def check_global(target: 'Target', lay: 'Layout', G: int, via: Optional[str] = None) -> int:
     where = " (reached through %s)" % via if via else ""
     if not G:
         raise NotLuaJITError("global_State pointer is NULL%s" % where)
@@ -51,7 +56,7 @@ def check_global(target, lay, G, via=None):
 class Bare(Caches):
     """Just enough of a VM for decoding a thread header."""
 
-    def __init__(self, t, lay, G=None):
+    def __init__(self, t: 'Target', lay: 'Layout', G: Optional[int] = None) -> None:
         self._caches = {}
         self.t = t
         self.lay = lay

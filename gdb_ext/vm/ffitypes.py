@@ -9,10 +9,15 @@ entries through sib, each with its name, its offset in size and its type
 as child.  The CTF_* flags are lj_ctype.h's #defines (no debug info has
 them); they are the same in every version.
 """
+from typing import Optional, TYPE_CHECKING, Tuple
 import struct
 
 from ..errors import CorruptError
 from .gcobj import number_text, str_text
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .objects import Cdata
+    from .state import VM
 
 CTF_BOOL, CTF_FP, CTF_CONST, CTF_VOLATILE = 0x08000000, 0x04000000, 0x02000000, 0x01000000
 CTF_UNSIGNED, CTF_VLA = 0x00800000, 0x00100000
@@ -28,7 +33,7 @@ class NoFFIState(CorruptError):
     """The VM has no ctype table (no FFI state yet, or none in the layout)."""
 
 
-def ctypes_of(vm):
+def ctypes_of(vm: 'VM') -> 'CTypes':
     """The CTypes of vm, read once per command (vm.cache)."""
     cache = vm.cache("ctypes")
     ct = cache.get("table")
@@ -40,7 +45,7 @@ def ctypes_of(vm):
 class CTypes(object):
     """The ctype table of one VM."""
 
-    def __init__(self, vm):
+    def __init__(self, vm: 'VM') -> None:
         self.vm = vm
         lay = vm.lay
         self.cts_s, self.ct_s = lay.s.get("CTState"), lay.s.get("CType")
@@ -63,7 +68,7 @@ class CTypes(object):
         self.ctid_ctypeid = t.constant("CTID_CTYPEID")
         self.ptr_size = lay.ptr_size
 
-    def get(self, cid):
+    def get(self, cid: int) -> Tuple[str, int, int, int, int]:
         """(kind name, info, size, sib, name address) of ctype cid."""
         if not 0 <= cid < self.top:
             raise CorruptError("ctype id %d is past the ctype table (%d entries)"
@@ -82,7 +87,7 @@ class CTypes(object):
         return str_text(self.vm, addr, 1 << 10).decode("latin-1")
 
     # --- lj_ctype_repr ------------------------------------------------------
-    def repr(self, cid):
+    def repr(self, cid: int) -> str:
         """The type's text, as lj_ctype_repr writes it."""
         pre, app = [], []          # prepended pieces (reversed), appended
         st = {"needsp": False}
@@ -215,7 +220,7 @@ class CTypes(object):
         return "".join(reversed(pre)) + "".join(app)
 
     # --- values ---------------------------------------------------------------
-    def raw(self, cid):
+    def raw(self, cid: int) -> Tuple[str, int, int, int, int, int]:
         """(kind, info, size, sib, name, cid) past attributes and typedefs
         (R lj_ctype.h ctype_raw)."""
         for _ in range(64):
@@ -225,7 +230,8 @@ class CTypes(object):
             cid = info & CTMASK_CID
         raise CorruptError("ctype %d: attribute chain too long" % cid)
 
-    def value(self, cid, addr, size=None, depth=2, limit=16):
+    def value(self, cid: int, addr: int, size: Optional[int] = None, depth: int = 2,
+              limit: int = 16) -> Optional[str]:
         """A cdata payload's value as text: numbers as Lua writes them
         (64-bit integers with LL/ULL, as tostring of such a cdata), bool,
         pointers as addresses, arrays and structs in braces (up to `limit`
@@ -290,7 +296,7 @@ class CTypes(object):
         return None
 
 
-def cdata_text(vm, cd):
+def cdata_text(vm: 'VM', cd: 'Cdata') -> Tuple[str, Optional[str]]:
     """(the type's text, the value's text or None) of objects.Cdata cd;
     ("?", None) when the FFI state cannot be read."""
     from ..errors import FaultError

@@ -2,11 +2,16 @@
 piece, a member of it, strings, and a number as Lua writes it.  Apart so
 that ffitypes (which objects' Cdata asks for a ctype's size) reads names
 and numbers without importing objects back."""
+from typing import Optional, TYPE_CHECKING
 from .. import consts as C
 from ..errors import CorruptError
 
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..layouts.layout import Struct
+    from .state import VM
 
-def field(buf, s, name):
+
+def field(buf: bytes, s: 'Struct', name: str) -> int:
     f = s.field(name)
     return int.from_bytes(buf[f.offset:f.offset + f.size], "little")
 
@@ -15,7 +20,7 @@ class GCObj(object):
     gct_expected = None
     struct_name = None
 
-    def __init__(self, vm, addr):
+    def __init__(self, vm: 'VM', addr: int) -> None:
         s = self._struct(vm)
         self.addr = addr
         self.buf = vm.t.read(addr, s.size, "%s at 0x%x" % (s.name, addr))
@@ -36,7 +41,7 @@ class Str(GCObj):
     gct_expected = C.GCT_STR
     struct_name = "GCstr"
 
-    def __init__(self, vm, addr, limit=None):
+    def __init__(self, vm: 'VM', addr: int, limit: Optional[int] = None) -> None:
         GCObj.__init__(self, vm, addr)
         self.len = self._f(vm, "len")
         self.data_addr = addr + vm.lay.str.size
@@ -49,12 +54,12 @@ class Str(GCObj):
         self.truncated = n < self.len
 
 
-def str_text(vm, addr, limit=None):
+def str_text(vm: 'VM', addr: int, limit: Optional[int] = None) -> bytes:
     """The bytes of a GCstr (up to limit)."""
     return Str(vm, addr, limit).data
 
 
-def number_text(x):
+def number_text(x: float) -> str:
     """A number as Lua's tostring() writes it (LUAI_NUMFFORMAT %.14g)."""
     if x != x:
         # LuaJIT prints every NaN as nan, whatever its sign bit (checked on

@@ -2,11 +2,17 @@
 (one read per object header) and return plain data objects; they never
 print.  `vm` below is a gdb_ext.vm.state.VM: target `t`, layout `lay`, and
 the global_State address `G` (needed for light userdata segments)."""
+from typing import List, Optional, TYPE_CHECKING, Tuple, Union
 import struct
 
 from .. import consts as C
 from ..errors import CorruptError, FaultError
 from .gcobj import GCObj, Str, field, number_text, str_text  # noqa: F401 (Str, str_text: here too)
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..layouts.layout import Layout
+    from .check import Bare
+    from .state import VM
 
 _Q = struct.Struct("<Q")
 _d = struct.Struct("<d")
@@ -26,7 +32,8 @@ class Value(object):
 
     __slots__ = ("kind", "raw", "itype", "addr", "num")
 
-    def __init__(self, kind, raw, itype, addr=None, num=None):
+    def __init__(self, kind: str, raw: int, itype: int, addr: Optional[int] = None,
+                 num: Union[int, float, None] = None) -> None:
         self.kind = kind
         self.raw = raw
         self.itype = itype
@@ -34,15 +41,15 @@ class Value(object):
         self.num = num
 
     @property
-    def is_gc(self):
+    def is_gc(self) -> bool:
         return self.kind in _GC_KINDS
 
     @property
-    def type_name(self):
+    def type_name(self) -> str:
         """What Lua's type() would say."""
         return _LUA_TYPE.get(self.kind, self.kind)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Value(%s, raw=0x%016x)" % (self.kind, self.raw)
 
 
@@ -59,7 +66,7 @@ KIND_GCT = C.KIND_GCT
 GCT_KIND = C.GCT_NAMES
 
 
-def split_tv(lay, raw):
+def split_tv(lay: 'Layout', raw: int) -> Tuple[int, int]:
     """(itype, payload) as this layout splits the 64 raw bits (for teaching)."""
     if lay.gc64:
         v = raw >> C.GC64_TAG_SHIFT
@@ -68,7 +75,7 @@ def split_tv(lay, raw):
     return raw >> 32, raw & 0xFFFFFFFF
 
 
-def decode_tv(vm, raw):
+def decode_tv(vm: 'VM', raw: int) -> Value:
     """Decode the 64 bits of a TValue into a Value."""
     lay = vm.lay
     if lay.gc64:
@@ -81,7 +88,8 @@ def decode_tv(vm, raw):
             return Value("int", raw, it, num=i - (1 << 32) if i & 0x80000000 else i)
         kind = _TAG_KIND.get(it)
         if kind is None:
-            raise CorruptError("invalid TValue 0x%016x: type tag 0x%x is not a LuaJIT type" % (raw, it))
+            raise CorruptError("invalid TValue 0x%016x: type tag 0x%x is not a LuaJIT type"
+                               % (raw, it))
         if kind == "lightud":
             return Value(kind, raw, it, addr=lightud_pointer(vm, raw))
         if kind in _GC_KINDS:
@@ -105,7 +113,7 @@ def decode_tv(vm, raw):
     return Value(kind, raw, it)
 
 
-def lightud_pointer(vm, raw):
+def lightud_pointer(vm: 'VM', raw: int) -> int:
     """GC64 light userdata: a segment number and 39 low bits; the segment
     map in g->gc.lightudseg gives the upper 32 bits (R lj_obj.h lightudV)."""
     lay = vm.lay
@@ -127,7 +135,7 @@ class Tab(GCObj):
     gct_expected = C.GCT_TAB
     struct_name = "GCtab"
 
-    def __init__(self, vm, addr):
+    def __init__(self, vm: 'VM', addr: int) -> None:
         GCObj.__init__(self, vm, addr)
         lay = vm.lay
         self.asize = self._f(vm, "asize")
@@ -149,7 +157,7 @@ class Tab(GCObj):
                                "g->gc.total (%d)" % (addr, self.asize, self.hmask, need, bound),
                                addr)
 
-    def array_values(self, vm, limit):
+    def array_values(self, vm: 'VM', limit: int) -> List[Tuple[int, Value]]:
         """[(index, Value)] of the array part, nil slots included, at most
         limit; read in chunks of 4096 slots."""
         n = min(self.asize, limit)
@@ -163,7 +171,7 @@ class Tab(GCObj):
                        for i in range(cnt))
         return out
 
-    def hash_nodes(self, vm, limit):
+    def hash_nodes(self, vm: 'VM', limit: int) -> Tuple[List[Tuple[Value, Value]], int]:
         """[(key Value, value Value)] of non-nil hash slots, in node order,
         at most `limit` of them; and the number of all non-nil slots."""
         if not self.node:
@@ -198,7 +206,7 @@ class Func(GCObj):
     gct_expected = C.GCT_FUNC
     struct_name = "GCfuncC"
 
-    def __init__(self, vm, addr):
+    def __init__(self, vm: 'VM', addr: int) -> None:
         GCObj.__init__(self, vm, addr)
         self.ffid = self._f(vm, "ffid")
         self.nupvalues = self._f(vm, "nupvalues")
@@ -210,7 +218,7 @@ class Func(GCObj):
         # R lj_obj.h funcproto(): the proto sits right before its bytecode.
         self.proto = self.pc - vm.lay.pt.size if self.is_lua else None
 
-    def upvalue_refs(self, vm):
+    def upvalue_refs(self, vm: 'VM') -> List[int]:
         """GCRef addresses of a Lua function's upvalue objects."""
         lay = vm.lay
         if not self.is_lua or not self.nupvalues:
@@ -223,7 +231,7 @@ class Proto(GCObj):
     gct_expected = C.GCT_PROTO
     struct_name = "GCproto"
 
-    def __init__(self, vm, addr):
+    def __init__(self, vm: 'VM', addr: int) -> None:
         GCObj.__init__(self, vm, addr)
         for name in ("numparams", "framesize", "sizebc", "sizekgc", "sizekn", "sizept",
                      "sizeuv", "flags", "firstline", "numline", "chunkname", "lineinfo",
@@ -232,7 +240,7 @@ class Proto(GCObj):
         self.bc = addr + vm.lay.pt.size
         self.memo = {}          # what is worked out from it once (frames.py, lbt)
 
-    def chunk(self, vm, limit=4096):
+    def chunk(self, vm: 'VM', limit: int = 4096) -> str:
         try:
             return str_text(vm, self.chunkname, limit).decode("utf-8", "replace")
         except (FaultError, CorruptError):
@@ -243,7 +251,7 @@ class Udata(GCObj):
     gct_expected = C.GCT_UDATA
     struct_name = "GCudata"
 
-    def __init__(self, vm, addr):
+    def __init__(self, vm: 'VM', addr: int) -> None:
         GCObj.__init__(self, vm, addr)
         self.len = self._f(vm, "len")
         self.udtype = self._f(vm, "udtype")
@@ -256,7 +264,7 @@ class Cdata(GCObj):
     gct_expected = C.GCT_CDATA
     struct_name = "GCcdata"
 
-    def __init__(self, vm, addr):
+    def __init__(self, vm: 'VM', addr: int) -> None:
         GCObj.__init__(self, vm, addr)
         self.ctypeid = self._f(vm, "ctypeid")
         self.payload = addr + vm.lay.cd.size
@@ -272,7 +280,7 @@ class Cdata(GCObj):
             pass
 
 
-def ctype_size(vm, ctypeid):
+def ctype_size(vm: 'VM', ctypeid: int) -> int:
     """Payload size of a fixed-size cdata of ctype `ctypeid`, from
     g->ctype_state (R lj_cdata.c lj_cdata_free: ctype_raw, then the size if
     ctype_hassize, else a pointer's).  CorruptError when it cannot be read
@@ -299,7 +307,7 @@ class Thread(GCObj):
     gct_expected = C.GCT_THREAD
     struct_name = "lua_State"
 
-    def __init__(self, vm, addr):
+    def __init__(self, vm: Union['VM', 'Bare'], addr: int) -> None:
         GCObj.__init__(self, vm, addr)
         lay = vm.lay
         s = lay.L
@@ -319,7 +327,7 @@ class Upval(GCObj):
     gct_expected = C.GCT_UPVAL
     struct_name = "GCupval"
 
-    def __init__(self, vm, addr):
+    def __init__(self, vm: 'VM', addr: int) -> None:
         GCObj.__init__(self, vm, addr)
         self.closed = self._f(vm, "closed")
         self.v = self._f(vm, "v")
@@ -329,7 +337,7 @@ class Trace(GCObj):
     gct_expected = C.GCT_TRACE
     struct_name = "GCtrace"
 
-    def __init__(self, vm, addr):
+    def __init__(self, vm: 'VM', addr: int) -> None:
         GCObj.__init__(self, vm, addr)
         for name in ("traceno", "nins", "nk", "nsnap", "nsnapmap", "szmcode", "startpt",
                      "link", "root"):
@@ -341,14 +349,14 @@ OBJECT_CLASSES = {"str": Str, "table": Tab, "func": Func, "proto": Proto, "udata
                   "cdata": Cdata, "thread": Thread, "upval": Upval, "trace": Trace}
 
 
-def read_object(vm, kind, addr):
+def read_object(vm: 'VM', kind: str, addr: int) -> GCObj:
     cls = OBJECT_CLASSES[kind]
     if kind == "trace" and vm.lay.trace is None:
         raise CorruptError("this build has no JIT, so no trace objects")
     return cls(vm, addr)
 
 
-def gc_kind_at(vm, addr):
+def gc_kind_at(vm: 'VM', addr: int) -> str:
     """The kind of the GC object at addr, from its gct byte."""
     gct = vm.t.u8(addr + vm.lay.str.gct, "GC header at 0x%x" % addr)
     kind = GCT_KIND.get(gct)
@@ -357,7 +365,7 @@ def gc_kind_at(vm, addr):
     return kind
 
 
-def looks_like_gc_object(vm, addr):
+def looks_like_gc_object(vm: 'VM', addr: int) -> Optional[str]:
     """The kind of GC object at addr when its header reads like one: a GC
     type byte, a next-object link that is NULL or leads to another GC type
     byte, and a body its decoder accepts; else None.  For a bare address

@@ -16,10 +16,15 @@ stays bounded.  A region is read in 4 KB, then 64 KB, then 1 MB pieces as
 a walk keeps coming back to it (see _piece); what cannot be read is
 remembered, so a walk that keeps touching it fails fast with FaultError.
 """
+from typing import Any, Callable, Sequence, TYPE_CHECKING, Tuple
 import struct
 from operator import itemgetter
 
 from ..errors import CorruptError, FaultError
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..layouts.layout import Struct
+    from ..target import Target
 
 PAGE = 1 << 20
 PAGE_MASK = ~(PAGE - 1)
@@ -29,7 +34,7 @@ P4 = 1 << 12
 
 
 class PageCache(object):
-    def __init__(self, target, max_bytes=256 << 20):
+    def __init__(self, target: 'Target', max_bytes: int = 256 << 20) -> None:
         self.t = target
         self.max_bytes = max(max_bytes, 4 * PAGE)
         self.full = {}                 # 1 MB base -> bytes (whole page readable)
@@ -99,7 +104,7 @@ class PageCache(object):
                 return base, data
         raise FaultError("cannot access memory at 0x%x" % addr, addr)
 
-    def window(self, addr, n):
+    def window(self, addr: int, n: int) -> Tuple[int, Any]:
         """(base, buf) with buf holding at least [addr, addr+n) at buf[addr-base:].
         Raises FaultError naming the first unreadable address."""
         base, data = self._piece(addr)
@@ -108,7 +113,7 @@ class PageCache(object):
         # Straddles a page or piece end: read the exact range.
         return addr, self.read(addr, n)
 
-    def read(self, addr, n):
+    def read(self, addr: int, n: int) -> bytes:
         """n bytes at addr (stitched across pages).  Where no aligned piece
         can be read (a mapping that ends inside a 4 KB page, as synthetic
         memory may), the exact range is read, and its FaultError names the
@@ -131,12 +136,13 @@ class PageCache(object):
 CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
 
-def struct_reader(s, names):
+def struct_reader(s: 'Struct', names: Sequence[str]) -> Callable[[Any, int], Tuple[int, ...]]:
     """A function (buf, off) -> tuple of the members `names` of struct s."""
     return raw_reader([(s.field(n).offset, s.field(n).size) for n in names], s.name)
 
 
-def raw_reader(fields, what):
+def raw_reader(fields: Sequence[Tuple[int, int]],
+               what: str) -> Callable[[Any, int], Tuple[int, ...]]:
     """A function (buf, off) -> tuple of the little-endian unsigned integers
     at the given (offset, size) pairs, in the order given."""
     ordered = sorted(range(len(fields)), key=lambda i: fields[i][0])

@@ -2,8 +2,12 @@
 reads it (R lj_debug.c lj_debug_line, debug_varname; lineinfo, varinfo and
 uvinfo live after the bytecode, up to sizept).  Protos are read once per
 command (cached_proto)."""
+from typing import List, Optional, TYPE_CHECKING, Tuple
 from ..errors import CorruptError
 from .objects import Proto
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .state import VM
 
 # R lj_debug.h VARNAMEDEF: internal names of for-loop slots, codes 1..6.
 VARNAMES = (None, "(for index)", "(for limit)", "(for step)", "(for generator)",
@@ -11,7 +15,7 @@ VARNAMES = (None, "(for index)", "(for limit)", "(for step)", "(for generator)",
 VARNAME__MAX = 7
 
 
-def debug_line(vm, pt, pos):
+def debug_line(vm: 'VM', pt: Proto, pos: int) -> Optional[int]:
     """R lj_debug.c lj_debug_line: the line of bytecode position pos."""
     if pos is None or pos > pt.sizebc or not pt.lineinfo:
         return None
@@ -44,7 +48,7 @@ def _uleb128(data, i):
             raise CorruptError("varinfo number too long")
 
 
-def proto_debug_block(vm, pt, start):
+def proto_debug_block(vm: 'VM', pt: Proto, start: int) -> bytes:
     """Bytes from `start` to the end of the proto (debug info lives there)."""
     end = pt.addr + pt.sizept
     if not start or start < pt.addr or start >= end or pt.sizept > (64 << 20):
@@ -52,7 +56,7 @@ def proto_debug_block(vm, pt, start):
     return vm.t.read(start, end - start, "debug info of proto 0x%x" % pt.addr)
 
 
-def cached_proto(vm, addr):
+def cached_proto(vm: 'VM', addr: int) -> Proto:
     """Proto objects are read once per VM object (one command)."""
     cache = vm.cache("protos")
     pt = cache.get(addr)
@@ -61,7 +65,7 @@ def cached_proto(vm, addr):
     return pt
 
 
-def local_names(vm, pt, pos):
+def local_names(vm: 'VM', pt: Proto, pos: int) -> List[Tuple[int, str]]:
     """[(slot index from 0, name)] of the variables active at pos, in slot
     order (R lj_debug.c debug_varname, applied for every slot)."""
     if pos is None or not pt.varinfo:
@@ -107,7 +111,7 @@ def _var_ranges(vm, pt):
     return out
 
 
-def upvalue_names(vm, pt):
+def upvalue_names(vm: 'VM', pt: Proto) -> List[str]:
     """Names of a proto's upvalues (uvinfo: NUL-terminated, sizeuv of them)."""
     if not pt.uvinfo or not pt.sizeuv:
         return []
@@ -115,5 +119,5 @@ def upvalue_names(vm, pt):
     if names is None:
         data = proto_debug_block(vm, pt, pt.uvinfo)
         names = pt.memo["uvnames"] = [n.decode("utf-8", "replace")
-                               for n in data.split(b"\0")[:pt.sizeuv]]
+                                      for n in data.split(b"\0")[:pt.sizeuv]]
     return names

@@ -1,13 +1,18 @@
 """Things the process itself knows at run time: the registry, loaded
 libraries, jit.version.  Read-only walks over tables."""
+from typing import Dict, List, Optional, TYPE_CHECKING, Tuple
 from ..errors import CorruptError, FaultError
 from .objects import Func, Str, Tab, decode_tv
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .objects import Value
+    from .state import VM
 
 # Bound for scanning one table's hash part when looking a key up.
 _LOOKUP_LIMIT = 1 << 20
 
 
-def tab_get_str(vm, tab_addr, key):
+def tab_get_str(vm: 'VM', tab_addr: int, key: bytes) -> Optional['Value']:
     """t[key] for a string key (bytes), by scanning the hash part; or None."""
     t = Tab(vm, tab_addr)
     nodes, _ = t.hash_nodes(vm, _LOOKUP_LIMIT)
@@ -23,12 +28,12 @@ def tab_get_str(vm, tab_addr, key):
     return None
 
 
-def registry_table(vm):
+def registry_table(vm: 'VM') -> Optional[int]:
     v = decode_tv(vm, vm.registry)
     return v.addr if v.kind == "table" else None
 
 
-def loaded_table(vm):
+def loaded_table(vm: 'VM') -> Optional[int]:
     """registry._LOADED (package.loaded), or None."""
     reg = registry_table(vm)
     if reg is None:
@@ -37,7 +42,7 @@ def loaded_table(vm):
     return v.addr if v is not None and v.kind == "table" else None
 
 
-def jit_version(vm):
+def jit_version(vm: 'VM') -> Optional[str]:
     """The jit.version string of the running VM ('LuaJIT 2.1.xxx'), or None
     when the jit library is not loaded."""
     try:
@@ -62,7 +67,7 @@ def _str_of(vm, v, limit=256):
     return None if s.truncated else s.data.decode("utf-8", "replace")
 
 
-def loaded_libs(vm):
+def loaded_libs(vm: 'VM') -> List[Tuple[str, int]]:
     """[(name, table address)] of the tables in package.loaded, _G first,
     then by name."""
     loaded = loaded_table(vm)
@@ -96,7 +101,7 @@ def _funcs_in(vm, tab_addr, limit=4096):
     return out
 
 
-def builtin_names(vm):
+def builtin_names(vm: 'VM') -> Dict[int, str]:
     """{ffid: 'lib.name'} for fast functions, from the process itself:
     package.loaded (base functions under their plain names, others as
     lib.name), the file methods in registry['FILE*'] as io.method.name, and
@@ -138,7 +143,7 @@ def builtin_names(vm):
     return names
 
 
-def cfunc_names(vm, max_tables=4096):
+def cfunc_names(vm: 'VM', max_tables: int = 4096) -> Optional[Dict[int, str]]:
     """{C function address: name} for the C functions (not fast functions)
     a host or a C module registered where Lua code finds them:
     package.loaded's libraries ('ngx.sleep', plain names for _G) and their

@@ -1,7 +1,11 @@
 """Where a JIT trace stands at a machine pc: the trace whose code holds it
 and the snapshot in effect there (R lj_trace.c trace_exit_find,
 lj_trace_unwind; lj_snap.c lj_snap_restore)."""
+from typing import Any, Dict, Optional, Sequence, TYPE_CHECKING, Tuple
 from .objects import Trace
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .state import VM
 
 SNAP_FRAME = 0x010000          # R lj_jit.h SNAP_FRAME / SNAP_CONT / SNAP_NORESTORE
 SNAP_CONT = 0x020000
@@ -18,7 +22,8 @@ class Snapshot(object):
     exact: False on 2.0, which keeps no machine-code offsets: then it is
     the trace's start."""
 
-    def __init__(self, traceno, T, snapno, pc, base_delta, slots, exact=True):
+    def __init__(self, traceno: int, T: int, snapno: Optional[int], pc: int, base_delta: int,
+                 slots: Dict[int, Any], exact: bool = True) -> None:
         self.traceno = traceno
         self.T = T
         self.snapno = snapno
@@ -28,7 +33,7 @@ class Snapshot(object):
         self.exact = exact
 
 
-def trace_of_pc(vm, mpcs):
+def trace_of_pc(vm: 'VM', mpcs: Sequence[int]) -> Optional[Tuple[int, int]]:
     """(trace number, GCtrace address) of the first live trace whose machine
     code holds one of mpcs (R lj_trace.c trace_exit_find), or None."""
     lay = vm.lay
@@ -50,14 +55,14 @@ def trace_of_pc(vm, mpcs):
     return None
 
 
-def trace_ref(vm, traceno):
+def trace_ref(vm: 'VM', traceno: int) -> int:
     lay = vm.lay
     J = vm.GG + lay.GG.J
     traces = vm.t.ptr(J + lay.J.trace, "J->trace")
     return vm.gref(traces + lay.ref_size * traceno, "J->trace[n]")
 
 
-def trace_snapshot(vm, traceno, mpcs):
+def trace_snapshot(vm: 'VM', traceno: Optional[int], mpcs: Sequence[int]) -> Optional[Snapshot]:
     """The Snapshot of trace traceno (None: find it from mpcs) in effect at
     the first of the machine pcs mpcs inside its code, or None when no pc
     lies in a trace."""

@@ -7,14 +7,21 @@ lua_State/global_State pointers visible in the stack frames, and the
 dispatch register of a frame inside the VM); each is checked here before use:
 L->glref must point to a G whose main thread points back to G.
 """
+from typing import Any, Callable, Iterable, List, Optional, TYPE_CHECKING, Tuple
 from .. import consts as C
 from ..errors import CorruptError, FaultError, NotLuaJITError
 from .check import Caches, check_global, check_thread
 from .objects import Thread
 
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..layouts.layout import Layout
+    from ..target import MachineFrame, Target
+
 
 class VM(Caches):
-    def __init__(self, target, layout, G, L=None, L_source=None, mframes=None, caches=None):
+    def __init__(self, target: 'Target', layout: 'Layout', G: int, L: Optional[int] = None,
+                 L_source: Optional[str] = None, mframes: Optional[List['MachineFrame']] = None,
+                 caches: Optional[Caches] = None) -> None:
         """mframes: the selected OS thread's machine frames when the caller
         has them already; caches: the caches of another VM object of the
         same stopped process to share (lprofile's samples)."""
@@ -29,26 +36,26 @@ class VM(Caches):
         self.frame_L = None         # a lua_State seen in the C frames, if any
 
     # --- global_State fields ---------------------------------------------
-    def gref(self, addr, what=None):
+    def gref(self, addr: int, what: Optional[str] = None) -> int:
         """Read a GCRef or MRef (their size depends on GC64)."""
         return self.t.uint(addr, self.lay.ref_size, what)
 
-    def mref(self, addr, what=None):
+    def mref(self, addr: int, what: Optional[str] = None) -> int:
         return self.t.uint(addr, self.lay.mref_size, what)
 
     @property
-    def main_L(self):
+    def main_L(self) -> int:
         return self.gref(self.G + self.lay.G.mainthref, "g->mainthref")
 
     @property
-    def cur_L(self):
+    def cur_L(self) -> Optional[int]:
         """g->cur_L (2.1); None on 2.0, which has only jit_L."""
         if not self.lay.has_cur_L:
             return None
         return self.gref(self.G + self.lay.G.cur_L, "g->cur_L")
 
     @property
-    def machine_frames(self):
+    def machine_frames(self) -> List['MachineFrame']:
         """The selected OS thread's machine frames (Target.machine_frames),
         read once per VM object; [] when they cannot be read."""
         mf = self.__dict__.get("_mframes")
@@ -61,14 +68,14 @@ class VM(Caches):
         return mf
 
     @property
-    def GG(self):
+    def GG(self) -> int:
         return self.G - self.lay.GG.g
 
     @property
-    def vmstate(self):
+    def vmstate(self) -> int:
         return self.t.i32(self.G + self.lay.G.vmstate, "g->vmstate")
 
-    def vmstate_name(self, v=None):
+    def vmstate_name(self, v: Optional[int] = None) -> Tuple[str, Optional[int]]:
         """(state name, trace number or None).  In a trace the state is
         the trace's number, except on arm64, whose traces store 0 (R
         vm_arm64.dasc BC_JLOOP: "Traces on ARM64 don't store the trace #");
@@ -83,7 +90,7 @@ class VM(Caches):
         name = self.lay.vmstate_names.get(~v)
         return (name[len("LJ_VMST_"):] if name else "unknown(%d)" % v), None
 
-    def trace_from_pc(self):
+    def trace_from_pc(self) -> Optional[int]:
         """The number of the trace whose code holds a machine pc of the
         selected thread's frames, or None (cached)."""
         if "_trace_from_pc" not in self.__dict__:
@@ -96,11 +103,11 @@ class VM(Caches):
         return self._trace_from_pc
 
     @property
-    def gc_total(self):
+    def gc_total(self) -> int:
         return self.t.uint(self.G + self.lay.G.gc_total, self.lay.gcstate_size, "g->gc.total")
 
     @property
-    def size_bound(self):
+    def size_bound(self) -> int:
         """No object is larger than g->gc.total, which counts every byte the
         collector owns: the bound for any size or length read from memory
         (cached for the command; 2^40 when gc.total cannot be read)."""
@@ -114,24 +121,25 @@ class VM(Caches):
         return b
 
     @property
-    def gc_threshold(self):
-        return self.t.uint(self.G + self.lay.G.gc_threshold, self.lay.gcstate_size, "g->gc.threshold")
+    def gc_threshold(self) -> int:
+        return self.t.uint(self.G + self.lay.G.gc_threshold, self.lay.gcstate_size,
+                           "g->gc.threshold")
 
     @property
-    def gc_state(self):
+    def gc_state(self) -> Tuple[int, str]:
         v = self.t.u8(self.G + self.lay.G.gc_state, "g->gc.state")
         return v, self.lay.gc_state_names.get(v, "state %d" % v)
 
     @property
-    def registry(self):
+    def registry(self) -> int:
         """The registry TValue's raw bits (g->registrytv)."""
         return self.t.u64(self.G + self.lay.G.registrytv, "g->registrytv")
 
-    def thread(self, L=None):
+    def thread(self, L: Optional[int] = None) -> Thread:
         return Thread(self, self.L if L is None else L)
 
     @property
-    def running_L(self):
+    def running_L(self) -> Optional[int]:
         """The thread the VM is executing: g->cur_L (2.1).  2.0 has none:
         there g->jit_L in a trace, else the thread with the innermost C
         frame (every thread that runs or resumed another has a cframe on
@@ -159,7 +167,7 @@ class VM(Caches):
         return self._running_20() or self.frame_L or self.main_L
 
     @property
-    def idle(self):
+    def idle(self) -> bool:
         """True when no Lua code runs at all: in the C state, g->cur_L (the
         thread that ran last) has no C frame (2.1), or no thread has one
         (2.0), so the VM was left for C (an idle server worker in its
@@ -207,7 +215,7 @@ class VM(Caches):
         return best[1] if best is not None else None
 
     @property
-    def jit_base(self):
+    def jit_base(self) -> int:
         """g->jit_base: the Lua BASE while JIT-compiled code runs (or C code
         called from it), else 0.  2.1 clears it when a trace exits (R
         vm_x64.dasc vm_exit_handler); 2.0 leaves it and clears g->jit_L
@@ -228,7 +236,8 @@ class VM(Caches):
 STATE_REGISTERS = {"x86_64": (("r14", "dispatch"),), "aarch64": (("x22", "g"),)}
 
 
-def register_candidates(lay, regs, read, num, fname):
+def register_candidates(lay: 'Layout', regs: Any, read: Callable[[str], Optional[int]], num: int,
+                        fname: Optional[str]) -> List[Tuple[str, int, str]]:
     """Candidates ('G', address, where) from the registers of a VM frame:
     regs is STATE_REGISTERS' entry, read(name) a register's value or None,
     num and fname the frame's number and name (for `where`)."""
@@ -244,7 +253,9 @@ def register_candidates(lay, regs, read, num, fname):
     return out
 
 
-def make_vm(target, lay, explicit_L=None, candidates=(), explicit_G=None, search=True):
+def make_vm(target: 'Target', lay: 'Layout', explicit_L: Optional[int] = None,
+            candidates: Iterable[Tuple[str, int, str]] = (), explicit_G: Optional[int] = None,
+            search: bool = True) -> 'VM':
     """Choose the state.  explicit_L (from L=<expr>) wins, then explicit_G
     (G=<expr>); otherwise the first valid candidate (kind 'L' or 'G',
     address, where) in order; with a G only, the current thread is

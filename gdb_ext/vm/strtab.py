@@ -20,10 +20,14 @@ OpenResty's 2.1 have R's table; file:line into each tree's src/):
                                           version (lj_str_hash.c) where the CPU has SSE 4.2
 The engine never prints: string_table() returns data.
 """
+from typing import Optional, TYPE_CHECKING
 import struct
 
 from ..errors import CorruptError
 from .objects import Str
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .state import VM
 
 LJ_STR_MAXCOLL = 32                  # R lj_str.c:126
 MAX_MASK = 1 << 30
@@ -32,7 +36,7 @@ BUCKETS = ((0, 0), (1, 1), (2, 2), (3, 3), (4, 7), (8, 15), (16, 31), (32, 63), 
            (128, 255), (256, 1 << 62))
 
 
-def bucket_name(lo, hi):
+def bucket_name(lo: int, hi: int) -> str:
     if lo == hi:
         return str(lo)
     return "%d+" % lo if hi >= 1 << 62 else "%d-%d" % (lo, hi)
@@ -42,11 +46,13 @@ class StringTable(object):
     """What string_table() found: slots, count (the table's own num),
     walked (strings found in the chains), histogram [(label, slots,
     strings)], longest [(slot, length, secondary, [Str])], secondary_slots
-    (marked: the first 8 of them), dense (strings with hashalg 1), state {field: value} of StrInternState
-    fields this build has, hash_function (OpenResty's pointer's target)."""
+    (marked: the first 8 of them), dense (strings with hashalg 1), state
+    {field: value} of StrInternState fields this build has, hash_function
+    (OpenResty's pointer's target)."""
 
 
-def string_table(vm, top=5, keep_strings=8, limit=None):
+def string_table(vm: 'VM', top: int = 5, keep_strings: int = 8,
+                 limit: Optional[int] = None) -> StringTable:
     """Walk every chain of the string table.  top: how many of the longest
     chains to keep; keep_strings: strings kept of each (the rest counted);
     limit: bytes of each string's text to read."""
@@ -80,7 +86,8 @@ def string_table(vm, top=5, keep_strings=8, limit=None):
     step = 1 << 16
     for first in range(0, mask + 1, step):
         n = min(step, mask + 1 - first)
-        data = t.read(tab + first * rs, n * rs, "string table slots %d..%d" % (first, first + n - 1))
+        data = t.read(tab + first * rs, n * rs,
+                      "string table slots %d..%d" % (first, first + n - 1))
         anchors = struct.unpack("<%d%s" % (n, "Q" if rs == 8 else "I"), data)
         for i, a in enumerate(anchors):
             flag = a & 1

@@ -10,7 +10,11 @@ Tarantool's binary carries the DWARF of struct fiber and struct cord, and
 the main cord is the static `main_cord` of fiber.c; with none of that this
 is not Tarantool (or not one whose layout we know), and nothing is said.
 """
+from typing import Dict, TYPE_CHECKING
 from ..errors import CorruptError, FaultError
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .state import VM
 
 MAX_FIBERS = 1 << 22
 NAME_MAX = 64
@@ -21,16 +25,16 @@ class Fiber(object):
     cancelled (fiber:cancel() asked for it)."""
     __slots__ = ("addr", "fid", "name", "state", "cancelled", "L")
 
-    def __init__(self, addr, fid, name, state, cancelled, L):
+    def __init__(self, addr: int, fid: int, name: str, state: str, cancelled: bool, L: int) -> None:
         self.addr, self.fid, self.name, self.state, self.cancelled, self.L = \
             addr, fid, name, state, cancelled, L
 
-    def describe(self):
+    def describe(self) -> str:
         return 'fiber %d "%s", %s%s' % (self.fid, self.name, self.state,
-                                         ", cancelled" if self.cancelled else "")
+                                        ", cancelled" if self.cancelled else "")
 
 
-def fibers(vm):
+def fibers(vm: 'VM') -> Dict[int, Fiber]:
     """{lua_State address: Fiber} for the fibers of Tarantool's main cord
     that run Lua, or {} when this process is not Tarantool.  Raises
     FaultError/CorruptError when the fiber list cannot be read."""

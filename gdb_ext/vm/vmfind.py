@@ -13,10 +13,15 @@ addresses, so bytes.find() does the scan and only its hits are checked in
 Python.  Each hit must then pass the checks of a whole VM (check_state), so
 a chance match cannot be taken for one.
 """
+from typing import Any, Callable, Iterable, List, Optional, TYPE_CHECKING, Tuple
 from .. import consts as C
 from ..errors import CorruptError, FaultError, NotLuaJITError
 from .objects import Thread
 from .check import Bare, check_global, check_thread
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..layouts.layout import Layout
+    from ..target import Target
 
 CHUNK = 1 << 20
 _WINDOW = 1 << 16           # addresses whose value shares its high bytes
@@ -27,10 +32,10 @@ class FoundState(object):
     start) that holds it."""
     __slots__ = ("G", "L", "region")
 
-    def __init__(self, G, L, region):
+    def __init__(self, G: int, L: int, region: Tuple[str, int]) -> None:
         self.G, self.L, self.region = G, L, region
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "FoundState(G=0x%x, L=0x%x)" % (self.G, self.L)
 
 
@@ -63,7 +68,7 @@ def _hits(data, base, K, rs, align):
     return out
 
 
-def check_state(t, lay, G, L):
+def check_state(t: 'Target', lay: 'Layout', G: int, L: int) -> Optional[str]:
     """None when G and L are a VM's global_State and main thread by every
     check that costs little: the knot both ways, L's type byte, a stack
     that L's fields describe, the string table's mask, a known VM state.
@@ -95,7 +100,9 @@ def check_state(t, lay, G, L):
     return None
 
 
-def search_states(t, lay, regions=None, progress=None):
+def search_states(t: 'Target', lay: 'Layout',
+                  regions: Optional[List[Tuple[int, int, bool, str]]] = None,
+                  progress: Optional[Callable[[int], Any]] = None) -> List[FoundState]:
     """Every VM in the target's memory, as FoundState, in address order.
     regions: [(start, end, writable, name)] (default t.regions()); only the
     writable ones are read, in chunks of 1 MB.  An X64 (non-GC64) VM lives
@@ -149,13 +156,14 @@ class StateInfo(object):
     it was found ('frame #2 main: L', 'register r14 of frame #0',
     'memory search in [heap]')."""
 
-    def __init__(self, G, L):
+    def __init__(self, G: int, L: int) -> None:
         self.G = G
         self.L = L
         self.ways = []
 
 
-def list_states(t, lay, candidates, search=True):
+def list_states(t: 'Target', lay: 'Layout', candidates: Iterable[Tuple[str, int, str]],
+                search: bool = True) -> Tuple[List[StateInfo], Optional[str]]:
     """(states, problem): every VM the candidates (kind, address, where:
     see state.make_vm) name, and, with search, every one in memory; in the
     order found.  problem says why the memory could not be searched, or is

@@ -1,12 +1,17 @@
 """Walks over GC object lists, bounded by what the state says."""
+from typing import Any, Iterator, List, Optional, TYPE_CHECKING, Tuple
 from .. import consts as C
 from ..errors import CorruptError, FaultError
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .objects import Thread
+    from .state import VM
 
 # No GC object is smaller than this (GCstr/GCcdata headers: 16/8 bytes).
 _MIN_OBJECT = 8
 
 
-def root_objects(vm, mem=None):
+def root_objects(vm: 'VM', mem: Any = None) -> Iterator[Tuple[int, int]]:
     """(address, gct) of every object on g->gc.root, in list order.  The
     walk is bounded by gc.total / 8 objects; a longer list is a cycle.  A
     cycle is also found directly (Brent's method: the list must not come
@@ -25,8 +30,8 @@ def root_objects(vm, mem=None):
     while o:
         n += 1
         if n > bound:
-            raise CorruptError("g->gc.root list is longer than gc.total allows (%d objects): a cycle?"
-                               % bound, o)
+            raise CorruptError("g->gc.root list is longer than gc.total allows "
+                               "(%d objects): a cycle?" % bound, o)
         if o == mark:
             raise CorruptError("g->gc.root list comes back to the object at 0x%x after %d "
                                "objects: a cycle" % (o, n), o)
@@ -42,7 +47,7 @@ def root_objects(vm, mem=None):
         o = int.from_bytes(pbuf[i:i + rs], "little")
 
 
-def threads_walk(vm, mem=None):
+def threads_walk(vm: 'VM', mem: Any = None) -> Tuple[List[int], Optional[Exception]]:
     """(threads, error): as all_threads, but a broken root list gives the
     threads found before the break and the error that ended the walk
     (mem: see root_objects)."""
@@ -63,7 +68,7 @@ def threads_walk(vm, mem=None):
     return out, err
 
 
-def all_threads(vm):
+def all_threads(vm: 'VM') -> List[int]:
     """Addresses of every lua_State on the root list (the main thread too)."""
     out = [a for a, gct in root_objects(vm) if gct == C.GCT_THREAD]
     main = vm.main_L
@@ -72,7 +77,7 @@ def all_threads(vm):
     return out
 
 
-def thread_status(vm, th, running):
+def thread_status(vm: 'VM', th: 'Thread', running: Optional[int]) -> str:
     """As coroutine.status says (R lib_base.c:567-581), with 'error' for a
     coroutine that died by an error and 'idle' for a main thread that runs
     no Lua code."""
