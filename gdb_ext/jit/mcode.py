@@ -82,8 +82,8 @@ def mcode_areas(vm: 'VM', js: 'JitState') -> List[Area]:
     return out
 
 
-def assign_traces(areas: List[Area], all_traces: List[Tuple[int, Union['TraceObj', Exception]]]
-                  ) -> List['TraceObj']:
+def assign_traces(areas: List[Area],
+                  all_traces: List[Tuple[int, Union['TraceObj', Exception]]]) -> List['TraceObj']:
     """Put each live trace in the area that holds its code; return the
     traces that lie in no area."""
     orphans = []
@@ -216,8 +216,8 @@ def room(vm: 'VM', js: 'JitState', areas: List[Area], pl: Placement) -> Dict[str
 
 
 def locate(vm: 'VM', js: 'JitState', areas: List[Area],
-           all_traces: List[Tuple[int, Union['TraceObj', Exception]]], addr: int
-           ) -> Tuple[Optional[Area], Optional['TraceObj'], Optional[str]]:
+           all_traces: List[Tuple[int, Union['TraceObj', Exception]]],
+           addr: int) -> Tuple[Optional[Area], Optional['TraceObj'], Optional[str]]:
     """(area or None, trace or None, what) for a machine-code address;
     what says where in the area it is when no trace holds it."""
     area = next((a for a in areas if a.contains(addr)), None)
