@@ -13,10 +13,14 @@ binary.  The build-ids in the core answer it.  Only the ELF headers, the
 program headers and a few pages are read; a truncated or damaged file gives
 what could be read.
 """
+from typing import Dict, Iterable, List, Optional, TYPE_CHECKING, Tuple, Union
 import os
 import struct
 
 from ..layouts.buildid import note_build_id
+
+if TYPE_CHECKING:  # for the annotations only
+    from mmap import mmap
 
 PT_LOAD = 1
 PT_NOTE = 4
@@ -28,19 +32,19 @@ _MAX_PHNUM = 1 << 16
 class Segment(object):
     __slots__ = ("vaddr", "memsz", "offset", "filesz", "flags")
 
-    def __init__(self, vaddr, memsz, offset, filesz, flags):
+    def __init__(self, vaddr: int, memsz: int, offset: int, filesz: int, flags: int) -> None:
         self.vaddr, self.memsz, self.offset, self.filesz, self.flags = \
             vaddr, memsz, offset, filesz, flags
 
     @property
-    def writable(self):
+    def writable(self) -> bool:
         return bool(self.flags & 2)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Segment(0x%x+0x%x @0x%x/0x%x)" % (self.vaddr, self.memsz, self.offset, self.filesz)
 
 
-def phdrs(data, base=0):
+def phdrs(data: Union[bytes, 'mmap'], base: int = 0) -> List[Tuple[int, int, int, int, int, int]]:
     """(type, flags, offset, vaddr, filesz, memsz) of the program headers of
     the ELF image starting at data[base:] (64-bit little-endian only)."""
     if len(data) < base + _EHDR.size or data[base:base + 4] != b"\x7fELF":
@@ -61,7 +65,7 @@ def phdrs(data, base=0):
     return out
 
 
-def segments(path):
+def segments(path: str) -> List[Segment]:
     """[Segment] of the core's PT_LOAD headers, in file order."""
     with open(path, "rb") as f:
         head = f.read(64)
@@ -74,13 +78,13 @@ def segments(path):
     return [Segment(v, m, o, fs, fl) for t, fl, o, v, fs, m in phdrs(data) if t == PT_LOAD]
 
 
-def address_spans(segs):
+def address_spans(segs: Iterable[Segment]) -> List[Tuple[int, int]]:
     """[(start, end)] of every segment with memory, bytes in the file or
     not: the address space the process had mapped."""
     return [(sg.vaddr, sg.vaddr + sg.memsz) for sg in segs if sg.memsz]
 
 
-def file_offset(segs, addr):
+def file_offset(segs: Iterable[Segment], addr: int) -> Optional[int]:
     """Offset in the core file of memory address addr, or None when the
     core does not hold that byte."""
     for s in segs:
@@ -89,7 +93,7 @@ def file_offset(segs, addr):
     return None
 
 
-def build_ids(path, page=65536):
+def build_ids(path: str, page: int = 65536) -> Dict[int, str]:
     """{mapped address: build-id} of each ELF image whose header page the
     core holds.  Empty when the file cannot be read as a core."""
     out = {}
@@ -114,7 +118,7 @@ def build_ids(path, page=65536):
     return out
 
 
-def truncation(path):
+def truncation(path: str) -> Optional[Tuple[int, int]]:
     """(bytes in the file, bytes its program headers need) when the core
     file is shorter than its segments say (a copy cut short, a disk that
     filled up); else None."""

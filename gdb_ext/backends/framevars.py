@@ -16,6 +16,7 @@ DW_OP_breg*, DW_OP_addr, constants, DW_OP_stack_value.  A variable whose
 location needs more (DW_OP_entry_value: its value at the call, which gdb
 may find through the caller's call-site records) is left out.
 """
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 import bisect
 import struct
 
@@ -45,7 +46,7 @@ class _Block(object):
 class DwarfBlocks(object):
     """The DWARF of one ELF file, read a compilation unit at a time."""
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         from elftools.elf.elffile import ELFFile
         self._f = open(path, "rb")
         self.elf = ELFFile(self._f)
@@ -54,7 +55,8 @@ class DwarfBlocks(object):
         self._cus = {}              # CU offset -> ([start], [(lo, hi, _Block)])
         self._cu_ranges = None      # without aranges: [(lo, hi, CU offset)]
 
-    def chain(self, vaddr):
+    def chain(self, vaddr: int) -> List[Tuple[Optional[str], List[Tuple[Optional[str], str, List[Any]]],
+                                              Optional[str]]]:
         """[(function name, [(variable, kind, location)], frame base)] of
         the frames at vaddr, innermost (the most deeply inlined) first; []
         when no function's DWARF covers vaddr."""
@@ -262,8 +264,11 @@ def _origin_name(die):
 # --------------------------------------------------------------------------
 # Reading them in a thread's frames
 
-def read_variables(variables, vaddr, reg, cfa, frame_base, bias, read, ptr_size=8,
-                   regnames=X86_64.dwarf_regs):
+def read_variables(variables: Iterable[Sequence[Any]], vaddr: int,
+                   reg: Callable[[str], Optional[int]], cfa: Optional[int],
+                   frame_base: Optional[str], bias: int, read: Callable[[int, int], bytes],
+                   ptr_size: int = 8,
+                   regnames: Sequence[str] = X86_64.dwarf_regs) -> List[Tuple[Optional[str], str, int]]:
     """[(name, kind, value)] of the variables (chain()'s) whose value can
     be read at link-time address vaddr: reg(name) a register of the frame,
     cfa its canonical frame address (None when unknown), bias the file's
@@ -289,7 +294,8 @@ def read_variables(variables, vaddr, reg, cfa, frame_base, bias, read, ptr_size=
     return out
 
 
-def register_reader(frames, i):
+def register_reader(frames: Sequence[Tuple[int, Dict[str, int]]],
+                    i: int) -> Callable[[str], Optional[int]]:
     """Register reader of frame i of frames [(pc, regs dict)], innermost
     first: its own value, else (a register the unwind information says
     nothing of) the inner frame's, as gdb reads the registers the CFI

@@ -4,6 +4,7 @@ Only this module (and commands/) import gdb.  Memory is read with
 Inferior.read_memory in blocks; types come from the DWARF gdb has loaded.
 Nothing here writes to the inferior or calls functions in it.
 """
+from typing import Any, Callable, Dict, List, Optional, Tuple
 import os
 import re
 
@@ -49,11 +50,11 @@ class GdbTypes(TypeSource):
     type or enumerator, from fallback() (a TypeSource or None: the active
     layout profile, for a LuaJIT without debug info)."""
 
-    def __init__(self, fallback=lambda: None):
+    def __init__(self, fallback: Callable[[], Optional[TypeSource]] = lambda: None) -> None:
         self.fallback = fallback
         self._types = {}
 
-    def type_info(self, name):
+    def type_info(self, name: str) -> Optional[TypeInfo]:
         if name in self._types:
             return self._types[name]
         info = None
@@ -77,7 +78,7 @@ class GdbTypes(TypeSource):
         self._types[name] = info
         return info
 
-    def constant(self, name):
+    def constant(self, name: str) -> Optional[int]:
         try:
             v = gdb.parse_and_eval(name)
         except gdb.error:
@@ -87,7 +88,7 @@ class GdbTypes(TypeSource):
             return None
         return int(v)
 
-    def enum_members(self, name):
+    def enum_members(self, name: str) -> Optional[Dict[str, int]]:
         try:
             t = gdb.parse_and_eval(name).type.strip_typedefs()
         except gdb.error:
@@ -104,7 +105,7 @@ _symbols = {}      # (program, number of objfiles) -> {name: address or None}
 class GdbTarget(Target):
     """The selected inferior of gdb (live or core)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         inf = gdb.selected_inferior()
         if inf is None or not inf.is_valid():
@@ -119,14 +120,14 @@ class GdbTarget(Target):
             name = ""
         self.arch = "x86_64" if "x86-64" in name else ("aarch64" if "aarch64" in name else name)
 
-    def process_id(self):
+    def process_id(self) -> Optional[int]:
         try:
             ids = [th.ptid[1] for th in self.inferior.threads() if th.ptid[1] > 0]
         except gdb.error:
             ids = []
         return min(ids) if ids else (self.inferior.pid or None)
 
-    def read_raw(self, addr, n):
+    def read_raw(self, addr: int, n: int) -> bytes:
         try:
             return self.inferior.read_memory(addr, n).tobytes()
         except gdb.MemoryError as e:
@@ -138,7 +139,7 @@ class GdbTarget(Target):
         except OverflowError:
             raise FaultError("address 0x%x is out of range" % addr, addr)
 
-    def symbol(self, name):
+    def symbol(self, name: str) -> Optional[int]:
         """The address of a symbol, or None; looked up once while the same
         files are loaded (a failed lookup costs gdb milliseconds)."""
         try:
@@ -180,7 +181,7 @@ class GdbTarget(Target):
         except gdb.error:
             return None
 
-    def objfile_of(self, addr):
+    def objfile_of(self, addr: int) -> Optional[str]:
         try:
             name = gdb.solib_name(addr)
         except (gdb.error, RuntimeError, OverflowError):
@@ -192,7 +193,7 @@ class GdbTarget(Target):
         except (gdb.error, RuntimeError):
             return None
 
-    def symbolize(self, addr):
+    def symbolize(self, addr: int) -> Optional[str]:
         name = self._symbolize_gdb(addr)
         return name if name is not None else vm_symbol_at(addr)
 
@@ -214,7 +215,7 @@ class GdbTarget(Target):
         name = text.split(" in section ")[0].strip()
         return name.split(" + ")[0] if name else None
 
-    def machine_frames(self, max_frames=64):
+    def machine_frames(self, max_frames: int = 64) -> List[MachineFrame]:
         """The selected thread's frames as gdb's unwinder sees them (it uses
         the unwind info LuaJIT emits for its assembler VM too), innermost
         first; registers are read lazily, None where gdb cannot recover one."""
@@ -260,18 +261,18 @@ class GdbTarget(Target):
                     continue
         return out if has_perms else None
 
-    def mappings(self):
+    def mappings(self) -> Optional[List[Tuple[int, int, str]]]:
         """A live process's mappings [(start, end, perms)], or None."""
         rows = self._proc_mappings()
         return None if rows is None else [(a, b, perms) for a, b, perms, _ in rows]
 
-    def address_space(self):
+    def address_space(self) -> Optional[List[Tuple[int, int]]]:
         if is_core():
             path = core_path()
             return corefile.address_spans(corefile.segments(path)) if path else None
         return Target.address_space(self)
 
-    def regions(self):
+    def regions(self) -> Optional[List[Tuple[int, int, bool, str]]]:
         """A live process's mappings with their file names (info proc
         mappings), or a core's PT_LOAD segments that hold memory (a core
         leaves out file-backed read-only pages: those have no bytes)."""
@@ -285,7 +286,7 @@ class GdbTarget(Target):
         return None if rows is None else [(a, b, "w" in perms, name) for a, b, perms, name in rows]
 
 
-def machine_frame(frame, level):
+def machine_frame(frame: 'gdb.Frame', level: int) -> Optional[MachineFrame]:
     """The MachineFrame of gdb.Frame frame (at level), or None when gdb
     cannot read it."""
     try:
@@ -324,7 +325,7 @@ def _arch_state_registers():
                                "aarch64" if "aarch64" in name else name, ())
 
 
-def frame_candidates(lay, max_frames=64):
+def frame_candidates(lay: Any, max_frames: int = 64) -> List[Tuple[str, int, str]]:
     """Candidate state pointers from the stack: ('L' or 'G', address, where),
     innermost frame first, up to the first frame without a name outside
     the shared libraries (past it gdb unwinds by guessing).  Reads symbols
@@ -398,7 +399,7 @@ def frame_candidates(lay, max_frames=64):
 # core; none of them touches a live process.
 
 
-def luajit_symbol():
+def luajit_symbol() -> Optional[Tuple[str, Optional[str]]]:
     """(name, file) of a LuaJIT function in the loaded program's symbol
     table (ELF symbols are enough: they survive `strip -g`), or None."""
     for name in LUAJIT_SYMBOLS:
@@ -417,7 +418,7 @@ def luajit_symbol():
     return None
 
 
-def selected_thread_running():
+def selected_thread_running() -> bool:
     """True when the selected thread is running (non-stop or `run &`):
     its registers and frames cannot be read, and its memory is changing."""
     try:
@@ -432,13 +433,13 @@ def selected_thread_running():
         return False
 
 
-def is_core():
+def is_core() -> bool:
     inf = gdb.selected_inferior()
     conn = getattr(inf, "connection", None)
     return conn is not None and conn.type == "core"
 
 
-def remote_connection():
+def remote_connection() -> Optional[str]:
     """The type of the selected inferior's connection ('remote',
     'extended-remote') when it is a debugging stub (qemu-user's, a
     gdbserver), whose process id names no process of this machine; None
@@ -451,7 +452,7 @@ _CORE_RE = re.compile(r"Local core dump file:\s*`(.+?)', file type")
 _core_ids = {}
 
 
-def core_path():
+def core_path() -> Optional[str]:
     """The file name of the loaded core, or None."""
     try:
         text = gdb.execute("info target", to_string=True)
@@ -461,7 +462,7 @@ def core_path():
     return m.group(1) if m else None
 
 
-def core_truncation():
+def core_truncation() -> Optional[Tuple[int, int]]:
     """(bytes there, bytes needed) when the loaded core file is cut short."""
     if not is_core():
         return None
@@ -485,7 +486,7 @@ def _luajit_objfile():
     return None
 
 
-def core_mismatch(give, off):
+def core_mismatch(give: str, off: str) -> Optional[str]:
     """On a core: None when the core was written by the loaded LuaJIT binary
     (or when that cannot be told); else buildid.mismatch's line saying
     which binary gdb has and which one the core names (give, off: the
@@ -544,7 +545,7 @@ def core_mismatch(give, off):
 _syscalls = {}
 
 
-def syscall_names():
+def syscall_names() -> Dict[int, str]:
     """System call number -> name for the selected inferior's architecture,
     from gdb's own tables (its data directory's syscalls/*.xml, which
     `catch syscall` reads); {} when gdb has none."""
@@ -577,7 +578,7 @@ def syscall_names():
 _active = {}
 
 
-def active_match():
+def active_match() -> Any:
     """The ProfileMatch for the loaded files when gdb has no DWARF for
     LuaJIT's types, else None; chosen once per set of files."""
     try:
@@ -598,7 +599,7 @@ def active_match():
     return match
 
 
-def active_profile():
+def active_profile() -> Optional[TypeSource]:
     m = active_match()
     return m.profile if m is not None else None
 
@@ -613,7 +614,7 @@ def _anchor_address(prof):
 _why_none = [None]      # why no profile was chosen by version string, if one had it
 
 
-def profile_failure():
+def profile_failure() -> Optional[str]:
     """Why no layout profile fits though one has this LuaJIT's version
     string (for the one-line error), or None."""
     return _why_none[0] if active_match() is None else None
@@ -655,7 +656,7 @@ class _ProfileTarget(GdbTarget):
         return None if base is None else base + off
 
 
-def vm_symbol_at(pc):
+def vm_symbol_at(pc: Optional[int]) -> Optional[str]:
     """The VM's code label at pc from the active profile (a LuaJIT without
     symbols), or None."""
     m = active_match()

@@ -23,7 +23,11 @@ record and fenceposts; after an older segment's fencepost, the rest).
 The free chunks found by the walk must be exactly those in the bins and
 the designated victim.
 """
+from typing import Any, Dict, List, TYPE_CHECKING
 from ..errors import CorruptError, NotLuaJITError
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..vm.state import VM
 
 PINUSE, CINUSE = 1, 2
 FLAG_BITS = 7
@@ -34,7 +38,7 @@ SMALLBIN_SHIFT = 3
 class Chunks(object):
     """The allocator of one VM, walked."""
 
-    def __init__(self, vm):
+    def __init__(self, vm: 'VM') -> None:
         self.vm = vm
         t = vm.t
         lay = vm.lay
@@ -82,13 +86,13 @@ class Chunks(object):
         """align_offset (MALLOC_ALIGNMENT 8 in lj_alloc.c)."""
         return 0 if a & 7 == 0 else (8 - (a & 7)) & 7
 
-    def pad_request(self, req):
+    def pad_request(self, req: int) -> int:
         """The size of the chunk that holds a request of req bytes
         (request2size: a header word, 8-byte multiples, MIN_CHUNK_SIZE at
         least)."""
         return max(self.min_chunk, (req + self.ps + 7) & ~7)
 
-    def walk(self):
+    def walk(self) -> List[Dict[str, Any]]:
         """[segment dict] with its chunks counted: in use, free (with a
         size histogram), the top chunk, and the accounting."""
         t = self.vm.t
@@ -136,7 +140,7 @@ class Chunks(object):
         return out
 
     # --- the bins ---------------------------------------------------------------
-    def binned(self):
+    def binned(self) -> Dict[int, int]:
         """{chunk address: size} of every chunk in the small and tree bins."""
         t = self.vm.t
         ps = self.ps
@@ -178,7 +182,7 @@ class Chunks(object):
         return out
 
 
-def heap_report(vm):
+def heap_report(vm: 'VM') -> Dict[str, Any]:
     """lheap's findings as a dict (see Chunks): own (False: the host's
     allocator, with allocf), segments with their accounting and whether it
     closes, the free chunks by size class, the designated victim, whether

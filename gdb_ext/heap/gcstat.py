@@ -24,6 +24,7 @@ Speed: the walk reads memory in 1 MB pages (gdb_ext.vm.pages) and decodes the
 few fields it needs with one struct.unpack_from per object; nothing here
 makes a gdb call per object.
 """
+from typing import Any, Callable, Optional, TYPE_CHECKING, Tuple
 import gc
 import heapq
 import struct
@@ -33,6 +34,9 @@ from .. import consts as C
 from ..errors import CorruptError, FaultError, NotLuaJITError
 from ..vm.pages import P64, P64_MASK, PAGE, PAGE_MASK, PageCache, raw_reader, struct_reader
 from ..vm.objects import ctype_size
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..vm.state import VM
 
 TYPE_ORDER = (C.GCT_STR, C.GCT_UPVAL, C.GCT_THREAD, C.GCT_PROTO, C.GCT_FUNC, C.GCT_TRACE,
               C.GCT_CDATA, C.GCT_TAB, C.GCT_UDATA)
@@ -52,7 +56,7 @@ GC_WHITES = 3
 class TypeStat(object):
     __slots__ = ("gct", "count", "bytes", "min", "max", "dead", "dead_bytes")
 
-    def __init__(self, gct):
+    def __init__(self, gct: int) -> None:
         self.gct = gct
         self.count = 0
         self.bytes = 0
@@ -62,7 +66,7 @@ class TypeStat(object):
         self.dead_bytes = 0
 
     @property
-    def name(self):
+    def name(self) -> str:
         return C.GCT_NAMES[self.gct]
 
 
@@ -72,7 +76,7 @@ class HeapStat(object):
     gct)] largest first; chunks: {proto address: [bytes, objects]} (with
     by_chunk); total: g->gc.total; objects: number of objects walked."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.types = {g: TypeStat(g) for g in TYPE_ORDER}
         self.other = []
         self.top = []
@@ -83,15 +87,15 @@ class HeapStat(object):
         self.header_sizes = {}
 
     @property
-    def object_bytes(self):
+    def object_bytes(self) -> int:
         return sum(t.bytes for t in self.types.values())
 
     @property
-    def other_bytes(self):
+    def other_bytes(self) -> int:
         return sum(b for _, b, _ in self.other)
 
     @property
-    def accounted(self):
+    def accounted(self) -> int:
         return self.object_bytes + self.other_bytes
 
 
@@ -99,8 +103,10 @@ class HeapWalker(object):
     """Walks and sizes every GC object of one VM.  progress(n) is called
     every `every` objects (for a progress line; it may raise to stop)."""
 
-    def __init__(self, vm, top=0, by_chunk=False, progress=None, every=200000,
-                 cache_bytes=1 << 30, keep=False, mem=None):
+    def __init__(self, vm: 'VM', top: int = 0, by_chunk: bool = False,
+                 progress: Optional[Callable[[int], Any]] = None, every: int = 200000,
+                 cache_bytes: int = 1 << 30, keep: bool = False,
+                 mem: Optional[PageCache] = None) -> None:
         """keep: also keep every object's address, type, size and whether
         it is dead, for objects() (the heap graph's index).  mem: the
         pages.PageCache to read through (else one of cache_bytes)."""
@@ -182,7 +188,7 @@ class HeapWalker(object):
             self.st.header_sizes[g] = s.size if s is not None else None
 
     # ------------------------------------------------------------------
-    def run(self):
+    def run(self) -> HeapStat:
         # The walk makes millions of short-lived tuples and no cycles: Python's
         # cyclic collector would only rescan what the caller holds, again and
         # again.  Turn it off for the walk.
@@ -455,7 +461,7 @@ class HeapWalker(object):
         self.big[o] = sz
         return _BIG - 1
 
-    def objects(self):
+    def objects(self) -> Tuple[array, bytes, array, bytes]:
         """After run() with keep: (addresses, types, sizes, dead) of every
         object in address order: arrays of 8-byte integers for addresses
         and sizes, bytes of gct and of 1 (dead: the collector's mark says
@@ -704,6 +710,6 @@ class HeapWalker(object):
         return n * info.size, n
 
 
-def walk_heap(vm, **kw):
+def walk_heap(vm: 'VM', **kw: Any) -> HeapStat:
     """HeapStat of the VM (see HeapWalker for the options)."""
     return HeapWalker(vm, **kw).run()

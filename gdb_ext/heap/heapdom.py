@@ -26,11 +26,15 @@ they stop at is the dominator tree.
 Everything is kept in arrays indexed by the objects' numbers; the only
 lists are the references into objects that have more than one.
 """
+from typing import Any, Callable, List, Optional, TYPE_CHECKING, Tuple
 import bisect
 import gc
 from array import array
 
 from .. import consts as C
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .heapgraph import Heap, Ref
 
 
 class Dominators(object):
@@ -40,7 +44,7 @@ class Dominators(object):
     object they were first reached from (parent, -1: a root); retained
     bytes and the number of objects each dominates (itself included)."""
 
-    def __init__(self, heap, progress=None):
+    def __init__(self, heap: 'Heap', progress: Optional[Callable[[int], Any]] = None) -> None:
         self.heap = heap
         addrs, gcts = heap.index()
         self.n = len(addrs)
@@ -160,10 +164,10 @@ class Dominators(object):
 
     # --- questions ------------------------------------------------------
     @property
-    def reached(self):
+    def reached(self) -> int:
         return len(self.order)
 
-    def shared_by_roots(self):
+    def shared_by_roots(self) -> Tuple[int, int, int]:
         """(objects, bytes) that no single root dominates (reached from more
         than one root, and what only they keep), and the bytes of every
         object the roots reach."""
@@ -178,7 +182,7 @@ class Dominators(object):
                     nbytes += ret[k]
         return objs, nbytes, total
 
-    def unreached(self):
+    def unreached(self) -> Tuple[int, int]:
         """(objects, bytes) no root reaches through strong references: garbage
         the next cycle frees (or only weak tables hold)."""
         sizes = self.heap.sizes
@@ -190,19 +194,19 @@ class Dominators(object):
                 nbytes += sizes[i]
         return objs, nbytes
 
-    def number(self, addr):
+    def number(self, addr: int) -> int:
         """The number of the object at addr, or -1 (no object, or no root
         reaches it)."""
         i = self.heap.position(addr)
         return self.num[i] if i >= 0 else -1
 
-    def address(self, k):
+    def address(self, k: int) -> int:
         return self.heap.addrs[self.order[k]]
 
-    def gct(self, k):
+    def gct(self, k: int) -> int:
         return self.heap.gcts[self.order[k]]
 
-    def top(self, count, skip=(C.GCT_UPVAL,)):
+    def top(self, count: int, skip: Tuple[int, ...] = (C.GCT_UPVAL,)) -> List[int]:
         """The numbers of the `count` objects that retain the most bytes,
         most first (upvalue objects left out: each retains what its value
         does, and its closure is listed above it)."""
@@ -211,7 +215,7 @@ class Dominators(object):
         return heapq.nlargest(count, (k for k in range(len(order)) if gcts[order[k]] not in skip),
                               key=lambda k: (ret[k], -k))
 
-    def chain(self, k):
+    def chain(self, k: int) -> Tuple[Tuple[Any, ...], List[Optional['Ref']]]:
         """(root name, [heapgraph.Ref]) of the path by which object k was
         first reached (a shortest one), upvalue objects passed over as
         lgcpath passes over them."""
@@ -241,7 +245,7 @@ class Dominators(object):
             out.append(heap.find_ref(addrs[a], gcts[a], addrs[b], gcts[b]))
         return self.root_names[k], out
 
-    def dominator_chain(self, k):
+    def dominator_chain(self, k: int) -> List[int]:
         """The numbers of k's dominators, nearest first (the roots' own
         are left out)."""
         out = []

@@ -34,6 +34,7 @@ Every object is found as lgcstat finds them (gc.root, the string table,
 open upvalues, g->gc.mmudata) and kept in arrays: sorted addresses and a
 type byte each, no Python object per heap object.
 """
+from typing import Any, Iterable, Iterator, List, Optional, TYPE_CHECKING, Tuple
 import bisect
 import struct
 from array import array
@@ -42,6 +43,11 @@ from .. import consts as C
 from ..errors import CorruptError, FaultError
 from ..vm.objects import Str, decode_tv
 from ..vm.pages import PageCache
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..stack.frames import Frame
+    from ..vm.objects import Value
+    from ..vm.state import VM
 
 # lj_obj.h: enum { GCROOT_MMNAME, ... } and MMDEF's ORDER MM (index, newindex,
 # gc, mode, ...): the same in 2.0 and 2.1; read from DWARF when it has them.
@@ -72,10 +78,11 @@ class Ref(object):
 
     __slots__ = ("holder", "gct", "target", "how", "weak")
 
-    def __init__(self, holder, gct, target, how, weak=False):
+    def __init__(self, holder: int, gct: int, target: int, how: Tuple[Any, ...],
+                 weak: bool = False) -> None:
         self.holder, self.gct, self.target, self.how, self.weak = holder, gct, target, how, weak
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Ref(0x%x %s -> 0x%x %r%s)" % (self.holder, C.GCT_NAMES.get(self.gct),
                                               self.target, self.how,
                                               " weak" if self.weak else "")
@@ -84,7 +91,7 @@ class Ref(object):
 class Heap(object):
     """The objects of one VM and how to read their references."""
 
-    def __init__(self, vm, cache_bytes=256 << 20):
+    def __init__(self, vm: 'VM', cache_bytes: int = 256 << 20) -> None:
         self.vm = vm
         lay = self.lay = vm.lay
         self.t = vm.t
@@ -108,7 +115,7 @@ class Heap(object):
         self._jtrace = self._irk = self._pending = None
 
     # --- reading ----------------------------------------------------------
-    def read(self, addr, n):
+    def read(self, addr: int, n: int) -> bytes:
         """n bytes at addr, as bytes (through the page cache's pieces; the
         last piece read is kept at hand)."""
         base, end, buf = self._last
@@ -119,10 +126,10 @@ class Heap(object):
         off = addr - base
         return bytes(buf[off:off + n])
 
-    def ref(self, addr):
+    def ref(self, addr: int) -> int:
         return int.from_bytes(self.mem.read(addr, self.rs), "little")
 
-    def gc_of(self, raw):
+    def gc_of(self, raw: int) -> int:
         """The GC object a TValue's raw bits hold, or 0."""
         if self.gc64:
             it = raw >> 47
@@ -135,7 +142,7 @@ class Heap(object):
         return 0
 
     # --- every object -------------------------------------------------------
-    def index(self):
+    def index(self) -> Tuple[array, bytes]:
         """Find every object: (sorted addresses, their gct), as arrays
         (lgcstat's walk, gcstat.HeapWalker, which also sizes each one:
         self.sizes, self.dead, and its HeapStat self.stat)."""
@@ -147,7 +154,7 @@ class Heap(object):
         self.addrs, self.gcts, self.sizes, self.dead = walker.objects()
         return self.addrs, self.gcts
 
-    def finalizer_list(self):
+    def finalizer_list(self) -> List[int]:
         """The userdata on g->gc.mmudata (a ring anchored at its last one)."""
         vm = self.vm
         last = vm.gref(vm.G + self.lay.G.gc_mmudata, "g->gc.mmudata")
@@ -162,7 +169,7 @@ class Heap(object):
             o = self.ref(o)
         return out
 
-    def finalizer_state(self, o):
+    def finalizer_state(self, o: int) -> Optional[str]:
         """For a userdata: "pending" when it waits on g->gc.mmudata for its
         __gc, "finalized" when its __gc has run (LJ_GC_FINALIZED in its
         mark, R lj_gc.c gc_finalize: it was resurrected when anything
@@ -175,20 +182,20 @@ class Heap(object):
         marked = self.read(o + self.lay.str.marked, 1)[0]
         return "finalized" if marked & LJ_GC_FINALIZED else None
 
-    def is_dead(self, addr):
+    def is_dead(self, addr: int) -> bool:
         """Whether the collector's mark says the object at addr is garbage
         not yet swept (R lj_gc.h isdead: marked with the other white)."""
         i = self.position(addr)
         return i >= 0 and bool(self.dead[i])
 
-    def position(self, addr):
+    def position(self, addr: int) -> int:
         """The index of the object at addr, or -1."""
         addrs = self.index()[0]
         i = bisect.bisect_left(addrs, addr)
         return i if i < len(addrs) and addrs[i] == addr else -1
 
     # --- references ---------------------------------------------------------
-    def refs(self, o, gct):
+    def refs(self, o: int, gct: int) -> List[Ref]:
         """[Ref] of the object at o of type gct."""
         try:
             if gct == C.GCT_TAB:
@@ -253,7 +260,7 @@ class Heap(object):
                     out.append(Ref(o, C.GCT_TAB, v, ("val", j), wv))
         return out
 
-    def find_ref(self, holder, gct, target, target_gct):
+    def find_ref(self, holder: int, gct: int, target: int, target_gct: int) -> Optional[Ref]:
         """The strong Ref from holder to target (a table's slot found by the
         TValue's bytes, not by decoding every slot), or None."""
         if gct == C.GCT_TAB:
@@ -272,7 +279,7 @@ class Heap(object):
         return next((r for r in self.refs(holder, gct) if r.target == target and not r.weak),
                     None)
 
-    def strong_targets(self, o, gct):
+    def strong_targets(self, o: int, gct: int) -> Iterator[List[int]]:
         """The addresses the object at o keeps alive (its references, weak
         ones left out), for the breadth-first search, as lists: no Ref
         objects, and a table's slots filtered a piece at a time."""
@@ -316,7 +323,7 @@ class Heap(object):
             pass
         yield out
 
-    def graph_targets(self, o, gct):
+    def graph_targets(self, o: int, gct: int) -> Iterable[List[int]]:
         """As strong_targets, but a Lua function's upvalues are its GCupval
         objects (the collector's view: the upvalue object is what the
         closure keeps, and it keeps the value), for the dominator tree."""
@@ -343,7 +350,7 @@ class Heap(object):
         except FaultError:
             return [[]]
 
-    def weak_mode(self, mt):
+    def weak_mode(self, mt: int) -> Tuple[bool, bool]:
         """(weak keys, weak values) of the tables with metatable mt: its
         __mode string (R lj_gc.c gc_traverse_tab)."""
         if mt in self._weak:
@@ -360,7 +367,7 @@ class Heap(object):
         self._weak[mt] = ans
         return ans
 
-    def lookup_str(self, tab, key):
+    def lookup_str(self, tab: int, key: int) -> int:
         """The GC object t[key] holds for the interned string at key (its
         hash part, scanned), or 0."""
         lay = self.lay
@@ -378,27 +385,27 @@ class Heap(object):
                 return self.gc_of(unpack(data, j * ns + vo)[0])
         return 0
 
-    def type_at(self, o):
+    def type_at(self, o: int) -> int:
         """The gct of the object at o (its header's type byte)."""
         return self.read(o + self.lay.str.gct, 1)[0]
 
     # --- decoded values -------------------------------------------------------
-    def tv_bits(self, o, gct):
+    def tv_bits(self, o: int, gct: int) -> int:
         """The 64 bits of a TValue holding the object at o of type gct (R
         lj_obj.h setgcV: the itype is ~gct)."""
         it = ~gct & 0xFFFFFFFF
         return ((it & 0x1FFFF) << 47 | o) if self.gc64 else (it << 32 | o)
 
-    def object_value(self, o, gct):
+    def object_value(self, o: int, gct: int) -> 'Value':
         """The object at o of type gct as a Value (objects.decode_tv)."""
         return decode_tv(self.vm, self.tv_bits(o, gct))
 
-    def reference_key(self, r):
+    def reference_key(self, r: Ref) -> 'Value':
         """The key, as a Value, of the hash node a table's ("val", node) or
         ("key", node) Ref r is in."""
         return self._node_value(r, self.lay.node.key)
 
-    def reference_value(self, r):
+    def reference_value(self, r: Ref) -> 'Value':
         """The value, as a Value, of the hash node a table's ("val", node)
         or ("key", node) Ref r is in."""
         return self._node_value(r, self.lay.node.val)
@@ -469,7 +476,7 @@ class Heap(object):
                         out.append(Ref(o, C.GCT_THREAD, fr.func, ("frame", (fr.slot - stack) // 8)))
         return out
 
-    def frames(self, L):
+    def frames(self, L: int) -> List['Frame']:
         """The Lua frames of thread L (frames.FrameWalker), [] when its
         stack does not read."""
         from ..stack.frames import FrameWalker
@@ -479,7 +486,7 @@ class Heap(object):
         except (FaultError, CorruptError):
             return []
 
-    def slot_owner(self, L, index):
+    def slot_owner(self, L: int, index: int) -> Tuple[Optional['Frame'], Optional[str]]:
         """(Frame, local name or None) of stack slot `index` (from
         L->stack) of thread L: the frame whose slots hold it (its base at
         or below the slot), or (None, None)."""
@@ -612,7 +619,7 @@ class Heap(object):
             out.append(Ref(o, C.GCT_TRACE, pt, ("startpt",)))
         return out
 
-    def traceno(self, o):
+    def traceno(self, o: int) -> int:
         """The number of the trace at o."""
         f = self.lay.trace.field("traceno")
         return int.from_bytes(self.read(o + f.offset, f.size), "little")
@@ -629,7 +636,7 @@ class Heap(object):
         return out
 
     # --- roots --------------------------------------------------------------
-    def roots(self):
+    def roots(self) -> List[Tuple[Tuple[Any, ...], int]]:
         """[(name, address)]: what the collector marks first, in the order
         a path is preferred from: _G, the registry, the main thread,
         g->gcroot, the finalizer list."""
@@ -653,7 +660,7 @@ class Heap(object):
             out.append((("finalizer",), u))
         return out
 
-    def basemt_type(self, i):
+    def basemt_type(self, i: int) -> Optional[str]:
         """The type name whose base metatable g->gcroot[i] is, or None."""
         if self.basemt is None or i < self.basemt:
             return None
@@ -661,7 +668,7 @@ class Heap(object):
         return _TYPE_ORDER[k] if k < len(_TYPE_ORDER) else None
 
     # --- questions ----------------------------------------------------------
-    def referrers(self, target):
+    def referrers(self, target: int) -> Tuple[List[Ref], List[Tuple[Any, ...]]]:
         """([Ref] of every object that references target, [root name] of
         the roots that are target), in address order.  Each object's
         memory is searched for the target's bytes (as a TValue, as a
@@ -762,7 +769,7 @@ class Heap(object):
                 out.append(Ref(o, C.GCT_FUNC, target, ("cuv", k // 8)))
         return out
 
-    def path_to(self, target):
+    def path_to(self, target: int) -> Optional[Tuple[Tuple[Any, ...], List[Optional[Ref]]]]:
         """The shortest chain of strong references from a root to target:
         (root name, [Ref, ...]) (an empty list when target is a root), or
         None when no root reaches it.  Breadth first over all the roots at

@@ -20,11 +20,17 @@ the retained sizes of the objects that retain the most, by their paths
 from the roots: those compare between two processes too (two runs of one
 program), where nothing else but the per-type figures does.
 """
+from typing import Any, Dict, Iterable, List, TYPE_CHECKING
 import json
 from array import array
 
 from .. import consts as C
 from ..errors import LjError
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .heapdom import Dominators
+    from .heapgraph import Heap
+    from ..vm.state import VM
 
 MAGIC = b"ljgdb heap snapshot 1\n"
 
@@ -33,13 +39,13 @@ class SnapshotError(LjError):
     """A snapshot file that cannot be read."""
 
 
-def identity(vm):
+def identity(vm: 'VM') -> Dict[str, Any]:
     """Who the heap belongs to: compared to decide whether objects can be
     matched by address."""
     return {"process": vm.t.process_id(), "G": vm.G, "main_L": vm.main_L}
 
 
-def save(heap, path, holders=()):
+def save(heap: 'Heap', path: str, holders: Iterable[Dict[str, Any]] = ()) -> Dict[str, Any]:
     """Write the heap's snapshot to path; returns its header.  holders:
     [{"path", "retained", "objects"}] of the objects that retain the most,
     compared by path when objects cannot be matched by address."""
@@ -66,11 +72,11 @@ def save(heap, path, holders=()):
 
 
 class Snapshot(object):
-    def __init__(self, head, addrs, gcts, sizes):
+    def __init__(self, head: Dict[str, Any], addrs: array, gcts: bytes, sizes: array) -> None:
         self.head, self.addrs, self.gcts, self.sizes = head, addrs, gcts, sizes
 
 
-def load(path):
+def load(path: str) -> Snapshot:
     """The Snapshot in the file at path (SnapshotError when it is none)."""
     try:
         with open(path, "rb") as f:
@@ -97,7 +103,7 @@ def load(path):
     return Snapshot(head, addrs, gcts, sizes)
 
 
-def same_heap(a, b):
+def same_heap(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
     """Whether two identities are one process's heap (then objects match by
     address); a process id unknown on one side counts as different."""
     return a["process"] is not None and a == b
@@ -109,7 +115,7 @@ class Diff(object):
     per gct; new_index: the heap indexes of the new objects (address
     order)."""
 
-    def __init__(self, heap, snap):
+    def __init__(self, heap: 'Heap', snap: Snapshot) -> None:
         addrs, gcts = heap.index()
         sizes = heap.sizes
         oa, og, osz = snap.addrs, snap.gcts, snap.sizes
@@ -155,10 +161,10 @@ class Diff(object):
         e[1] += size
 
     @property
-    def freed_count(self):
+    def freed_count(self) -> int:
         return sum(c for c, _ in self.freed.values())
 
-    def owners(self, dom):
+    def owners(self, dom: 'Dominators') -> Dict[int, List[int]]:
         """{number of an object that existed before (or -1: more than one
         root, or -2: no root reaches it): [new objects, their bytes, bytes
         its own size grew]}: each new object charged to the nearest of its

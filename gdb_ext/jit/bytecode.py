@@ -20,12 +20,16 @@ header (Listing.constants); lbc does as the build's own does.
 The one difference from jit/bc.lua's text: a byte above 127 in a string
 constant or chunk name is written \\ddd (jit/bc.lua writes the byte).
 """
+from typing import Dict, List, Optional, Set, TYPE_CHECKING, Tuple, Union
 import struct
 
 from .. import consts as C
 from ..errors import CorruptError, NotLuaJITError
 from ..vm.objects import Proto, decode_tv, number_text, str_text
 from ..vm.protoinfo import debug_line, upvalue_names
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..vm.state import VM
 
 # lj_bc.h BCDEF: op -> (mode A, mode B, mode C/D), the same in every
 # version that has the op (2.0, 2.1, OpenResty's and Tarantool's forks).
@@ -60,7 +64,7 @@ BCM_UV, BCM_LITS, BCM_NUM, BCM_STR, BCM_FUNC, BCM_JUMP = 5, 7, 9, 10, 12, 13
 PROTO_CHILD = 0x01
 
 
-def opcodes(vm):
+def opcodes(vm: 'VM') -> Dict[int, str]:
     """{opcode number: name} of this build (its BCOp enumerators)."""
     ops = vm.cache("bcops")
     if not ops:
@@ -73,7 +77,7 @@ def opcodes(vm):
     return ops
 
 
-def ctl_text(data):
+def ctl_text(data: bytes) -> bytes:
     """Control characters as jit/bc.lua's ctlsub writes them."""
     out = []
     for c in data:
@@ -95,11 +99,11 @@ def ctl_text(data):
 _HIGH = {c: "\\%03d" % c for c in range(128, 256)}
 
 
-def ascii_text(s):
+def ascii_text(s: str) -> str:
     return s.translate(_HIGH)
 
 
-def ptr_text(x):
+def ptr_text(x: int) -> str:
     """A pointer as LuaJIT's "%p" writes it (R lj_strfmt.c lj_strfmt_wptr,
     64-bit: 8 hex digits, and 2 more per byte of the high word)."""
     if not x:
@@ -110,7 +114,7 @@ def ptr_text(x):
     return "0x%0*x" % (n, x & ((1 << (4 * n)) - 1))
 
 
-def location(vm, pt, pc=0):
+def location(vm: 'VM', pt: Proto, pc: int = 0) -> str:
     """jit.util.funcinfo's `loc` (R lj_debug.c lj_debug_pushloc): the
     chunk's base name for an '@' chunk, the name for '=', "%p" past 40
     bytes, else the source in double quotes; then ':' and the line."""
@@ -135,7 +139,7 @@ def location(vm, pt, pc=0):
 class Listing(object):
     """The bytecode of one prototype, instruction by instruction."""
 
-    def __init__(self, vm, addr):
+    def __init__(self, vm: 'VM', addr: int) -> None:
         self.vm = vm
         self.pt = pt = Proto(vm, addr)
         if pt.sizebc > (1 << 26):
@@ -145,7 +149,7 @@ class Listing(object):
                                  vm.t.read(pt.bc, 4 * pt.sizebc, "bytecode of 0x%x" % addr))
         self.ops = opcodes(vm)
 
-    def kgc(self, idx):
+    def kgc(self, idx: int) -> Tuple[int, int]:
         """The GC constant proto_kgc(pt, idx), idx < 0: (address, gct)."""
         vm, pt = self.vm, self.pt
         rs = vm.lay.ref_size
@@ -155,7 +159,7 @@ class Listing(object):
         a = vm.t.uint(pt.k + idx * rs, rs, "GC constant %d" % idx)
         return a, vm.t.u8(a + vm.lay.str.gct, "constant's type")
 
-    def knum(self, idx):
+    def knum(self, idx: int) -> Union[int, float]:
         """Numeric constant idx: a double, or in dual-number builds an
         integer TValue where the parser kept the constant as one."""
         raw = self.vm.t.u64(self.pt.k + 8 * idx, "number constant %d" % idx)
@@ -165,11 +169,11 @@ class Listing(object):
                                % (idx, self.pt.addr, v.kind), self.pt.addr)
         return v.num
 
-    def uvname(self, i):
+    def uvname(self, i: int) -> str:
         names = upvalue_names(self.vm, self.pt)
         return names[i] if i < len(names) else ""
 
-    def children(self):
+    def children(self) -> List[int]:
         """The child prototypes, in constant order (-1, -2, ...), as
         jit/bc.lua visits them for --all."""
         if not self.pt.flags & PROTO_CHILD:
@@ -181,7 +185,7 @@ class Listing(object):
                 out.append(a)
         return out
 
-    def targets(self):
+    def targets(self) -> Set[int]:
         out = set()
         for pc in range(1, len(self.ins)):
             ins = self.ins[pc]
@@ -190,7 +194,7 @@ class Listing(object):
                 out.add(pc + (ins >> 16) - 0x7FFF)
         return out
 
-    def line(self, pc, prefix=None):
+    def line(self, pc: int, prefix: Optional[str] = None) -> str:
         """jit/bc.lua bcline: one instruction's line (without its newline),
         bytes above 127 as \\ddd."""
         return ascii_text(self._line(pc, prefix))
@@ -242,7 +246,7 @@ class Listing(object):
             d -= 65536
         return "%s%3d" % (s, d)
 
-    def constants(self):
+    def constants(self) -> List[str]:
         """OpenResty's jit/bc.lua lists the constants after the header:
         "KGC n" for the GC ones (strings as bcline writes them, child
         prototypes by location, "table" for templates; cdata are left
@@ -265,7 +269,7 @@ class Listing(object):
             out.append("KN    %d    %s" % (n, number_text(self.knum(n))))
         return out
 
-    def dump(self):
+    def dump(self) -> List[str]:
         """jit/bc.lua bcdump of this prototype alone: lines, the blank
         line after the last included."""
         pt = self.pt
@@ -280,7 +284,7 @@ class Listing(object):
         return out
 
 
-def dump(vm, addr, all_protos=False):
+def dump(vm: 'VM', addr: int, all_protos: bool = False) -> List[str]:
     """The lines jit.bc.dump(proto, out, all) writes: with all_protos, the
     child prototypes first, depth first, as `luajit -bl` lists a chunk."""
     lst = Listing(vm, addr)

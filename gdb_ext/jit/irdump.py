@@ -29,12 +29,17 @@ Mirrors, R = upstream 2.1 (the same code in Debian's and OpenResty's 2.1),
 The one difference from jit.dump's text: a byte above 127 in a string
 constant is written \\ddd (as lbc does; jit.dump writes the byte).
 """
+from typing import List, Optional, TYPE_CHECKING, Tuple
 import struct
 
 from .bytecode import ctl_text, ascii_text, location, ptr_text
 from ..errors import CorruptError, NotLuaJITError
 from .jit import trace_by_number
 from ..vm.objects import Func, Proto, Str
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .jit import JitState, TraceObj
+    from ..vm.state import VM
 
 # R jit/dump.lua irtype_text, by IRType (lj_ir.h IRTDEF), the same in 2.0.
 _IRT = (("NIL", "nil"), ("FALSE", "fal"), ("TRUE", "tru"), ("LIGHTUD", "lud"), ("STR", "str"),
@@ -80,7 +85,7 @@ def _enum(vm, member, prefix):
 class IRNames(object):
     """The build's IR vocabulary, read once per VM (vm.cache)."""
 
-    def __init__(self, vm):
+    def __init__(self, vm: 'VM') -> None:
         t = vm.t
         self.ops = {v: "%-6s" % n for v, n in _enum(vm, "IR_SLOAD", "IR_").items()}
         self.fields = {}
@@ -105,14 +110,14 @@ class IRNames(object):
         self.v20 = vm.lay.branch == "2.0"
 
 
-def ir_names(vm):
+def ir_names(vm: 'VM') -> IRNames:
     cache = vm.cache("irnames")
     if "names" not in cache:
         cache["names"] = IRNames(vm)
     return cache["names"]
 
 
-def hex_float(x):
+def hex_float(x: float) -> str:
     """LuaJIT's "%+a" of a non-zero finite x (R lj_strfmt_num.c): a denormal
     is normalised to 0x1.; the fewest hex digits that are exact."""
     bits = struct.unpack("<Q", struct.pack("<d", x))[0]
@@ -128,7 +133,7 @@ def hex_float(x):
     return "%s0x1%s%sp%+d" % ("-" if bits >> 63 else "+", "." if digits else "", digits, e)
 
 
-def g14(x, v20):
+def g14(x: float, v20: bool) -> str:
     """"%+.14g" as the build's string.format writes it: the C library's for
     finite numbers; its own text for the others (R lj_strfmt_num.c: nan,
     +inf, -inf; 20 lib_string.c string.format with lj_str_bufnum: nan,
@@ -143,7 +148,7 @@ def g14(x, v20):
 class TraceIR(object):
     """One trace's IR, constants and snapshots, read at once."""
 
-    def __init__(self, vm, js, T):
+    def __init__(self, vm: 'VM', js: 'JitState', T: 'TraceObj') -> None:
         self.vm, self.T = vm, T
         self.names = ir_names(vm)
         lay = vm.lay
@@ -175,7 +180,7 @@ class TraceIR(object):
                 self.snaps.append((ref - self.bias, nslots, ents))
 
     # --- jit.util.traceir / tracek ------------------------------------------
-    def raw(self, ref):
+    def raw(self, ref: int) -> Tuple[int, int, int, int]:
         """(o, ot, op1, op2) of the instruction at absolute ref."""
         if not self.nk <= ref < self.nins:
             raise CorruptError("trace %d: IR ref %d is outside %d..%d"
@@ -183,7 +188,7 @@ class TraceIR(object):
         op1, op2, ot = struct.unpack_from("<HHH", self.ir, 8 * (ref - self.nk))
         return ot >> 8, ot, op1, op2
 
-    def traceir(self, ins):
+    def traceir(self, ins: int) -> Tuple[int, int, int, int]:
         """jit.util.traceir(tr, ins): (mode, ot, op1, op2), refs unbiased."""
         o, ot, op1, op2 = self.raw(ins + self.bias)
         if o >= len(self.names.modes):
@@ -221,7 +226,7 @@ class TraceIR(object):
             return self._word(ref + 1, 0, 8)
         return self._word(ref, 0, 4)
 
-    def formatk(self, ins, sn=None):
+    def formatk(self, ins: int, sn: Optional[int] = None) -> str:
         """jit/dump.lua formatk of the constant at unbiased ins (< 0)."""
         v20 = self.names.v20
         ref = ins + self.bias
@@ -302,7 +307,7 @@ class TraceIR(object):
         return "%s: %s" % (self.names.types.get(t, "?").strip(), ptr_text(addr))
 
     # --- jit/dump.lua dump_ir -------------------------------------------------
-    def snap_text(self, snap):
+    def snap_text(self, snap: Tuple[int, int, Tuple[int, ...]]) -> str:
         """printsnap: the slots of one snapshot, then ']'."""
         ref, nslots, ents = snap
         out = []
@@ -385,7 +390,7 @@ class TraceIR(object):
             return n.fpm.get(op2)
         return None
 
-    def ins_text(self, ins):
+    def ins_text(self, ins: int) -> Optional[str]:
         """The line of instruction ins, or None where jit.dump writes none."""
         m, ot, op1, op2 = self.traceir(ins)
         op = self.names.ops[ot >> 8]
@@ -433,7 +438,7 @@ class TraceIR(object):
                     out.append("  %04d" % op2)
         return "".join(out)
 
-    def lines(self, with_snapshots=True):
+    def lines(self, with_snapshots: bool = True) -> List[str]:
         """jit/dump.lua dump_ir(tr, dumpsnap, false): the header and one
         line per instruction, with the snapshots in between."""
         out = ["---- TRACE %d IR" % self.T.traceno]
@@ -454,7 +459,7 @@ class TraceIR(object):
         return out
 
 
-def func_text(vm, addr):
+def func_text(vm: 'VM', addr: int) -> str:
     """jit/dump.lua fmtfunc(f): a Lua function's location (funcinfo's loc),
     a fast function's name (vmdef.ffnames), else C:address."""
     fn = Func(vm, addr)
@@ -469,7 +474,7 @@ def func_text(vm, addr):
     return "C:%x" % fn.cfunc
 
 
-def cdata_tostring(vm, addr):
+def cdata_tostring(vm: 'VM', addr: int) -> str:
     """tostring() of a cdata (R lib_ffi.c ffi_meta___tostring), without a
     __tostring metamethod: "cdata<TYPE>: ADDRESS", 64-bit integers as
     123LL / 123ULL, enums with their number, ctype<TYPE> for a ctype."""
@@ -499,7 +504,7 @@ def cdata_tostring(vm, addr):
     return "cdata<%s>: %s" % (ct.repr(cid), ptr_text(p))
 
 
-def trace_ir(vm, js, n):
+def trace_ir(vm: 'VM', js: 'JitState', n: int) -> Optional[TraceIR]:
     """The TraceIR of live trace n, or None when there is no such trace."""
     T = trace_by_number(vm, js, n)
     if T is None:

@@ -31,11 +31,16 @@ Placement of areas (the "allocation target"):
   reach every other and the exit handler.
 The engine never prints: everything below returns data.
 """
+from typing import List, Optional, TYPE_CHECKING, Tuple, Union
 import struct
 
 from ..errors import CorruptError, FaultError, NotLuaJITError
 from ..vm.protoinfo import cached_proto, debug_line
 from ..vm.objects import Trace
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..target import Field
+    from ..vm.state import VM
 
 # R lib_jit.c:274 jit_trlinkname, ORDER LJ_TRLINK (lj_jit.h TraceLink).
 LINK_NAMES = {
@@ -54,7 +59,7 @@ MAX_TRACE_SLOTS = 65536     # TraceNo1 is uint16_t (lj_jit.h)
 MAX_TRACE_CODE = 1 << 24
 
 
-def field_uint(buf, f):
+def field_uint(buf: bytes, f: 'Field') -> int:
     return int.from_bytes(buf[f.offset:f.offset + f.size], "little")
 
 
@@ -65,7 +70,7 @@ class NoJitError(NotLuaJITError):
 class JitState(object):
     """The fields of J = &GG->J that lmcode and ltrace use, from one read."""
 
-    def __init__(self, vm):
+    def __init__(self, vm: 'VM') -> None:
         lay = vm.lay
         if not lay.jit or lay.J is None:
             raise NoJitError("this LuaJIT was built without the JIT compiler "
@@ -118,7 +123,7 @@ class JitState(object):
             self.link_names = {i: LINK_NAMES[n] for i, n in enumerate(_LINK_ORDER)}
 
 
-def jit_state(vm):
+def jit_state(vm: 'VM') -> JitState:
     return JitState(vm)
 
 
@@ -128,7 +133,7 @@ def jit_state(vm):
 class TraceObj(Trace):
     """A GCtrace with everything ltrace shows (objects.Trace plus more)."""
 
-    def __init__(self, vm, addr, js):
+    def __init__(self, vm: 'VM', addr: int, js: JitState) -> None:
         Trace.__init__(self, vm, addr)
         for name in ("nk", "mcloop", "linktype", "nchild", "nextroot", "nextside", "snap",
                      "snapmap", "startpc", "startins"):
@@ -138,10 +143,10 @@ class TraceObj(Trace):
         self.link_name = js.link_names.get(self.linktype, "linktype %d" % self.linktype)
         self.end = self.mcode + self.szmcode
 
-    def contains(self, addr):
+    def contains(self, addr: int) -> bool:
         return self.mcode <= addr < self.end
 
-    def code_range(self):
+    def code_range(self) -> Tuple[int, int]:
         """(start, end) of the trace's machine code, checked: a CorruptError
         when it is empty at NULL or runs past the end of the address space."""
         if not self.mcode or self.end > 1 << 64:
@@ -149,14 +154,14 @@ class TraceObj(Trace):
                                "space" % (self.traceno, self.mcode, self.szmcode), self.addr)
         return self.mcode, self.end
 
-    def start_site(self, vm):
+    def start_site(self, vm: 'VM') -> Tuple[str, Optional[int], int]:
         """(chunk name, line, bytecode position) where the trace starts."""
         pt = cached_proto(vm, self.startpt)
         pos = (self.startpc - pt.bc) // 4
         return pt.chunk(vm), debug_line(vm, pt, pos), pos
 
 
-def traces(vm, js):
+def traces(vm: 'VM', js: JitState) -> List[Tuple[int, Union[TraceObj, Exception]]]:
     """[(number, TraceObj or the error that stopped decoding it)] of every
     live trace, J->trace[1 .. J->sizetrace), in number order."""
     lay = vm.lay
@@ -185,7 +190,7 @@ def traces(vm, js):
     return out
 
 
-def trace_by_number(vm, js, n):
+def trace_by_number(vm: 'VM', js: JitState, n: int) -> Optional[TraceObj]:
     """The TraceObj of trace n, or None when there is no such live trace."""
     if n <= 0 or n >= js.sizetrace or n >= MAX_TRACE_SLOTS:
         return None
@@ -196,7 +201,7 @@ def trace_by_number(vm, js, n):
     return TraceObj(vm, ref, js)
 
 
-def snapshots(vm, T):
+def snapshots(vm: 'VM', T: TraceObj) -> List[Tuple[Optional[int], int, Optional[int]]]:
     """[(mcofs in bytes or None, count, pc)] of a trace's snapshots."""
     lay = vm.lay
     ss = lay.s.get("SnapShot")
@@ -282,7 +287,7 @@ def _branches(arch, code, base):
     return sorted(out)
 
 
-def a64_stubs(vm, T):
+def a64_stubs(vm: 'VM', T: TraceObj) -> int:
     """arm64: the address of trace T's exit stub 0.  The stubs follow the
     trace's code after NOP padding: `str lr, [sp]`, then `bl
     ->vm_exit_handler` (or, out of its range, `ldr lr, [gl, #...]; blr
@@ -298,7 +303,7 @@ def a64_stubs(vm, T):
     return p + 4 * (i + 3)
 
 
-def a64_stub_links(vm, T, base, target):
+def a64_stub_links(vm: 'VM', T: TraceObj, base: int, target: int) -> List[int]:
     """arm64: the exits of trace T (its stub 0 at base, a64_stubs) whose
     stub branches to target.  A patched exit's stub becomes `b target` (R
     lj_asm_arm64.h lj_asm_patchexit: "Always patch long-range branch in
@@ -341,7 +346,8 @@ def _exit_of_offset(snaps, ofs):
     return exitno
 
 
-def trace_parent(vm, js, all_traces, T):
+def trace_parent(vm: 'VM', js: JitState, all_traces: List[Tuple[int, Union[TraceObj, Exception]]],
+                 T: TraceObj) -> Tuple[Optional[int], Union[int, str, None]]:
     """(parent number, exit number | 'stitch' | None) for a side or
     stitched trace, (0, None) for a root trace, (None, None) if not found.
 

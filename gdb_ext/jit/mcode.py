@@ -3,8 +3,13 @@ them: the area chain and its bookkeeping, which trace owns which code,
 and the placement window every area must lie in (the model of each
 LuaJIT branch is in gdb_ext/jit/jit.py's text).  The engine never prints:
 everything below returns data."""
+from typing import Dict, List, Optional, TYPE_CHECKING, Tuple, Union
 from ..errors import CorruptError, NotLuaJITError
 from .jit import field_uint
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .jit import JitState, TraceObj
+    from ..vm.state import VM
 
 # LJ_TARGET_JUMPRANGE (a macro, not in DWARF): R lj_arch.h:211 x86/x64 31 (+-2^31 =
 # +-2 GB), lj_arch.h:299 arm64 27 (+-128 MB); 20 lj_arch.h:165 x64 31 (20 has no arm64).
@@ -15,7 +20,7 @@ MAX_AREA_SIZE = 1 << 32     # sizemcode is capped far below this (R lib_jit.c:48
 
 
 class Area(object):
-    def __init__(self, start, size, next_area, current):
+    def __init__(self, start: int, size: int, next_area: int, current: bool) -> None:
         self.start = start
         self.size = size
         self.end = start + size
@@ -25,18 +30,18 @@ class Area(object):
         self.mctop = None           # current area only
         self.mcbot = None
 
-    def contains(self, addr):
+    def contains(self, addr: int) -> bool:
         return self.start <= addr < self.end
 
     @property
-    def used(self):
+    def used(self) -> Optional[int]:
         """Bytes in use of the current area (code + link/stubs), else None."""
         if self.mctop is None:
             return None
         return (self.end - self.mctop) + (self.mcbot - self.start)
 
     @property
-    def code_bytes(self):
+    def code_bytes(self) -> int:
         """Bytes from the lowest code to the area's end: exact for the
         current area (J->mctop); for an older one from its lowest live
         trace (LuaJIT keeps no top for it), so a lower bound."""
@@ -47,7 +52,7 @@ class Area(object):
         return self.end - min(t.mcode for t in self.traces)
 
 
-def mcode_areas(vm, js):
+def mcode_areas(vm: 'VM', js: 'JitState') -> List[Area]:
     """Every mcode area, newest (current) first, through the MCLink chain."""
     ml = vm.lay.s.get("MCLink")
     if ml is None:
@@ -77,7 +82,8 @@ def mcode_areas(vm, js):
     return out
 
 
-def assign_traces(areas, all_traces):
+def assign_traces(areas: List[Area],
+                  all_traces: List[Tuple[int, Union['TraceObj', Exception]]]) -> List['TraceObj']:
     """Put each live trace in the area that holds its code; return the
     traces that lie in no area."""
     orphans = []
@@ -96,7 +102,7 @@ def assign_traces(areas, all_traces):
 class Placement(object):
     """Where LuaJIT puts mcode areas and which of them it would accept."""
 
-    def __init__(self, vm, js):
+    def __init__(self, vm: 'VM', js: 'JitState') -> None:
         self.arch = getattr(vm.t, "arch", "x86_64")
         self.jumprange_bits = JUMPRANGE.get(self.arch)
         self.exit_handler = vm.t.symbol("lj_vm_exit_handler")
@@ -144,10 +150,10 @@ class Placement(object):
                 self.cut = r64 - (self.hi - self.lo)
 
     @property
-    def known(self):
+    def known(self) -> bool:
         return self.target is not None
 
-    def accepts(self, area):
+    def accepts(self, area: Area) -> Optional[bool]:
         """Would LuaJIT's allocator accept this area (None if unknown)?"""
         if not self.known:
             return None
@@ -161,7 +167,7 @@ class Placement(object):
         # R lj_mcode.c:288-292 mcode_inrange.
         return area.start >= self.lo and area.end >= self.lo and area.end <= self.hi
 
-    def distance(self, area):
+    def distance(self, area: Area) -> Optional[int]:
         """Signed distance of the area's farthest byte from the target."""
         if not self.known:
             return None
@@ -171,14 +177,14 @@ class Placement(object):
             return area.end - self.target
         return 0
 
-    def reachable(self, area):
+    def reachable(self, area: Area) -> Optional[bool]:
         """Is every byte of the area within the jump range of the target?"""
         if not self.known:
             return None
         return abs(self.distance(area)) < self.jump
 
 
-def room(vm, js, areas, pl):
+def room(vm: 'VM', js: 'JitState', areas: List[Area], pl: Placement) -> Dict[str, Optional[int]]:
     """What is left for new areas: {"size": bytes of the next area (the
     current area's size), "by_limit": how many more fit under maxmcode
     before lj_mcode_limiterr raises "failed to allocate mcode memory"
@@ -209,7 +215,9 @@ def room(vm, js, areas, pl):
     return out
 
 
-def locate(vm, js, areas, all_traces, addr):
+def locate(vm: 'VM', js: 'JitState', areas: List[Area],
+           all_traces: List[Tuple[int, Union['TraceObj', Exception]]],
+           addr: int) -> Tuple[Optional[Area], Optional['TraceObj'], Optional[str]]:
     """(area or None, trace or None, what) for a machine-code address;
     what says where in the area it is when no trace holds it."""
     area = next((a for a in areas if a.contains(addr)), None)
