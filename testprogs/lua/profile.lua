@@ -50,20 +50,27 @@ for _, name in ipairs({"f1", "f2", "f5"}) do
   lines[name] = debug.getinfo(_G[name], "S").linedefined
 end
 
-if mode == "busy-interp" or mode == "busy-jit" then
-  if mode == "busy-interp" then jit.off() end
-  local t = {f1 = 0, f2 = 0, f5 = 0}
+-- Runs the parts ({name, function} each) in turn for ever, adding the CPU
+-- seconds (os.clock) each takes to its total; the file gets the totals
+-- every `every` rounds.
+local function measure(parts, every)
+  local t = {}
+  for _, p in ipairs(parts) do t[p[1]] = 0 end
   ljgdb_stop()
   local rounds = 0
   while true do
-    local c0 = os.clock(); f1()
-    local c1 = os.clock(); f2()
-    local c2 = os.clock(); f5()
-    local c3 = os.clock()
-    t.f1, t.f2, t.f5 = t.f1 + c1 - c0, t.f2 + c2 - c1, t.f5 + c3 - c2
+    for _, p in ipairs(parts) do
+      local c0 = os.clock(); p[2]()
+      t[p[1]] = t[p[1]] + os.clock() - c0
+    end
     rounds = rounds + 1
-    if rounds % 100 == 0 then save(t) end
+    if rounds % every == 0 then save(t) end
   end
+end
+
+if mode == "busy-interp" or mode == "busy-jit" then
+  if mode == "busy-interp" then jit.off() end
+  measure({{"f1", f1}, {"f2", f2}, {"f5", f5}}, 100)
 elseif mode == "syscall" then
   local function sysc() for _ = 1, 2000 do os.clock() end end
   local function interp()
@@ -77,21 +84,9 @@ elseif mode == "syscall" then
     for i = 1, 20 * N do x = (x + i * 7) % 1000003 end
     return x
   end
-  for name, f in pairs({sysc = sysc, interp = interp, jitted = jitted}) do
-    lines[name] = debug.getinfo(f, "S").linedefined
-  end
-  local t = {sysc = 0, interp = 0, jitted = 0}
-  ljgdb_stop()
-  local rounds = 0
-  while true do
-    local c0 = os.clock(); sysc()
-    local c1 = os.clock(); interp()
-    local c2 = os.clock(); jitted()
-    local c3 = os.clock()
-    t.sysc, t.interp, t.jitted = t.sysc + c1 - c0, t.interp + c2 - c1, t.jitted + c3 - c2
-    rounds = rounds + 1
-    if rounds % 20 == 0 then save(t) end
-  end
+  local parts = {{"sysc", sysc}, {"interp", interp}, {"jitted", jitted}}
+  for _, p in ipairs(parts) do lines[p[1]] = debug.getinfo(p[2], "S").linedefined end
+  measure(parts, 20)
 elseif mode == "pipe" then
   -- One io.popen'ed child writes a line every 20 ms; each round burns CPU
   -- in work(), then reads a line, blocking on the pipe.  The file holds
