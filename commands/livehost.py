@@ -85,12 +85,15 @@ def main(argv):
     install(LiveHost(process, opts["settings"], opts["thread"]))
     try:
         with process.stopped():
-            return run_command(cmds, name, argv)
+            status = run_command(cmds, name, argv)
     except LjError as e:
         sys.stderr.write("ljgdb: %s\n" % e)
         return 1
     finally:
         process.close()
+    if opts["settings"].get("debug"):
+        sys.stderr.write("ljgdb: process %d held for %.3f s\n" % (process.pid, process.held_seconds))
+    return status
 
 
 def _fail(line):

@@ -37,6 +37,7 @@ PTRACE_INTERRUPT = 0x4207
 PTRACE_EVENT_STOP = 128
 NT_PRSTATUS = 1
 WALL = 0x40000000               # __WALL: wait for threads too
+YAMA_SCOPE = "/proc/sys/kernel/yama/ptrace_scope"
 # How long a thread may take to stop after PTRACE_INTERRUPT.
 STOP_TIMEOUT = 5.0
 
@@ -103,7 +104,7 @@ def refusal(pid: int, err: OSError) -> str:
                 "a process has one tracer at a time; detach that one first"
                 % (pid, tracer, _comm(int(tracer)), pid))
     try:
-        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+        with open(YAMA_SCOPE) as f:
             scope = f.read().strip()
     except OSError:
         scope = None
@@ -159,6 +160,7 @@ class LiveProcess(Process):
             raise LjError("cannot read process %d: %s" % (pid, e.strerror or e))
         self._mem_fd = None
         self._vm_readv = True
+        self.held_seconds = None        # how long the last stopped() held the process
         self.threads = []               # Thread of each OS thread, inside stopped() only
         self.files = [(s, e, off, name) for s, e, _, off, inode, name in self.maps
                       if inode and name.startswith("/")]
@@ -246,6 +248,7 @@ class LiveProcess(Process):
         in self.threads; on leaving, every thread detached (in `finally`),
         with the signal it was about to take, if one came meanwhile."""
         held = {}       # tid -> signal to pass on at the detach (None: not seen stopped yet)
+        start = time.monotonic()
         try:
             self._seize_all(held)
             self.threads = [Thread(tid, regs, 0, regs[self.arch.pc])
@@ -264,6 +267,7 @@ class LiveProcess(Process):
                     ptrace(PTRACE_DETACH, tid, 0, sig or 0)
                 except OSError:
                     pass        # (exited; or never stopped: the kernel detaches when we exit)
+            self.held_seconds = time.monotonic() - start
 
     def _seize_all(self, held: Dict[int, Optional[int]]) -> None:
         """Seize and interrupt each thread until no new one appears, then wait
@@ -347,6 +351,8 @@ def open_process(pid: int) -> LiveProcess:
     refused, no LuaJIT in its files."""
     proc = LiveProcess(pid)
     find_luajit(proc)
+    for img in proc.images:             # (read now, not while the process is held)
+        img.symbol_sets()
     return proc
 
 
