@@ -6,7 +6,8 @@ directory, and registers the commands; sourcing it again reloads them.
 Imported as a module named `ljgdb` (Python started in the checkout), it is
 that package's root and registers nothing.  Run as `python3 -m ljgdb CORE
 ...` (or `python3 ljgdb.py CORE ...`), it is the core reader, which needs no
-gdb (commands/corehost.py).
+gdb (commands/corehost.py); with --pid PID, the same on a running process
+(commands/livehost.py).
 """
 import os
 import sys
@@ -20,12 +21,13 @@ _PATH = [_HERE, os.path.join(_HERE, "pkg")]
 if __name__ == "ljgdb":
     __path__ = _PATH
 elif __name__ == "__main__" and "gdb" not in sys.modules:
-    # python3 -m ljgdb CORE ... from the checkout: the core reader.
+    # python3 -m ljgdb CORE ... from the checkout: the core reader (--pid PID:
+    # a running process).
     _pkg = types.ModuleType("ljgdb")
     _pkg.__path__ = _PATH
     _pkg.__file__ = os.path.abspath(__file__)
     sys.modules["ljgdb"] = _pkg
-    from ljgdb.commands.corehost import main as _main
+    from ljgdb.commands.cli import main as _main
     sys.exit(_main())
 else:
     def _load():

@@ -30,6 +30,7 @@ class CoreHost(Host):
 
     name = "core"
     debug_hint = "--set debug=on (before CORE) shows a traceback"
+    reader = "the core reader"
 
     def __init__(self, path, executable=None, settings=None, thread=1, sysroot="/"):
         """thread: the number of the thread to look at, as gdb numbers a
@@ -122,8 +123,8 @@ class CoreHost(Host):
         if t.unwind_stop is None:
             return None
         note = ("%d frame%s of thread %d, then no more: %s (gdb guesses on past such code; "
-                "the core reader does not)" % (n, "" if n == 1 else "s", self.thread,
-                                               t.unwind_stop))
+                "%s does not)" % (n, "" if n == 1 else "s", self.thread, t.unwind_stop,
+                                  self.reader))
         if t.core.missing and self.sysroot in ("", "/"):
             note += ("; the core's files were not found where it says: give --sysroot DIR "
                      "(before CORE) when they are under another root")
@@ -152,51 +153,82 @@ def parse_operand(expr, what="expression"):
                      "where gdb takes an expression; %s '%s' is not one" % (what, expr))
 
 
-def _commands():
+def commands():
+    """{name: command class} of the commands that run without gdb."""
     from . import command_classes
     return {c.NAME: c for c in command_classes(with_gdb_only=False)}
 
 
+def take_options(argv, names=("--set", "--thread", "--sysroot")):
+    """Pops the leading options among `names` off argv: {'settings': {...},
+    'thread': N, 'sysroot': DIR, 'pid': PID (--pid)}; ValueError(line) for
+    a bad one."""
+    opts = {"settings": {}, "thread": 1, "sysroot": "/", "pid": None}
+    while argv and argv[0].startswith(tuple(names)):
+        opt = argv.pop(0)
+        key = opt.split("=", 1)[0]
+        if key not in names:
+            raise ValueError("'%s' is not an option (%s)" % (opt, ", ".join(names)))
+        val = opt[len(key) + 1:] if "=" in opt else (argv.pop(0) if argv else "")
+        if key == "--sysroot":
+            if not os.path.isdir(val):
+                raise ValueError("--sysroot takes a directory (where the core's libraries are, "
+                                 "such as /usr/aarch64-linux-gnu); '%s' is not one" % val)
+            opts["sysroot"] = val
+        elif key == "--thread":
+            if not val.isdigit() or int(val) < 1:
+                raise ValueError("--thread takes a thread's number (1 is the %s's first)"
+                                 % ("process" if "--pid" in names else "core"))
+            opts["thread"] = int(val)
+        elif key == "--pid":
+            if not val.isdigit() or int(val) < 1:
+                raise ValueError("--pid takes a process id, not '%s'" % val)
+            opts["pid"] = int(val)
+        else:
+            name, _, value = val.partition("=")
+            if name not in SETTINGS or not value:
+                raise ValueError("--set takes NAME=VALUE with NAME one of %s"
+                                 % ", ".join(sorted(SETTINGS)))
+            kind = SETTINGS[name][0]
+            if kind == "bool" and value in ("on", "off"):
+                opts["settings"][name] = value == "on"
+            elif kind == "uint" and value.isdigit():
+                opts["settings"][name] = int(value)
+            else:
+                raise ValueError("--set %s takes %s" % (name, "on or off" if kind == "bool"
+                                                        else "a number"))
+    return opts
+
+
+def run_command(cmds, name, argv):
+    """Runs command `name` with the words argv on the installed host: its
+    output on stdout, its error line on stderr; the exit status."""
+    try:
+        out = cmds[name]().execute(" ".join(shlex.quote(a) for a in argv))
+    except CommandError as e:
+        if e.output:
+            sys.stdout.write(e.output)
+        sys.stderr.write("%s\n" % e)
+        return 1
+    sys.stdout.write(out)
+    return 0
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    cmds = _commands()
-    settings = {}
-    thread = 1
-    sysroot = "/"
-    while argv and argv[0].startswith(("--set", "--thread", "--sysroot")):
-        opt = argv.pop(0)
-        if opt.startswith("--sysroot"):
-            sysroot = opt[len("--sysroot="):] if opt.startswith("--sysroot=") else \
-                (argv.pop(0) if argv else "")
-            if not os.path.isdir(sysroot):
-                return _fail("--sysroot takes a directory (where the core's libraries are, "
-                             "such as /usr/aarch64-linux-gnu); '%s' is not one" % sysroot)
-            continue
-        if opt.startswith("--thread"):
-            val = opt[len("--thread="):] if opt.startswith("--thread=") else \
-                (argv.pop(0) if argv else "")
-            if not val.isdigit() or int(val) < 1:
-                return _fail("--thread takes a thread's number (1 is the core's first)")
-            thread = int(val)
-            continue
-        val = opt[len("--set="):] if opt.startswith("--set=") else (argv.pop(0) if argv else "")
-        name, _, value = val.partition("=")
-        if name not in SETTINGS or not value:
-            return _fail("--set takes NAME=VALUE with NAME one of %s"
-                         % ", ".join(sorted(SETTINGS)))
-        kind = SETTINGS[name][0]
-        if kind == "bool" and value in ("on", "off"):
-            settings[name] = value == "on"
-        elif kind == "uint" and value.isdigit():
-            settings[name] = int(value)
-        else:
-            return _fail("--set %s takes %s" % (name, "on or off" if kind == "bool"
-                                                else "a number"))
+    cmds = commands()
+    try:
+        opts = take_options(argv)
+    except ValueError as e:
+        return _fail(str(e))
+    settings, thread, sysroot = opts["settings"], opts["thread"], opts["sysroot"]
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write("usage: %s\n\n%s\n\nOptions before CORE: --set NAME=VALUE (%s); "
                          "--thread N, the thread to look at (gdb's numbers: 1 is the "
                          "core's first, the one that got the signal); --sysroot DIR, where "
-                         "the core's files are (gdb's set sysroot).\n"
+                         "the core's files are (gdb's set sysroot).\nA running process: "
+                         "python3 -m ljgdb --pid PID COMMAND [ARGS...] (--pid PID --help "
+                         "tells more).\n"
                          % (USAGE, help_text(list(cmds.values())).split("\nIn gdb's")[0].replace(
                              "'help <command>' tells more", "CORE COMMAND --help tells more"),
                             ", ".join(sorted(SETTINGS))))
@@ -220,15 +252,7 @@ def main(argv=None):
     if argv and argv[0] in ("-h", "--help"):
         sys.stdout.write((cmds[name].__doc__ or "").replace("(gdb) ", "$ ") + "\n")
         return 0
-    try:
-        out = cmds[name]().execute(" ".join(shlex.quote(a) for a in argv))
-    except CommandError as e:
-        if e.output:
-            sys.stdout.write(e.output)
-        sys.stderr.write("%s\n" % e)
-        return 1
-    sys.stdout.write(out)
-    return 0
+    return run_command(cmds, name, argv)
 
 
 def _fail(line):

@@ -525,70 +525,35 @@ class _Unwound(Exception):
     """Ends a walk with a reason."""
 
 
-class Core(object):
-    """A core file: memory, threads, mapped ELF images, symbols, unwinding."""
+class Process(object):
+    """What a core and a live process share: the ELF files the process
+    mapped (program, libraries, vDSO), their symbols, and the unwinder
+    over the process's memory.  A subclass sets arch, threads (Thread),
+    files ([(start, end, file offset, name)] of each file-backed mapping,
+    as NT_FILE or /proc/PID/maps give them), auxv and psargs, gives read(),
+    then calls _load_images().  what: how messages name it ('the core',
+    'process 1234')."""
 
-    def __init__(self, path, executable=None, sysroot="/", debug_dirs=("/usr/lib/debug",)):
-        self.path, self.sysroot, self.debug_dirs = path, sysroot, tuple(debug_dirs)
-        try:
-            self._m = _map(path)
-        except OSError as e:
-            raise ValueError("cannot read %s: %s" % (path, e.strerror or e))
-        h = bytes(self._m[:64])
-        if len(h) < 64 or h[:4] != b"\x7fELF":
-            raise ValueError("%s is not an ELF file" % path)
-        if h[4] != 2 or h[5] != 1:
-            raise ValueError("%s is not a 64-bit little-endian ELF file" % path)
-        e_type, machine = struct.unpack_from("<HH", h, 16)
-        if e_type != 4:
-            raise ValueError("%s is an ELF file but not a core file (ELF type %d)" % (path, e_type))
-        self.arch = ARCHES.get(machine)
-        if self.arch is None:
-            arch = {3: "an i386", 40: "a 32-bit ARM"}.get(machine, "a machine %d" % machine)
-            raise ValueError("%s is %s core file: the core reader reads x86-64 and arm64 cores "
-                             "only; open it in gdb (gdb-multiarch) with ljgdb" % (path, arch))
-        size = len(self._m)
-        self.segments = corefile.segments(path)
-        mem = sorted((s.vaddr, s.vaddr + min(s.filesz, max(0, size - s.offset)), s.offset)
-                     for s in self.segments if s.filesz)
-        self._mem = [m for m in mem if m[1] > m[0]]
-        self._mv = None
-        self._mem_starts = [m[0] for m in self._mem]
-        self.threads, self.files, self.auxv, self.psargs = [], [], {}, ""
-        for t, _, off, _, fsz, _ in corefile.phdrs(self._m):
-            if t == PT_NOTE:
-                for name, ntype, desc in _notes(self._m[off:off + fsz]):
-                    if name == b"CORE":
-                        self._note(ntype, desc)
-        self._maps = {}                 # path on disk -> mmap (None: unreadable)
+    what = "the process"
+
+    def _init_files(self, executable, sysroot, debug_dirs):
         self.executable = executable
-        self.missing = []               # files the core names that are not on disk
-        self._exe_nt = None             # NT_FILE's name of the executable
-        self._load_images()
+        self.sysroot, self.debug_dirs = sysroot, tuple(debug_dirs)
+        self._maps = {}                 # path on disk -> mmap (None: unreadable)
+        self.missing = []               # files it names that are not on disk
+        self._exe_nt = None             # the name the program is mapped as
 
-    # --- notes ----------------------------------------------------------------
-    def _note(self, ntype, desc):
-        names = self.arch.pr_regs
-        if ntype == NT_PRSTATUS and len(desc) >= 112 + len(names) * 8:
-            regs = dict(zip(names, struct.unpack_from("<%dQ" % len(names), desc, 112)))
-            self.threads.append(Thread(struct.unpack_from("<i", desc, 32)[0], regs,
-                                       struct.unpack_from("<h", desc, 12)[0], regs[self.arch.pc]))
-        elif ntype == NT_FILE and len(desc) >= 16:
-            count, page = struct.unpack_from("<QQ", desc, 0)
-            if 16 + 24 * count > len(desc):
-                return
-            names = desc[16 + 24 * count:].split(b"\0")
-            for i in range(min(count, len(names))):
-                s, e, pgoff = struct.unpack_from("<QQQ", desc, 16 + 24 * i)
-                self.files.append((s, e, pgoff * page,
-                                   names[i].decode("utf-8", "surrogateescape")))
-        elif ntype == NT_AUXV:
-            for k, v in struct.iter_unpack("<QQ", desc[:len(desc) - len(desc) % 16]):
-                if k == 0:
-                    break
-                self.auxv[k] = v
-        elif ntype == NT_PRPSINFO and len(desc) >= 136:
-            self.psargs = _cstr(desc[56:136], 0)
+    def read(self, addr, n):
+        """n bytes of memory at addr, or FaultError."""
+        raise NotImplementedError
+
+    def mapped(self, addr):
+        """(start, end, buffer) of memory held in place around addr, or None."""
+        return None
+
+    def regions(self):
+        """[(start, end, writable, name)] of the memory that can be read."""
+        raise NotImplementedError
 
     # --- images ---------------------------------------------------------------
     def _disk(self, name):
@@ -765,54 +730,6 @@ class Core(object):
             pass
         return out
 
-    # --- memory ---------------------------------------------------------------
-    def read(self, addr, n):
-        """n bytes of memory at addr.  Raises FaultError at the first byte
-        neither the core nor a mapped file holds."""
-        i = bisect.bisect_right(self._mem_starts, addr) - 1
-        if i >= 0:
-            s, e, off = self._mem[i]
-            if addr + n <= e:
-                return self._m[off + addr - s:off + addr - s + n]
-        parts = []
-        a, end = addr, addr + n
-        while a < end:
-            piece = self._piece(a, end)
-            if not piece:
-                raise FaultError("cannot access memory at 0x%x" % a, a)
-            parts.append(piece)
-            a += len(piece)
-        return b"".join(parts)
-
-    def mapped(self, addr):
-        """(start, end, memoryview) of the core's bytes around addr (one
-        PT_LOAD segment's, read in place through the mmap), or None when
-        the core holds no byte at addr."""
-        i = bisect.bisect_right(self._mem_starts, addr) - 1
-        if i < 0 or addr >= self._mem[i][1]:
-            return None
-        s, e, off = self._mem[i]
-        if self._mv is None:
-            self._mv = memoryview(self._m)
-        return s, e, self._mv[off:off + e - s]
-
-    def _piece(self, a, end):
-        """The bytes from a on (up to end) that one source holds."""
-        i = bisect.bisect_right(self._mem_starts, a) - 1
-        if i >= 0 and a < self._mem[i][1]:
-            s, e, off = self._mem[i]
-            return self._m[off + a - s:off + min(end, e) - s]
-        if i + 1 < len(self._mem):
-            end = min(end, self._mem[i + 1][0])   # the core's bytes come first
-        j = bisect.bisect_right(self._fmap_starts, a) - 1
-        if j < 0 or a >= self._fmaps[j][1]:
-            return None
-        s, e, off, name = self._fmaps[j]
-        data = self._file_map(name)
-        if data is None:
-            return None
-        return data[off + a - s:off + min(end, e) - s]
-
     def cstring(self, addr, limit=4096):
         """The NUL-terminated string at addr (at most `limit` bytes)."""
         out = b""
@@ -826,12 +743,6 @@ class Core(object):
                 return (out + chunk[:k]).decode("utf-8", "surrogateescape")
             out += chunk
         return out.decode("utf-8", "surrogateescape")
-
-    def regions(self):
-        """[(start, end, writable, "core segment")] of the PT_LOAD segments
-        that hold bytes."""
-        return [(s.vaddr, s.vaddr + s.memsz, s.writable, "core segment")
-                for s in self.segments if s.filesz]
 
     # --- symbols --------------------------------------------------------------
     def image_of(self, addr):
@@ -1004,6 +915,126 @@ class Core(object):
         if not st:
             raise _Unwound("empty CFI expression")
         return st[-1]
+
+
+class Core(Process):
+    """A core file: memory and threads from the core; its mapped ELF
+    images, symbols and unwinding as Process reads them."""
+
+    what = "the core"
+
+    def __init__(self, path, executable=None, sysroot="/", debug_dirs=("/usr/lib/debug",)):
+        self.path = path
+        self._init_files(executable, sysroot, debug_dirs)
+        try:
+            self._m = _map(path)
+        except OSError as e:
+            raise ValueError("cannot read %s: %s" % (path, e.strerror or e))
+        h = bytes(self._m[:64])
+        if len(h) < 64 or h[:4] != b"\x7fELF":
+            raise ValueError("%s is not an ELF file" % path)
+        if h[4] != 2 or h[5] != 1:
+            raise ValueError("%s is not a 64-bit little-endian ELF file" % path)
+        e_type, machine = struct.unpack_from("<HH", h, 16)
+        if e_type != 4:
+            raise ValueError("%s is an ELF file but not a core file (ELF type %d)" % (path, e_type))
+        self.arch = ARCHES.get(machine)
+        if self.arch is None:
+            arch = {3: "an i386", 40: "a 32-bit ARM"}.get(machine, "a machine %d" % machine)
+            raise ValueError("%s is %s core file: the core reader reads x86-64 and arm64 cores "
+                             "only; open it in gdb (gdb-multiarch) with ljgdb" % (path, arch))
+        size = len(self._m)
+        self.segments = corefile.segments(path)
+        mem = sorted((s.vaddr, s.vaddr + min(s.filesz, max(0, size - s.offset)), s.offset)
+                     for s in self.segments if s.filesz)
+        self._mem = [m for m in mem if m[1] > m[0]]
+        self._mv = None
+        self._mem_starts = [m[0] for m in self._mem]
+        self.threads, self.files, self.auxv, self.psargs = [], [], {}, ""
+        for t, _, off, _, fsz, _ in corefile.phdrs(self._m):
+            if t == PT_NOTE:
+                for name, ntype, desc in _notes(self._m[off:off + fsz]):
+                    if name == b"CORE":
+                        self._note(ntype, desc)
+        self._load_images()
+
+    # --- notes ----------------------------------------------------------------
+    def _note(self, ntype, desc):
+        names = self.arch.pr_regs
+        if ntype == NT_PRSTATUS and len(desc) >= 112 + len(names) * 8:
+            regs = dict(zip(names, struct.unpack_from("<%dQ" % len(names), desc, 112)))
+            self.threads.append(Thread(struct.unpack_from("<i", desc, 32)[0], regs,
+                                       struct.unpack_from("<h", desc, 12)[0], regs[self.arch.pc]))
+        elif ntype == NT_FILE and len(desc) >= 16:
+            count, page = struct.unpack_from("<QQ", desc, 0)
+            if 16 + 24 * count > len(desc):
+                return
+            names = desc[16 + 24 * count:].split(b"\0")
+            for i in range(min(count, len(names))):
+                s, e, pgoff = struct.unpack_from("<QQQ", desc, 16 + 24 * i)
+                self.files.append((s, e, pgoff * page,
+                                   names[i].decode("utf-8", "surrogateescape")))
+        elif ntype == NT_AUXV:
+            for k, v in struct.iter_unpack("<QQ", desc[:len(desc) - len(desc) % 16]):
+                if k == 0:
+                    break
+                self.auxv[k] = v
+        elif ntype == NT_PRPSINFO and len(desc) >= 136:
+            self.psargs = _cstr(desc[56:136], 0)
+
+    # --- memory ---------------------------------------------------------------
+    def read(self, addr, n):
+        """n bytes of memory at addr.  Raises FaultError at the first byte
+        neither the core nor a mapped file holds."""
+        i = bisect.bisect_right(self._mem_starts, addr) - 1
+        if i >= 0:
+            s, e, off = self._mem[i]
+            if addr + n <= e:
+                return self._m[off + addr - s:off + addr - s + n]
+        parts = []
+        a, end = addr, addr + n
+        while a < end:
+            piece = self._piece(a, end)
+            if not piece:
+                raise FaultError("cannot access memory at 0x%x" % a, a)
+            parts.append(piece)
+            a += len(piece)
+        return b"".join(parts)
+
+    def mapped(self, addr):
+        """(start, end, memoryview) of the core's bytes around addr (one
+        PT_LOAD segment's, read in place through the mmap), or None when
+        the core holds no byte at addr."""
+        i = bisect.bisect_right(self._mem_starts, addr) - 1
+        if i < 0 or addr >= self._mem[i][1]:
+            return None
+        s, e, off = self._mem[i]
+        if self._mv is None:
+            self._mv = memoryview(self._m)
+        return s, e, self._mv[off:off + e - s]
+
+    def _piece(self, a, end):
+        """The bytes from a on (up to end) that one source holds."""
+        i = bisect.bisect_right(self._mem_starts, a) - 1
+        if i >= 0 and a < self._mem[i][1]:
+            s, e, off = self._mem[i]
+            return self._m[off + a - s:off + min(end, e) - s]
+        if i + 1 < len(self._mem):
+            end = min(end, self._mem[i + 1][0])   # the core's bytes come first
+        j = bisect.bisect_right(self._fmap_starts, a) - 1
+        if j < 0 or a >= self._fmaps[j][1]:
+            return None
+        s, e, off, name = self._fmaps[j]
+        data = self._file_map(name)
+        if data is None:
+            return None
+        return data[off + a - s:off + min(end, e) - s]
+
+    def regions(self):
+        """[(start, end, writable, "core segment")] of the PT_LOAD segments
+        that hold bytes."""
+        return [(s.vaddr, s.vaddr + s.memsz, s.writable, "core segment")
+                for s in self.segments if s.filesz]
 
 
 _CONSTS = {0x08: "<B", 0x09: "<b", 0x0a: "<H", 0x0b: "<h", 0x0c: "<I", 0x0d: "<i", 0x0e: "<Q",

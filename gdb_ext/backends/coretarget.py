@@ -23,7 +23,9 @@ def cache_dir():
 
 
 class CoreTarget(Target):
-    """A core file read with gdb_ext.backends.coredump.Core.  layout: the Profile
+    """A core file read with gdb_ext.backends.coredump.Core (core: the
+    coredump.Process; a live process's is live.LiveProcess, under
+    live.LiveTarget, this class's subclass).  layout: the Profile
     (gdb_ext.layouts.profiles) LuaJIT's types come from; match: the ProfileMatch
     when that profile was chosen for a build without DWARF (its VM labels
     name code the symbol table does not), else None."""
@@ -250,25 +252,31 @@ def dwarf_layout(img):
     return profiles.Profile(doc, src)
 
 
-def open_target(core, thread=0):
-    """The CoreTarget of a coredump.Core (its thread index `thread` the
-    selected one): LuaJIT's layout from DWARF, else
-    from a layout profile (by build-id, else by version string and the
-    memory), else NotLuaJITError saying what is missing."""
+def find_luajit(core):
+    """luajit_image(core), or NotLuaJITError naming the files looked in."""
     found = luajit_image(core)
     if found is None:
-        raise NotLuaJITError("no LuaJIT in the core's files: none of %s is among the symbols "
-                             "of %s" % (", ".join(LUAJIT_SYMBOLS[:3]), ", ".join(
+        raise NotLuaJITError("no LuaJIT in %s's files: none of %s is among the symbols "
+                             "of %s" % (core.what, ", ".join(LUAJIT_SYMBOLS[:3]), ", ".join(
                                  img.path for img in core.images) or "its files"))
-    name, img = found
+    return found
+
+
+def open_target(core, thread=0, cls=CoreTarget):
+    """The CoreTarget (or the subclass cls) of a coredump.Process, a core
+    or a live process (its thread index `thread` the selected one):
+    LuaJIT's layout from DWARF, else from a layout profile (by build-id,
+    else by version string and the memory), else NotLuaJITError saying
+    what is missing."""
+    name, img = find_luajit(core)
     lay = dwarf_layout(img)
     if lay is not None:
-        return CoreTarget(core, lay, thread=thread)
+        return cls(core, lay, thread=thread)
     from ..layouts.layout import Layout
     from ..vm.vmfind import list_states
 
     def states_under(prof):
-        t = CoreTarget(core, prof, thread=thread)
+        t = cls(core, prof, thread=thread)
         lo = Layout(t)
         return list_states(t, lo, frame_candidates(t, lo))[0]
 
@@ -284,7 +292,7 @@ def open_target(core, thread=0):
             "ljgdb.profile on its debug file) in a directory named by $LJGDB_PROFILES"
             % (img.path, name, ", and %s" % why if why else "",
                " (build-id %s)" % img.build_id if img.build_id else ""))
-    return CoreTarget(core, match.profile, match, thread)
+    return cls(core, match.profile, match, thread)
 
 
 def core_mismatch(core, path, give, off):

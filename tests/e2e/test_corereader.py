@@ -17,7 +17,8 @@ import pytest
 
 from support import moments
 from support.stop import (ALL_VARIANTS, ARM64_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, cut_outputs,
-                          qemu_target, run_gdb, stripped_with_profile, sysroot_args, wrap_commands)
+                          qemu_target, run_gdb, stripped_with_profile, sysroot_args, without_frame_names,
+                          wrap_commands)
 
 CORERUN = os.path.join(ROOT, "tests", "support", "corerun.py")
 # Commands that take no address: the same text on any core.
@@ -62,21 +63,6 @@ def differs(core_out, gdb_out, cmd):
     if gdb_out is not None and mine.rstrip("\n") == gdb_out.rstrip("\n"):
         return None
     return "%s:\n--- gdb:\n%s\n--- core reader:\n%s" % (cmd, gdb_out, mine)
-
-
-# gdb makes frames the core reader does not: a tail call's caller (from the
-# DWARF call-site records: "tail call frame") and a parameter's value at the
-# call (L@entry).  Where those frames are, the frames named in lstates'
-# "found by" and in linfo's "selected L" differ; what was found does not.
-_FRAME_NAMED = re.compile(r"frame #\d+ [^:;\])]*: [A-Za-z0-9_ ]+")
-
-
-def without_frame_names(text):
-    """text with each 'frame #N function: variable' as 'frame', a list of
-    them as one, and without how linfo's selected L was chosen (a pointer
-    to the same L or to its G may come first in the two frame lists)."""
-    text = re.sub(r"^(selected L: +\S+ \S+)  \[.*\]$", r"\1", text, flags=re.M)
-    return re.sub(r"frame(; frame)+", "frame", _FRAME_NAMED.sub("frame", text))
 
 
 def _value_commands(stop):

@@ -88,6 +88,21 @@ def cut_outputs(text, commands, stop=None):
     return out
 
 
+# gdb makes frames the core reader (and ljgdb --pid) does not: a tail
+# call's caller (from the DWARF call-site records: "tail call frame") and a
+# parameter's value at the call (L@entry).  Where those frames are, the frames named in lstates'
+# "found by" and in linfo's "selected L" differ; what was found does not.
+_FRAME_NAMED = re.compile(r"frame #\d+ [^:;\])]*: [A-Za-z0-9_ ]+")
+
+
+def without_frame_names(text):
+    """text with each 'frame #N function: variable' as 'frame', a list of
+    them as one, and without how linfo's selected L was chosen (a pointer
+    to the same L or to its G may come first in the two frame lists)."""
+    text = re.sub(r"^(selected L: +\S+ \S+)  \[.*\]$", r"\1", text, flags=re.M)
+    return re.sub(r"frame(; frame)+", "frame", _FRAME_NAMED.sub("frame", text))
+
+
 def run_gdb(args, timeout=GDB_TIMEOUT, cwd=None, env=None, gdb="gdb"):
     """Run gdb in batch mode without any init file; return its whole output.
     cwd is where gdb runs: never the checkout, to show that `source` of the

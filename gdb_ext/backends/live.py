@@ -1,0 +1,362 @@
+"""Target backend over a running Linux process without gdb (python3 -m
+ljgdb --pid PID ...): the core reader's code over live memory.
+
+  threads      /proc/PID/task
+  registers    ptrace: PTRACE_SEIZE and PTRACE_INTERRUPT of every thread,
+               waitpid for the stop, PTRACE_GETREGSET (NT_PRSTATUS), then
+               PTRACE_DETACH; only while LiveProcess.stopped() holds them
+  memory       process_vm_readv, else pread of /proc/PID/mem
+  files        /proc/PID/maps (through /proc/PID/root/<path> when the file
+               at <path> is not the one mapped: another mount namespace)
+  layout, C frames, symbols
+               as the core reader has them (coredump.Process: the ELF files,
+               the CFI unwinder; coretarget: DWARF with pyelftools, separate
+               debug files, layout profiles by build-id)
+
+It never writes to the process: the ptrace requests above are the only
+ones it makes.  A PTRACE_SEIZE stop delivers no signal; a signal that
+arrives while a thread is held is passed on at the detach, and a thread
+that was stopped (SIGSTOP) is left stopped."""
+import contextlib
+import ctypes
+import errno
+import os
+import platform
+import struct
+import time
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from ..errors import FaultError, LjError
+from .coredump import AARCH64, X86_64, Process, Thread
+from .coretarget import CoreTarget, find_luajit, open_target
+
+PTRACE_DETACH = 17
+PTRACE_GETREGSET = 0x4204
+PTRACE_SEIZE = 0x4206
+PTRACE_INTERRUPT = 0x4207
+PTRACE_EVENT_STOP = 128
+NT_PRSTATUS = 1
+WALL = 0x40000000               # __WALL: wait for threads too
+YAMA_SCOPE = "/proc/sys/kernel/yama/ptrace_scope"
+# How long a thread may take to stop after PTRACE_INTERRUPT.
+STOP_TIMEOUT = 5.0
+
+_ARCHES = {"x86_64": X86_64, "aarch64": AARCH64, "arm64": AARCH64}
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+_libc = None
+
+
+def libc() -> ctypes.CDLL:
+    global _libc
+    if _libc is None:
+        lib = ctypes.CDLL(None, use_errno=True)
+        lib.ptrace.restype = ctypes.c_long
+        lib.ptrace.argtypes = (ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+        lib.process_vm_readv.restype = ctypes.c_ssize_t
+        lib.process_vm_readv.argtypes = (ctypes.c_int, ctypes.POINTER(_Iovec), ctypes.c_ulong,
+                                         ctypes.POINTER(_Iovec), ctypes.c_ulong, ctypes.c_ulong)
+        _libc = lib
+    return _libc
+
+
+def ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
+    """libc's ptrace; OSError(errno) when it fails."""
+    ctypes.set_errno(0)
+    r = libc().ptrace(request, tid, addr, data)
+    if r == -1:
+        e = ctypes.get_errno()
+        if e:
+            raise OSError(e, os.strerror(e))
+    return r
+
+
+def proc_status(pid: int) -> Dict[str, str]:
+    """/proc/PID/status as {field: value}, {} when it cannot be read."""
+    out = {}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                out[k] = v.strip()
+    except OSError:
+        pass
+    return out
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def refusal(pid: int, err: OSError) -> str:
+    """The one line that says why ptrace refused process pid, and what to do."""
+    tracer = proc_status(pid).get("TracerPid", "0")
+    if tracer not in ("", "0"):
+        return ("process %d is already traced by process %s (%s; TracerPid in /proc/%d/status): "
+                "a process has one tracer at a time; detach that one first"
+                % (pid, tracer, _comm(int(tracer)), pid))
+    try:
+        with open(YAMA_SCOPE) as f:
+            scope = f.read().strip()
+    except OSError:
+        scope = None
+    what = {"1": "only a process's ancestors may trace it",
+            "2": "only a process with CAP_SYS_PTRACE may trace",
+            "3": "no process may trace"}.get(scope)
+    if what:
+        return ("ptrace of process %d refused (%s): /proc/sys/kernel/yama/ptrace_scope is %s, so "
+                "%s; run as root (or with CAP_SYS_PTRACE)%s"
+                % (pid, err.strerror, scope, what,
+                   "" if scope == "3" else ", or set it to 0 (sysctl kernel.yama.ptrace_scope=0)"))
+    return ("ptrace of process %d refused (%s): run as the process's user or as root (a process "
+            "of another user, a setuid program, or no CAP_SYS_PTRACE in this container)"
+            % (pid, err.strerror))
+
+
+def read_maps(pid: int) -> List[Tuple[int, int, str, int, int, str]]:
+    """[(start, end, perms, offset, inode, name)] of /proc/PID/maps."""
+    out = []
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            parts = line.split(None, 5)
+            if len(parts) < 5:
+                continue
+            lo, _, hi = parts[0].partition("-")
+            name = parts[5].rstrip("\n") if len(parts) > 5 else ""
+            out.append((int(lo, 16), int(hi, 16), parts[1], int(parts[2], 16), int(parts[4]),
+                        name))
+    return out
+
+
+class LiveProcess(Process):
+    """A running process, read in place: memory, mapped files and symbols at
+    any time; threads and their registers only inside stopped()."""
+
+    def __init__(self, pid: int, debug_dirs: Tuple[str, ...] = ("/usr/lib/debug",)) -> None:
+        self.pid = pid
+        self.what = "process %d" % pid
+        if not os.path.isdir("/proc/%d/task" % pid):
+            raise LjError("no process %d (no /proc/%d)" % (pid, pid))
+        self.arch = _ARCHES.get(platform.machine())
+        if self.arch is None:
+            raise LjError("--pid reads x86-64 and arm64 processes; this machine is %s"
+                          % platform.machine())
+        try:
+            self.maps = read_maps(pid)
+            exe = os.readlink("/proc/%d/exe" % pid)
+            with open("/proc/%d/auxv" % pid, "rb") as f:
+                auxv = f.read()
+        except OSError as e:
+            if e.errno in (errno.EACCES, errno.EPERM):
+                raise LjError(refusal(pid, e))
+            raise LjError("cannot read process %d: %s" % (pid, e.strerror or e))
+        self._mem_fd = None
+        self._vm_readv = True
+        self.held_seconds = None        # how long the last stopped() held the process
+        self.threads = []               # Thread of each OS thread, inside stopped() only
+        self.files = [(s, e, off, name) for s, e, _, off, inode, name in self.maps
+                      if inode and name.startswith("/")]
+        self._inodes = {name: inode for _, _, _, _, inode, name in self.maps if inode}
+        self.auxv = {}
+        for k, v in struct.iter_unpack("<QQ", auxv[:len(auxv) - len(auxv) % 16]):
+            if k == 0:
+                break
+            self.auxv[k] = v
+        self.psargs = ""
+        self._init_files(None, "/", debug_dirs)
+        self.executable = self._disk(exe)
+        self._load_images()
+
+    # --- files ----------------------------------------------------------------
+    def _disk(self, name: str) -> str:
+        """The file mapped as `name`: at that path when it is the same file
+        (inode), else through /proc/PID/root (another mount namespace), or
+        /proc/PID/map_files for a file deleted since it was mapped."""
+        inode = self._inodes.get(name)
+        try:
+            if inode is None or os.stat(name).st_ino == inode:
+                return name
+        except OSError:
+            pass
+        if name.endswith(" (deleted)"):
+            first = min((s, e) for s, e, _, _, _, n in self.maps if n == name)
+            return "/proc/%d/map_files/%x-%x" % (self.pid, first[0], first[1])
+        return "/proc/%d/root%s" % (self.pid, name)
+
+    # --- memory ---------------------------------------------------------------
+    def read(self, addr: int, n: int) -> bytes:
+        """n bytes at addr; FaultError at the first byte that cannot be read."""
+        if n <= 0:
+            return b""
+        if self._vm_readv:
+            buf = ctypes.create_string_buffer(n)
+            local = _Iovec(ctypes.cast(buf, ctypes.c_void_p), n)
+            remote = _Iovec(addr, n)
+            got = libc().process_vm_readv(self.pid, ctypes.byref(local), 1, ctypes.byref(remote),
+                                          1, 0)
+            if got == n:
+                return buf.raw
+            e = ctypes.get_errno() if got < 0 else 0
+            if got < 0 and e in (errno.ENOSYS, errno.EPERM):
+                self._vm_readv = False          # (seccomp, an old kernel: /proc/PID/mem)
+            elif got < 0:
+                raise FaultError("cannot access memory at 0x%x" % addr, addr)
+            else:
+                raise FaultError("cannot access memory at 0x%x" % (addr + got), addr + got)
+        if self._mem_fd is None:
+            self._mem_fd = os.open("/proc/%d/mem" % self.pid, os.O_RDONLY)
+        try:
+            data = os.pread(self._mem_fd, n, addr)
+        except (OSError, OverflowError):
+            raise FaultError("cannot access memory at 0x%x" % addr, addr)
+        if len(data) < n:
+            raise FaultError("cannot access memory at 0x%x" % (addr + len(data)), addr + len(data))
+        return data
+
+    def regions(self) -> List[Tuple[int, int, bool, str]]:
+        """Every mapping, as gdb's `info proc mappings` lists them."""
+        return [(s, e, "w" in perms, name) for s, e, perms, _, _, name in self.maps]
+
+    def mappings(self) -> List[Tuple[int, int, str]]:
+        return [(s, e, perms) for s, e, perms, _, _, _ in self.maps]
+
+    def close(self) -> None:
+        if self._mem_fd is not None:
+            os.close(self._mem_fd)
+            self._mem_fd = None
+
+    # --- threads --------------------------------------------------------------
+    def task_ids(self) -> List[int]:
+        """The OS threads, as gdb numbers them: the main thread first."""
+        try:
+            tids = sorted(int(t) for t in os.listdir("/proc/%d/task" % self.pid) if t.isdigit())
+        except OSError:
+            raise LjError("process %d is gone" % self.pid)
+        return sorted(tids, key=lambda t: t != self.pid)
+
+    @contextlib.contextmanager
+    def stopped(self) -> Iterator["LiveProcess"]:
+        """Every thread held by ptrace (seized and interrupted), its registers
+        in self.threads; on leaving, every thread detached (in `finally`),
+        with the signal it was about to take, if one came meanwhile."""
+        held = {}       # tid -> signal to pass on at the detach (None: not seen stopped yet)
+        start = time.monotonic()
+        try:
+            self._seize_all(held)
+            self.threads = [Thread(tid, regs, 0, regs[self.arch.pc])
+                            for tid, regs in ((t, self._regs(t)) for t in self.task_ids()
+                                              if t in held) if regs is not None]
+            if not self.threads:
+                raise LjError("process %d has no thread left to read" % self.pid)
+            yield self
+        finally:
+            self.threads = []
+            for tid in list(held):
+                if held[tid] is None:           # (seized, not seen to stop: wait a moment)
+                    self._wait(tid, held, time.time() + 1.0)
+                sig = held.pop(tid)
+                try:
+                    ptrace(PTRACE_DETACH, tid, 0, sig or 0)
+                except OSError:
+                    pass        # (exited; or never stopped: the kernel detaches when we exit)
+            self.held_seconds = time.monotonic() - start
+
+    def _seize_all(self, held: Dict[int, Optional[int]]) -> None:
+        """Seize and interrupt each thread until no new one appears, then wait
+        for each to stop."""
+        for _ in range(100):
+            new = [t for t in self.task_ids() if t not in held]
+            if not new:
+                break
+            for tid in new:
+                try:
+                    ptrace(PTRACE_SEIZE, tid, 0, 0)
+                except OSError as e:
+                    if e.errno == errno.ESRCH:
+                        continue        # (exited meanwhile)
+                    raise LjError(refusal(self.pid, e))
+                held[tid] = None
+                try:
+                    ptrace(PTRACE_INTERRUPT, tid, 0, 0)
+                except OSError:
+                    pass
+            deadline = time.time() + STOP_TIMEOUT
+            for tid in new:
+                if tid in held and held[tid] is None:
+                    self._wait(tid, held, deadline)
+                    if tid in held and held[tid] is None:
+                        raise LjError("thread %d of process %d did not stop in %.0f s after "
+                                      "PTRACE_INTERRUPT" % (tid, self.pid, STOP_TIMEOUT))
+
+    def _wait(self, tid: int, held: Dict[int, Optional[int]], deadline: float) -> None:
+        """waitpid for tid's stop: held[tid] becomes the signal to pass on at
+        the detach (0 for an interrupt or group stop); tid leaves held when
+        it exited."""
+        while True:
+            try:
+                got, status = os.waitpid(tid, WALL | os.WNOHANG)
+            except ChildProcessError:
+                held.pop(tid, None)
+                return
+            if got == tid:
+                if os.WIFSTOPPED(status):
+                    # A PTRACE_EVENT_STOP (our interrupt, or a group stop) has
+                    # no signal to deliver; a signal-delivery stop has one.
+                    held[tid] = 0 if status >> 16 == PTRACE_EVENT_STOP else os.WSTOPSIG(status)
+                else:
+                    held.pop(tid, None)         # exited or killed
+                return
+            if time.time() >= deadline:
+                return
+            time.sleep(0.0005)
+
+    def _regs(self, tid: int) -> Optional[Dict[str, int]]:
+        names = self.arch.pr_regs
+        buf = ctypes.create_string_buffer(8 * len(names))
+        iov = _Iovec(ctypes.cast(buf, ctypes.c_void_p), len(buf))
+        try:
+            ptrace(PTRACE_GETREGSET, tid, NT_PRSTATUS, ctypes.addressof(iov))
+        except OSError:
+            return None
+        n = min(len(names), iov.len // 8)
+        return dict(zip(names, struct.unpack_from("<%dQ" % n, buf.raw)))
+
+
+class LiveTarget(CoreTarget):
+    """The core reader's Target over a LiveProcess (self.core), meant to live
+    for one command while the process is stopped()."""
+
+    description = "live process"
+
+    def process_id(self) -> Optional[int]:
+        return self.core.pid
+
+    def mappings(self) -> List[Tuple[int, int, str]]:
+        return self.core.mappings()
+
+    def address_space(self) -> List[Tuple[int, int]]:
+        return [(s, e) for s, e, _ in self.core.mappings()]
+
+
+def open_process(pid: int) -> LiveProcess:
+    """The LiveProcess of pid, or LjError: no such process, ptrace or /proc
+    refused, no LuaJIT in its files."""
+    proc = LiveProcess(pid)
+    find_luajit(proc)
+    for img in proc.images:             # (read now, not while the process is held)
+        img.symbol_sets()
+    return proc
+
+
+def open_live_target(proc: LiveProcess, thread: int = 0) -> LiveTarget:
+    """The LiveTarget of a process inside proc.stopped(); thread: the index
+    of the selected thread in proc.threads."""
+    return open_target(proc, thread, LiveTarget)

@@ -1,0 +1,211 @@
+"""python3 -m ljgdb --pid PID (gdb_ext.backends.live, commands.livehost)
+against gdb attached to the same process at the same moment: the same text.
+
+testprogs/lua/wait.lua stands still: its Lua frames (a coroutine over the
+main chunk, five levels of recursion) wait in the C library's read of a
+FIFO until the test writes a line into it.  After every --pid run the
+process must be as it was: sleeping in its read, not traced (TracerPid 0),
+no signal pending (SigPnd, ShdPnd of every thread), and it goes on working
+(a line written into the FIFO is read and recorded, then the same stack
+again).
+"""
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support.host import HostProcess
+from support.stop import LUA_DIR, ROOT, manifest, without_frame_names
+
+PROG = os.path.join(LUA_DIR, "wait.lua")
+VARIANTS = ["r21-gc64", "deb-x64", "r20-x64"]
+COMMANDS = ["lbt", "linfo", "lthreads", "lgcstat", "lbt full", "lstates", "lbt --all"]
+TRACEBACK = "Traceback (most recent call last)"
+
+
+class Waiting(HostProcess):
+    """wait.lua in the variant's test host, blocked in its read."""
+
+    def __init__(self, variant, tmp_path):
+        self.fifo = os.path.join(str(tmp_path), "fifo")
+        os.mkfifo(self.fifo)
+        expected = os.path.join(str(tmp_path), "expected.txt")
+        super().__init__([manifest()[variant]["host"], PROG, expected, self.fifo],
+                         str(tmp_path), expected)
+        self.wait_blocked()
+
+    def wait_blocked(self, timeout=10):
+        """Until the main thread sleeps in read(2) (/proc/PID/syscall)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                with open("/proc/%d/syscall" % self.pid) as f:
+                    if f.read().split()[0] == "0" and proc_state(self.pid) == "S":
+                        return
+            except (OSError, IndexError):
+                pass
+            time.sleep(0.02)
+        raise AssertionError("the program did not come to its read:\n" + self.log())
+
+    def send(self, line, timeout=10):
+        """Write a line into the FIFO; wait until the program recorded it."""
+        fd = os.open(self.fifo, os.O_WRONLY)
+        os.write(fd, line.encode() + b"\n")
+        os.close(fd)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if ["line", line] in [r[:2] for r in self.reread()]:
+                return
+            time.sleep(0.02)
+        raise AssertionError("the program did not read '%s':\n%s" % (line, self.log()))
+
+
+def proc_state(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        text = f.read()
+    return text[text.rindex(")") + 2]
+
+
+def assert_left_alone(pid, state="S"):
+    """Not traced, no signal pending in any thread, in the given state."""
+    assert proc_state(pid) == state, proc_state(pid)
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+            status = f.read()
+        assert re.search(r"^TracerPid:\s+0$", status, re.M), status
+        for field in ("SigPnd", "ShdPnd"):
+            assert re.search(r"^%s:\s+0+$" % field, status, re.M), status
+
+
+def live(pid, args, options=()):
+    """(exit status, stdout, stderr) of python3 -m ljgdb --pid PID ARGS."""
+    p = subprocess.run([sys.executable, "-m", "ljgdb"] + list(options) + ["--pid", str(pid)] +
+                       args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                       timeout=300)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def comparable(cmd, text):
+    """gdb's output and --pid's as they must agree: gdb's frames made from
+    DWARF call-site records are not the core reader's (support.stop)."""
+    text = (text or "").rstrip("\n")
+    return without_frame_names(text) if cmd in ("linfo", "lstates") else text
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_same_as_gdb_attached(variant, tmp_path):
+    prog = Waiting(variant, tmp_path)
+    try:
+        want = dict(prog.attach(COMMANDS))
+        assert_left_alone(prog.pid)
+        first = None
+        for cmd in COMMANDS:
+            code, out, err = live(prog.pid, cmd.split())
+            assert (code, err) == (0, ""), (cmd, err)
+            assert comparable(cmd, out) == comparable(cmd, want[cmd]), \
+                "%s:\n--- gdb:\n%s\n--- --pid:\n%s" % (cmd, want[cmd], out)
+            assert_left_alone(prog.pid)
+            first = first or out
+        assert "wait.lua:28" in first and first.count("wait.lua:37") == 5, first
+        # It goes on working, and the same stack is there again.
+        prog.send("ping")
+        prog.wait_blocked()
+        code, out, err = live(prog.pid, ["lbt"])
+        assert (code, out, err) == (0, first, "")
+        assert_left_alone(prog.pid)
+        prog.send("quit")
+        assert prog.proc.wait(10) == 0
+        assert ["done", "3"] in prog.reread()
+    finally:
+        prog.stop()
+
+
+def test_stopped_process_stays_stopped(tmp_path):
+    """A process stopped by SIGSTOP is read, and left stopped (a group
+    stop is not ours to end); SIGCONT then lets it go on."""
+    prog = Waiting("r21-gc64", tmp_path)
+    try:
+        os.kill(prog.pid, 19)           # SIGSTOP
+        deadline = time.time() + 5
+        while proc_state(prog.pid) != "T" and time.time() < deadline:
+            time.sleep(0.02)
+        code, out, err = live(prog.pid, ["lbt"])
+        assert code == 0 and "wait.lua:28" in out, err
+        assert_left_alone(prog.pid, "T")
+        os.kill(prog.pid, 18)           # SIGCONT
+        prog.send("ping")
+    finally:
+        prog.stop()
+
+
+def test_bad_pid_is_one_line(tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        cases = [
+            (["--pid", str(gone.pid), "lbt"], r"^ljgdb: no process %d " % gone.pid),
+            (["--pid", "abc", "lbt"], r"^ljgdb: --pid takes a process id, not 'abc'"),
+            (["--pid", str(sleeper.pid), "lbt"],
+             r"^ljgdb: no LuaJIT in process %d's files: .*/sleep" % sleeper.pid),
+            (["--pid", str(sleeper.pid), "nosuch"], r"^ljgdb: 'nosuch' is not a command"),
+        ]
+        for args, pattern in cases:
+            p = subprocess.run([sys.executable, "-m", "ljgdb"] + args, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, cwd=ROOT, timeout=60)
+            err = p.stderr.decode()
+            assert p.returncode == 1 and p.stdout == b"", (args, err)
+            assert len(err.splitlines()) == 1 and TRACEBACK not in err, (args, err)
+            assert re.search(pattern, err), (args, err)
+        assert_left_alone(sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+TRACER = """
+import ctypes, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = (ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+assert libc.ptrace(0x4206, int(sys.argv[1]), None, None) == 0, ctypes.get_errno()
+print("seized", flush=True)
+time.sleep(60)
+"""
+
+
+def test_another_tracer_is_named(tmp_path):
+    """Another tracer holds the process (seized, not stopped): one line
+    naming it by TracerPid; once it is gone, --pid reads the process."""
+    prog = Waiting("r21-gc64", tmp_path)
+    tracer = subprocess.Popen([sys.executable, "-c", TRACER, str(prog.pid)],
+                              stdout=subprocess.PIPE)
+    try:
+        assert tracer.stdout.readline() == b"seized\n"
+        code, out, err = live(prog.pid, ["lbt"])
+        assert code == 1 and out == "" and len(err.splitlines()) == 1, err
+        assert re.search(r"^ljgdb: process %d is already traced by process %d \(python3?.*"
+                         r"TracerPid" % (prog.pid, tracer.pid), err), err
+        tracer.kill()
+        tracer.wait()
+        code, out, err = live(prog.pid, ["lbt"])
+        assert code == 0 and "wait.lua:28" in out, err
+        assert_left_alone(prog.pid)
+    finally:
+        if tracer.poll() is None:
+            tracer.kill()
+        prog.stop()
+
+
+def test_yama_refusal_names_the_setting(tmp_path, monkeypatch):
+    """The line for a refusal under Yama (this machine may have no Yama:
+    the file is given)."""
+    from ljgdb.gdb_ext.backends import live as backend
+    scope = tmp_path / "ptrace_scope"
+    scope.write_text("1\n")
+    monkeypatch.setattr(backend, "YAMA_SCOPE", str(scope))
+    line = backend.refusal(os.getpid(), OSError(1, os.strerror(1)))
+    assert "/proc/sys/kernel/yama/ptrace_scope is 1" in line and "CAP_SYS_PTRACE" in line, line
+    assert "\n" not in line
