@@ -14,6 +14,7 @@ import bisect
 import mmap
 import os
 import struct
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import corefile
 from ..layouts.buildid import note_build_id
@@ -37,11 +38,12 @@ class Arch(object):
     column the CFI gives no rule for keeps its value (arm64: the link
     register of a leaf function) rather than ending the walk."""
 
-    def __init__(self, name, machine, pr_regs, dwarf_regs, pc, sp, callee_saved, ra_same):
+    def __init__(self, name: str, machine: int, pr_regs: Sequence[str], dwarf_regs: Sequence[str],
+                 pc: str, sp: str, callee_saved: Sequence[str], ra_same: bool) -> None:
         self.name, self.machine, self.pr_regs, self.dwarf_regs = name, machine, pr_regs, dwarf_regs
         self.pc, self.sp, self.callee_saved, self.ra_same = pc, sp, callee_saved, ra_same
 
-    def dwarf_name(self, n):
+    def dwarf_name(self, n: int) -> Optional[str]:
         return self.dwarf_regs[n] if 0 <= n < len(self.dwarf_regs) else None
 
 
@@ -88,7 +90,7 @@ def _notes(data):
         i = d + ((descsz + 3) & ~3)
 
 
-def leb128(d, p, signed=False):
+def leb128(d: Sequence[int], p: int, signed: bool = False) -> Tuple[int, int]:
     """A LEB128 number at d[p]: (value, next p)."""
     v = shift = 0
     while True:
@@ -100,11 +102,11 @@ def leb128(d, p, signed=False):
             return (v - (1 << shift) if signed and b & 0x40 else v), p
 
 
-def uleb128(d, p):
+def uleb128(d: Sequence[int], p: int) -> Tuple[int, int]:
     return leb128(d, p)
 
 
-def sleb128(d, p):
+def sleb128(d: Sequence[int], p: int) -> Tuple[int, int]:
     return leb128(d, p, True)
 
 
@@ -138,10 +140,10 @@ class Thread(object):
     """One thread of the core: tid, regs (gdb's register names), signal
     (pr_cursig), pc."""
 
-    def __init__(self, tid, regs, signal, pc):
+    def __init__(self, tid: int, regs: Dict[str, int], signal: int, pc: Optional[int]) -> None:
         self.tid, self.regs, self.signal, self.pc = tid, regs, signal, pc
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Thread(%d pc=0x%x)" % (self.tid, self.pc)
 
 
@@ -456,7 +458,8 @@ class Image(object):
     address minus ELF address; start, end: the mapped range; build_id;
     debug_path: the separate debug file found by build-id, or None."""
 
-    def __init__(self, path, file, elf, bias, start, end, debug_dirs, sysroot):
+    def __init__(self, path: str, file: Optional[str], elf: Any, bias: int, start: int, end: int,
+                 debug_dirs: Sequence[str], sysroot: str) -> None:
         self.path, self.file, self.elf, self.bias = path, file, elf, bias
         self.start, self.end = start, end
         self.build_id = elf.build_id()
@@ -472,10 +475,10 @@ class Image(object):
         self._syms = None
         self._cfi = None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Image(%s 0x%x-0x%x bias 0x%x)" % (self.path, self.start, self.end, self.bias)
 
-    def debug_elf(self):
+    def debug_elf(self) -> Any:
         if self._debug is None and self.debug_path:
             try:
                 self._debug = _Elf(_map(self.debug_path))
@@ -483,7 +486,7 @@ class Image(object):
                 self.debug_path = None
         return self._debug
 
-    def symbol_sets(self):
+    def symbol_sets(self) -> List[Any]:
         """[main file's .symtab, .dynsym and PLT entries, separate debug file's .symtab]."""
         if self._syms is None:
             self._syms = [_SymbolSet(self.elf, (".symtab", ".dynsym", "plt"))]
@@ -492,7 +495,7 @@ class Image(object):
                 self._syms.append(_SymbolSet(dbg, (".symtab",)))
         return self._syms
 
-    def cfi(self):
+    def cfi(self) -> List[Any]:
         """The image's CFI sections, in the order they are searched."""
         if self._cfi is None:
             self._cfi = []
@@ -505,7 +508,7 @@ class Image(object):
                     self._cfi.append(_Cfi(df[0], df[1], False))
         return self._cfi
 
-    def find_fde(self, addr):
+    def find_fde(self, addr: int) -> Optional[Tuple[Any, Any]]:
         """(cfi section, fde) covering runtime address addr, or None."""
         for cfi in self.cfi():
             try:
@@ -543,15 +546,15 @@ class Process(object):
         self.missing = []               # files it names that are not on disk
         self._exe_nt = None             # the name the program is mapped as
 
-    def read(self, addr, n):
+    def read(self, addr: int, n: int) -> bytes:
         """n bytes of memory at addr, or FaultError."""
         raise NotImplementedError
 
-    def mapped(self, addr):
+    def mapped(self, addr: int) -> Optional[Tuple[int, int, Any]]:
         """(start, end, buffer) of memory held in place around addr, or None."""
         return None
 
-    def regions(self):
+    def regions(self) -> List[Tuple[int, int, bool, str]]:
         """[(start, end, writable, name)] of the memory that can be read."""
         raise NotImplementedError
 
@@ -730,7 +733,7 @@ class Process(object):
             pass
         return out
 
-    def cstring(self, addr, limit=4096):
+    def cstring(self, addr: int, limit: int = 4096) -> bytes:
         """The NUL-terminated string at addr (at most `limit` bytes)."""
         out = b""
         while len(out) < limit:
@@ -745,25 +748,25 @@ class Process(object):
         return out.decode("utf-8", "surrogateescape")
 
     # --- symbols --------------------------------------------------------------
-    def image_of(self, addr):
+    def image_of(self, addr: int) -> Optional[Image]:
         """The Image whose mapped range holds addr, or None."""
         i = bisect.bisect_right(self._starts, addr) - 1
         if i >= 0 and addr < self._by_start[i].end:
             return self._by_start[i]
         return None
 
-    def objfile_of(self, addr):
+    def objfile_of(self, addr: int) -> Optional[str]:
         """The program or library file holding addr (not the vDSO: no file)."""
         img = self.image_of(addr)
         return img.path if img is not None and img.file else None
 
-    def library_of(self, addr):
+    def library_of(self, addr: int) -> Optional[str]:
         """The shared library holding addr (not the program, not the
         vDSO), as gdb.solib_name answers, or None."""
         img = self.image_of(addr)
         return img.path if img is not None and img.file and img is not self.exe_image else None
 
-    def symbol(self, name):
+    def symbol(self, name: str) -> Optional[int]:
         """Runtime address of a symbol: the program first, then the
         libraries in load order; None when no file defines it."""
         for img in self.images:
@@ -772,7 +775,7 @@ class Process(object):
                     return ss.by_name[name][0] + img.bias
         return None
 
-    def symbolize(self, addr):
+    def symbolize(self, addr: int) -> Optional[str]:
         """The symbol holding addr as gdb's `info symbol` names it, or None."""
         img = self.image_of(addr)
         if img is None:
@@ -785,7 +788,8 @@ class Process(object):
         return best[1] if best else None
 
     # --- unwinding ------------------------------------------------------------
-    def unwind(self, regs, max_frames=64):
+    def unwind(self, regs: Dict[str, int],
+               max_frames: int = 64) -> Tuple[List[Tuple[Optional[int], Dict[str, int]]], Optional[str]]:
         """(frames, stop_reason): [(pc, regs)] innermost first from regs, and
         None when the walk reached the outermost frame, else why it stopped."""
         pcn, spn = self.arch.pc, self.arch.sp
@@ -923,7 +927,8 @@ class Core(Process):
 
     what = "the core"
 
-    def __init__(self, path, executable=None, sysroot="/", debug_dirs=("/usr/lib/debug",)):
+    def __init__(self, path: str, executable: Optional[str] = None, sysroot: str = "/",
+                 debug_dirs: Sequence[str] = ("/usr/lib/debug",)) -> None:
         self.path = path
         self._init_files(executable, sysroot, debug_dirs)
         try:
@@ -983,7 +988,7 @@ class Core(Process):
             self.psargs = _cstr(desc[56:136], 0)
 
     # --- memory ---------------------------------------------------------------
-    def read(self, addr, n):
+    def read(self, addr: int, n: int) -> bytes:
         """n bytes of memory at addr.  Raises FaultError at the first byte
         neither the core nor a mapped file holds."""
         i = bisect.bisect_right(self._mem_starts, addr) - 1
@@ -1001,7 +1006,7 @@ class Core(Process):
             a += len(piece)
         return b"".join(parts)
 
-    def mapped(self, addr):
+    def mapped(self, addr: int) -> Optional[Tuple[int, int, Any]]:
         """(start, end, memoryview) of the core's bytes around addr (one
         PT_LOAD segment's, read in place through the mmap), or None when
         the core holds no byte at addr."""
@@ -1030,7 +1035,7 @@ class Core(Process):
             return None
         return data[off + a - s:off + min(end, e) - s]
 
-    def regions(self):
+    def regions(self) -> List[Tuple[int, int, bool, str]]:
         """[(start, end, writable, "core segment")] of the PT_LOAD segments
         that hold bytes."""
         return [(s.vaddr, s.vaddr + s.memsz, s.writable, "core segment")

@@ -6,6 +6,7 @@ build-id) or from a shipped layout profile (gdb_ext.layouts.profiles), as the gd
 backend takes one.  Nothing here imports gdb."""
 import json
 import os
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from ..layouts import buildid, profiles
 from . import corefile
@@ -14,9 +15,14 @@ from ..errors import LjError, NotLuaJITError
 from ..layouts.layout import LUAJIT_SYMBOLS
 from ..vm.state import STATE_REGISTERS, register_candidates
 from ..target import MachineFrame, Target, TypeSource
+from ..layouts.profiles import Profile
+
+if TYPE_CHECKING:
+    from ..layouts.layout import Layout
+    from .coredump import Image, Process
 
 
-def cache_dir():
+def cache_dir() -> str:
     """Where layouts read from DWARF are kept, by build-id."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return os.path.join(base, "ljgdb", "layouts")
@@ -32,7 +38,8 @@ class CoreTarget(Target):
 
     description = "core file"
 
-    def __init__(self, core, layout=None, match=None, thread=0):
+    def __init__(self, core: 'Process', layout: Optional[Profile] = None, match: Any = None,
+                 thread: int = 0) -> None:
         super().__init__()
         self.core = core
         self.layout = layout
@@ -45,14 +52,14 @@ class CoreTarget(Target):
         self._blocks = {}            # file -> framevars.DwarfBlocks
         self._chains = {}            # Image -> {link-time pc (hex): chain}
 
-    def read_raw(self, addr, n):
+    def read_raw(self, addr: int, n: int) -> bytes:
         return self.core.read(addr, n)
 
-    def process_id(self):
+    def process_id(self) -> Optional[int]:
         ids = [t.tid for t in self.core.threads if t.tid > 0]
         return min(ids) if ids else None
 
-    def symbol(self, name):
+    def symbol(self, name: str) -> Optional[int]:
         addr = self.core.symbol(name)
         m = self.match
         if addr is None and m is not None and m.labels and m.base is not None:
@@ -61,33 +68,33 @@ class CoreTarget(Target):
                 addr = m.base + off
         return addr
 
-    def symbolize(self, addr):
+    def symbolize(self, addr: int) -> Optional[str]:
         name = self.core.symbolize(addr)
         m = self.match
         if name is None and m is not None and m.labels and m.base is not None:
             name = m.profile.symbol_at(addr - m.base)
         return name
 
-    def objfile_of(self, addr):
+    def objfile_of(self, addr: int) -> Optional[str]:
         return self.core.objfile_of(addr)
 
-    def mapped(self, addr):
+    def mapped(self, addr: int) -> Optional[Tuple[int, int, Any]]:
         return self.core.mapped(addr)
 
-    def regions(self):
+    def regions(self) -> Optional[List[Tuple[int, int, bool, str]]]:
         return self.core.regions()
 
-    def address_space(self):
+    def address_space(self) -> Optional[List[Tuple[int, int]]]:
         return corefile.address_spans(self.core.segments)
 
-    def machine_frames(self, max_frames=64):
+    def machine_frames(self, max_frames: int = 64) -> List[MachineFrame]:
         """The selected thread's frames as the unwind information (CFI) of
         the loaded files gives them, with a frame for each function
         inlined at a pc (as gdb shows them); the unwinder's reason for
         stopping early is kept in self.unwind_stop."""
         return [f[0] for f in self.frame_facts()[:max_frames]]
 
-    def frame_facts(self):
+    def frame_facts(self) -> List[Tuple[Any, ...]]:
         """[(MachineFrame, variables, link-time pc, load bias, frame base,
         CFA)]: each frame with what framevars.read_variables needs."""
         if self._frames is not None:
@@ -140,7 +147,7 @@ class CoreTarget(Target):
         return chains[key]
 
 
-def frame_candidates(target, lay):
+def frame_candidates(target: 'CoreTarget', lay: 'Layout') -> List[Tuple[str, int, str]]:
     """Candidate state pointers from the selected thread's frames, as
     gdbtarget.frame_candidates takes them from gdb: in each frame, its C
     variables of type lua_State * or global_State * (gdb_ext.backends.framevars),
@@ -226,7 +233,7 @@ def _has_dwarf(path):
 # --------------------------------------------------------------------------
 # Opening a core: the files, LuaJIT's image and its layout.
 
-def luajit_image(core):
+def luajit_image(core: 'Process') -> Optional[Tuple[str, 'Image']]:
     """(symbol, Image) of the loaded file that holds LuaJIT, or None."""
     for name in LUAJIT_SYMBOLS:
         addr = core.symbol(name)
@@ -239,7 +246,7 @@ def luajit_image(core):
     return None
 
 
-def dwarf_layout(img):
+def dwarf_layout(img: 'Image') -> Optional[Profile]:
     """The Profile of LuaJIT's layout from the DWARF of img (its separate
     debug file or itself), read once per build-id (cache_dir()); None when
     neither has DWARF."""
@@ -252,7 +259,7 @@ def dwarf_layout(img):
     return profiles.Profile(doc, src)
 
 
-def find_luajit(core):
+def find_luajit(core: 'Process') -> Tuple[str, 'Image']:
     """luajit_image(core), or NotLuaJITError naming the files looked in."""
     found = luajit_image(core)
     if found is None:
@@ -262,7 +269,7 @@ def find_luajit(core):
     return found
 
 
-def open_target(core, thread=0, cls=CoreTarget):
+def open_target(core: 'Process', thread: int = 0, cls: type = CoreTarget) -> CoreTarget:
     """The CoreTarget (or the subclass cls) of a coredump.Process, a core
     or a live process (its thread index `thread` the selected one):
     LuaJIT's layout from DWARF, else from a layout profile (by build-id,
@@ -295,7 +302,7 @@ def open_target(core, thread=0, cls=CoreTarget):
     return cls(core, match.profile, match, thread)
 
 
-def core_mismatch(core, path, give, off):
+def core_mismatch(core: 'Process', path: str, give: str, off: str) -> Optional[str]:
     """None when the file holding LuaJIT is the one the core at path was
     written with (or when that cannot be told); else buildid.mismatch's
     line naming both build-ids (give, off: the host's remedies)."""
