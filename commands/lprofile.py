@@ -34,7 +34,7 @@ def _signal_settings(name):
 
 class _Quiet(object):
     """While lprofile samples, gdb's standard output goes to /dev/null: gdb
-    prints each sample's stop ("Program received signal SIG63" and the
+    prints each sample's stop ("Program received signal SIGURG" and the
     frame) straight to its terminal, past any capture or logging
     redirection.  gdb's buffered output is flushed at each switch."""
 
