@@ -12,7 +12,8 @@ commands taking turns, N runs each: a Markdown table of min / median / max.
 ljgdb runs from a copy of the checkout, twice: with its bytecode cached
 (.pyc written by a first run, as `pip install` has it) and without
 (PYTHONDONTWRITEBYTECODE=1 and no __pycache__: every module of ljgdb
-compiled at each start).  The outputs are checked (dump's backtrace is
+compiled at each start).  `python3 -c pass` is timed too: the part of
+the figures that is Python's own start on this machine.  The outputs are checked (dump's backtrace is
 gdb's lbt) and the process is checked to be left running, not traced.
 """
 import os
@@ -99,6 +100,8 @@ def main(argv):
                 ("`gdb -p PID -batch -ex 'source ljgdb.py' -ex lbt`",
                  ["gdb", "-p", pid, "-batch", "-ex", "source " + os.path.join(ROOT, "ljgdb.py"),
                   "-ex", "lbt"], ROOT, base),
+                ("`python3 -c pass` (Python's own start, for reference)", [py, "-c", "pass"],
+                 ROOT, base),
             ]
             timed(cases[0][1], cached, base)            # (writes the copy's .pyc)
             times = {c[0]: [] for c in cases}
