@@ -4,7 +4,6 @@ here imports gdb: the current Host (commands.host) answers what depends on
 where the command runs."""
 import json
 import re
-import traceback
 
 from ..gdb_ext.errors import CorruptError, FaultError, LjError
 from ..gdb_ext.vm.check import Bare, check_thread
@@ -258,6 +257,7 @@ class LjCommand(object):
         if own is not None:
             return own
         if param("debug"):
+            import traceback
             traceback.print_exception(type(e), e, e.__traceback__)
         return "%s: internal error (%s: %s); %s" % (self.NAME, type(e).__name__, e,
                                                     host.debug_hint)

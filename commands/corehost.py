@@ -228,7 +228,8 @@ def main(argv=None):
                          "core's first, the one that got the signal); --sysroot DIR, where "
                          "the core's files are (gdb's set sysroot).\nA running process: "
                          "python3 -m ljgdb --pid PID COMMAND [ARGS...] (--pid PID --help "
-                         "tells more).\n"
+                         "tells more); every thread's Lua backtrace: python3 -m ljgdb dump "
+                         "--pid PID [--all] [--locals] [--json].\n"
                          % (USAGE, help_text(list(cmds.values())).split("\nIn gdb's")[0].replace(
                              "'help <command>' tells more", "CORE COMMAND --help tells more"),
                             ", ".join(sorted(SETTINGS))))

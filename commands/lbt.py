@@ -4,7 +4,6 @@ from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.stack.frames import frame_locals, frame_upvalues
 from ..gdb_ext.vm.protoinfo import cached_proto
 from ..gdb_ext.vm.state import TRACE_UNKNOWN
-from ..gdb_ext.stack.threadscan import ThreadScanner, group
 from .base import LjCommand, UsageError, get_vm, param, split_args
 from .format import chunk_display, error_text, hexa, value_text
 
@@ -37,11 +36,8 @@ class BtFormat(object):
         text = cache.get(key)
         if text is None:
             if key[0] == "L":
-                pt = cached_proto(self.vm, key[1])
-                src = pt.memo.get("display")
-                if src is None:
-                    src = pt.memo["display"] = chunk_display(pt.chunk(self.vm))
-                text = "%s:%s" % (src, key[2] if key[2] is not None else "?")
+                text = "%s:%s" % (self.source(cached_proto(self.vm, key[1])),
+                                  key[2] if key[2] is not None else "?")
             elif key[0] == "F":
                 name = self.bt.names.get(key[1])
                 text = "[builtin#%s]" % (name if name else key[1])
@@ -52,6 +48,13 @@ class BtFormat(object):
                     "C:0x%x%s" % (key[1], " (%s)" % name if name else "")
             cache[key] = text
         return text
+
+    def source(self, pt):
+        """The chunk name of prototype pt as lbt shows it (kept in pt.memo)."""
+        src = pt.memo.get("display")
+        if src is None:
+            src = pt.memo["display"] = chunk_display(pt.chunk(self.vm))
+        return src
 
     @staticmethod
     def header(L, who, status, fiber):
@@ -181,7 +184,7 @@ class BtFormat(object):
         d = {"kind": {"L": "lua", "F": "builtin", "C": "c"}[key[0]], "text": self.key_text(key)}
         if key[0] == "L":
             pt = cached_proto(self.vm, key[1])
-            d.update(source=chunk_display(pt.chunk(self.vm)), line=key[2],
+            d.update(source=self.source(pt), line=key[2],
                      linedefined=pt.firstline, proto=hexa(key[1]))
         elif key[0] == "F":
             d.update(ffid=key[1], name=self.bt.names.get(key[1]))
@@ -367,6 +370,7 @@ Example:
     def data(self, bt, flags):
         """lbt's document: {"folded": ...} with --folded; else for --all
         "threads" (or "groups" with --group), "thread_count", "walk_error"."""
+        from ..gdb_ext.stack.threadscan import ThreadScanner, group
         full = "full" in flags
         if "folded" in flags and "all" not in flags:
             return {"folded": bt.folded_one(bt.vm.L)}

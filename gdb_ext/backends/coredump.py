@@ -186,6 +186,20 @@ class _Elf(object):
             return None
         return bytes(self.data[s[3]:s[3] + s[4]]), s[2]
 
+    def may_name(self, name):
+        """False when no symbol table of this file can name `name` (bytes):
+        it is in none of their string tables (a search of the bytes, much
+        cheaper than reading the tables); True when it may."""
+        for table in (".symtab", ".dynsym"):
+            s = self.sections.get(table)
+            if s is None or s[5] >= len(self.raw_sections):
+                continue
+            off, size = self.raw_sections[s[5]][4], self.raw_sections[s[5]][5]
+            # (String tables share tails: "name\0" may end a longer string.)
+            if self.data.find(name + b"\0", off, off + size) >= 0:
+                return True
+        return False
+
     def symbols(self, name):
         """(value, size, name, section index, global?) of the defined code and
         data symbols of the symbol table `name` ('.symtab', '.dynsym')."""
@@ -486,6 +500,23 @@ class Image(object):
                 self.debug_path = None
         return self._debug
 
+    def dwarf_file(self) -> Optional[str]:
+        """The file with the image's DWARF (its separate debug file, or
+        itself), or None: from the section headers already read."""
+        dbg = self.debug_elf()
+        if dbg is not None and ".debug_info" in dbg.sections:
+            return self.debug_path
+        return self.file if self.file and ".debug_info" in self.elf.sections else None
+
+    def may_define(self, name: str) -> bool:
+        """False when the image's symbol tables cannot have `name` (see
+        _Elf.may_name): symbol() then need not read them."""
+        if self._syms is not None:
+            return True
+        raw = (name[:-4] if name.endswith("@plt") else name).encode("utf-8", "surrogateescape")
+        dbg = self.debug_elf()
+        return self.elf.may_name(raw) or (dbg is not None and dbg.may_name(raw))
+
     def symbol_sets(self) -> List[Any]:
         """[main file's .symtab, .dynsym and PLT entries, separate debug file's .symtab]."""
         if self._syms is None:
@@ -770,6 +801,8 @@ class Process(object):
         """Runtime address of a symbol: the program first, then the
         libraries in load order; None when no file defines it."""
         for img in self.images:
+            if not img.may_define(name):
+                continue
             for ss in img.symbol_sets():
                 if name in ss.by_name:
                     return ss.by_name[name][0] + img.bias

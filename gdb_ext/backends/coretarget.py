@@ -171,9 +171,7 @@ def frame_candidates(target: 'CoreTarget', lay: 'Layout') -> List[Tuple[str, int
 
 def _dwarf_file(img):
     """The file with img's DWARF (its separate debug file, or itself), or None."""
-    if img.debug_path and _has_dwarf(img.debug_path):
-        return img.debug_path
-    return img.file if img.file and _has_dwarf(img.file) else None
+    return img.dwarf_file()
 
 
 def _cache_path(img, kind):
@@ -216,20 +214,6 @@ def _cached(img, kind, make):
     return doc
 
 
-_dwarf = {}
-
-
-def _has_dwarf(path):
-    if path not in _dwarf:
-        try:
-            from elftools.elf.elffile import ELFFile
-            with open(path, "rb") as f:
-                _dwarf[path] = ELFFile(f).get_section_by_name(".debug_info") is not None
-        except Exception:       # unreadable or not ELF: no debug info to use
-            _dwarf[path] = False
-    return _dwarf[path]
-
-
 # --------------------------------------------------------------------------
 # Opening a core: the files, LuaJIT's image and its layout.
 
@@ -253,9 +237,12 @@ def dwarf_layout(img: 'Image') -> Optional[Profile]:
     src = _dwarf_file(img)
     if src is None:
         return None
-    from ..layouts.writer import make_profile
+
+    def make():
+        from ..layouts.writer import make_profile
+        return make_profile(src, img.file if src != img.file else None)
     # ("layout2": the types lheap reads were added; older files lack them.)
-    doc = _cached(img, "layout2", lambda: make_profile(src, img.file if src != img.file else None))
+    doc = _cached(img, "layout2", make)
     return profiles.Profile(doc, src)
 
 

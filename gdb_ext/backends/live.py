@@ -21,7 +21,6 @@ import contextlib
 import ctypes
 import errno
 import os
-import platform
 import struct
 import time
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -145,10 +144,11 @@ class LiveProcess(Process):
         self.what = "process %d" % pid
         if not os.path.isdir("/proc/%d/task" % pid):
             raise LjError("no process %d (no /proc/%d)" % (pid, pid))
-        self.arch = _ARCHES.get(platform.machine())
+        machine = os.uname().machine
+        self.arch = _ARCHES.get(machine)
         if self.arch is None:
             raise LjError("--pid reads x86-64 and arm64 processes; this machine is %s"
-                          % platform.machine())
+                          % machine)
         try:
             self.maps = read_maps(pid)
             exe = os.readlink("/proc/%d/exe" % pid)
@@ -350,9 +350,7 @@ def open_process(pid: int) -> LiveProcess:
     """The LiveProcess of pid, or LjError: no such process, ptrace or /proc
     refused, no LuaJIT in its files."""
     proc = LiveProcess(pid)
-    find_luajit(proc)
-    for img in proc.images:             # (read now, not while the process is held)
-        img.symbol_sets()
+    find_luajit(proc)           # (its image's symbols read now, not while the process is held)
     return proc
 
 

@@ -3,12 +3,14 @@ against gdb attached to the same process at the same moment: the same text.
 
 testprogs/lua/wait.lua stands still: its Lua frames (a coroutine over the
 main chunk, five levels of recursion) wait in the C library's read of a
-FIFO until the test writes a line into it.  After every --pid run the
+FIFO until the test writes a line into it; it records those frames, as
+debug.getinfo sees them, before each read.  After every --pid run the
 process must be as it was: sleeping in its read, not traced (TracerPid 0),
 no signal pending (SigPnd, ShdPnd of every thread), and it goes on working
 (a line written into the FIFO is read and recorded, then the same stack
 again).
 """
+import json
 import os
 import re
 import subprocess
@@ -29,13 +31,22 @@ TRACEBACK = "Traceback (most recent call last)"
 class Waiting(HostProcess):
     """wait.lua in the variant's test host, blocked in its read."""
 
-    def __init__(self, variant, tmp_path):
+    def __init__(self, variant, tmp_path, args=()):
+        """args: wait.lua's after the FIFO (DEPTH, idle-thread)."""
         self.fifo = os.path.join(str(tmp_path), "fifo")
         os.mkfifo(self.fifo)
         expected = os.path.join(str(tmp_path), "expected.txt")
-        super().__init__([manifest()[variant]["host"], PROG, expected, self.fifo],
+        super().__init__([manifest()[variant]["host"], PROG, expected, self.fifo] + list(args),
                          str(tmp_path), expected)
         self.wait_blocked()
+
+    def frames(self):
+        """[(level, source, line)] of the frames the program recorded before
+        its last read (level 1: wait_line, lbt's #1)."""
+        recs = self.reread()
+        last = max(i for i, r in enumerate(recs) if r[0] == "frames")
+        first = last - int(recs[last][1])
+        return [(int(r[1]), r[2].lstrip("@"), int(r[3])) for r in recs[first:last]]
 
     def wait_blocked(self, timeout=10):
         """Until the main thread sleeps in read(2) (/proc/PID/syscall)."""
@@ -80,6 +91,14 @@ def assert_left_alone(pid, state="S"):
             assert re.search(r"^%s:\s+0+$" % field, status, re.M), status
 
 
+def assert_frames(text, frames):
+    """lbt's text has the frames the program recorded, at their levels."""
+    assert len(frames) >= 6, frames
+    for level, source, line in frames:
+        assert re.search(r"^#%-3d %s:%d$" % (level, re.escape(source), line), text, re.M), \
+            (level, source, line, text)
+
+
 def live(pid, args, options=()):
     """(exit status, stdout, stderr) of python3 -m ljgdb --pid PID ARGS."""
     p = subprocess.run([sys.executable, "-m", "ljgdb"] + list(options) + ["--pid", str(pid)] +
@@ -109,7 +128,7 @@ def test_same_as_gdb_attached(variant, tmp_path):
                 "%s:\n--- gdb:\n%s\n--- --pid:\n%s" % (cmd, want[cmd], out)
             assert_left_alone(prog.pid)
             first = first or out
-        assert "wait.lua:28" in first and first.count("wait.lua:37") == 5, first
+        assert_frames(first, prog.frames())
         # It goes on working, and the same stack is there again.
         prog.send("ping")
         prog.wait_blocked()
@@ -133,7 +152,7 @@ def test_stopped_process_stays_stopped(tmp_path):
         while proc_state(prog.pid) != "T" and time.time() < deadline:
             time.sleep(0.02)
         code, out, err = live(prog.pid, ["lbt"])
-        assert code == 0 and "wait.lua:28" in out, err
+        assert code == 0 and "wait.lua:%d\n" % prog.frames()[0][2] in out, err
         assert_left_alone(prog.pid, "T")
         os.kill(prog.pid, 18)           # SIGCONT
         prog.send("ping")
@@ -188,10 +207,14 @@ def test_another_tracer_is_named(tmp_path):
         assert code == 1 and out == "" and len(err.splitlines()) == 1, err
         assert re.search(r"^ljgdb: process %d is already traced by process %d \(python3?.*"
                          r"TracerPid" % (prog.pid, tracer.pid), err), err
+        code, out, err = dump(prog.pid, [])
+        assert code == 1 and out == "" and len(err.splitlines()) == 1, err
+        assert re.search(r"^ljgdb: process %d is already traced by process %d " % (
+            prog.pid, tracer.pid), err), err
         tracer.kill()
         tracer.wait()
         code, out, err = live(prog.pid, ["lbt"])
-        assert code == 0 and "wait.lua:28" in out, err
+        assert code == 0 and "wait.lua:%d\n" % prog.frames()[0][2] in out, err
         assert_left_alone(prog.pid)
     finally:
         if tracer.poll() is None:
@@ -209,3 +232,95 @@ def test_yama_refusal_names_the_setting(tmp_path, monkeypatch):
     line = backend.refusal(os.getpid(), OSError(1, os.strerror(1)))
     assert "/proc/sys/kernel/yama/ptrace_scope is 1" in line and "CAP_SYS_PTRACE" in line, line
     assert "\n" not in line
+
+
+# --- python3 -m ljgdb dump --pid PID (commands.dump) -------------------------
+
+def dump(pid, args):
+    """(exit status, stdout, stderr) of python3 -m ljgdb dump --pid PID ARGS."""
+    return live(pid, args, options=["dump"])
+
+
+def thread_state(pid, tid):
+    with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+        text = f.read()
+    return text[text.rindex(")") + 2]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_dump_same_as_gdb_lbt(variant, tmp_path):
+    """dump, --all, --locals, --json: for the one OS thread that runs Lua,
+    its header and what gdb attached prints for lbt, lbt --all, lbt full,
+    lbt --json at the same moment; the thread that runs no Lua counted on
+    the last line; the process left running as it was."""
+    prog = Waiting(variant, tmp_path, ["5", "idle-thread"])
+    try:
+        tids = sorted(int(t) for t in os.listdir("/proc/%d/task" % prog.pid))
+        idle = [t for t in tids if t != prog.pid]
+        assert len(idle) == 1, tids
+        deadline = time.time() + 5
+        while thread_state(prog.pid, idle[0]) != "S" and time.time() < deadline:
+            time.sleep(0.02)
+        with open("/proc/%d/task/%d/comm" % (prog.pid, idle[0])) as f:
+            assert f.read() == "ljgdb-idle\n"
+        with open("/proc/%d/comm" % prog.pid) as f:
+            name = f.read().rstrip("\n")
+        want = dict(prog.attach(["lbt", "lbt --all", "lbt full", "lbt --json"]))
+        assert_left_alone(prog.pid)
+        head = 'Thread %d "%s" (S: sleeping)' % (prog.pid, name)
+        tail = "1 other thread runs no Lua: %d" % idle[0]
+        for args, cmd in (([], "lbt"), (["--all"], "lbt --all"), (["--locals"], "lbt full")):
+            code, out, err = dump(prog.pid, args)
+            assert (code, err) == (0, ""), (args, err)
+            assert out == "%s\n%s\n\n%s\n" % (head, want[cmd].rstrip("\n"), tail), \
+                "dump %s:\n--- gdb %s:\n%s\n--- dump:\n%s" % (args, cmd, want[cmd], out)
+            assert_frames(out, prog.frames())
+            assert_left_alone(prog.pid)
+            assert thread_state(prog.pid, idle[0]) == "S"
+        code, out, err = dump(prog.pid, ["--json"])
+        assert (code, err) == (0, ""), err
+        doc = json.loads(out)
+        assert (doc["command"], doc["pid"], doc["other_threads"]) == ("dump", prog.pid, idle)
+        assert [(t["tid"], t["name"], t["state"]) for t in doc["threads"]] == \
+            [(prog.pid, name, "S")]
+        gdb_doc = json.loads(want["lbt --json"])
+        assert doc["threads"][0]["lbt"]["threads"] == gdb_doc["threads"]
+        frames = doc["threads"][0]["lbt"]["threads"][0]["frames"]
+        assert [(f["level"], f["source"], f["line"]) for f in frames[1:]] == prog.frames()
+        assert_left_alone(prog.pid)
+        # It goes on working.
+        prog.send("quit")
+        assert prog.proc.wait(10) == 0
+        assert ["done", "3"] in prog.reread()
+    finally:
+        prog.stop()
+
+
+def test_dump_bad_input_is_one_line(tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        usage = r"; usage: python3 -m ljgdb dump --pid PID \[--all\] \[--locals\] \[--json\]$"
+        cases = [
+            ([], r"^ljgdb: dump: give --pid PID" + usage),
+            (["--pid", "abc"], r"^ljgdb: dump: --pid takes a process id, not 'abc'" + usage),
+            (["--pid", str(sleeper.pid), "--full"],
+             r"^ljgdb: dump: '--full' is not an option of dump \(--pid PID, --all, --locals, "
+             r"--json\)" + usage),
+            (["--pid", str(gone.pid)], r"^ljgdb: no process %d " % gone.pid),
+            (["--pid", str(sleeper.pid)],
+             r"^ljgdb: no LuaJIT in process %d's files: .*/sleep" % sleeper.pid),
+        ]
+        for args, pattern in cases:
+            p = subprocess.run([sys.executable, "-m", "ljgdb", "dump"] + args,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                               timeout=60)
+            err = p.stderr.decode()
+            assert p.returncode == 1 and p.stdout == b"", (args, err)
+            assert len(err.splitlines()) == 1 and TRACEBACK not in err, (args, err)
+            assert re.search(pattern, err), (args, err)
+        assert_left_alone(sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
