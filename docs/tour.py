@@ -82,8 +82,9 @@ def main():
             for program, args, commands, stop_at, variants in SINGLE:
                 if v in variants:
                     outs.update(one_stop(v, program, args, commands, stop_at, work))
-            res[v] = {c: (t or "(no output)").replace(snap, "snap").rstrip("\n")
-                      for c, t in outs.items()}
+            # (the checkout's own directory left out: paths read as from its root)
+            res[v] = {c: (t or "(no output)").replace(snap, "snap").replace(ROOT + "/", "")
+                      .rstrip("\n") for c, t in outs.items()}
 
     def b(v, c):
         return "```\n(gdb) %s\n%s\n```\n" % (c.replace("SNAP", "snap"), res[v][c])
