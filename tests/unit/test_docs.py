@@ -56,3 +56,14 @@ def test_generated_output_is_relative():
         if n.endswith(".md"):
             text = open(os.path.join(ROOT, "docs", "commands", n)).read()
             assert not re.search(r"/work/|/root/|/tmp/pytest-|/home/", text), n
+
+
+def test_no_machine_paths_in_docs():
+    """No page of docs/ names a directory of the machine its output came
+    from (docs/internals.md is docs/tour.py's real output, the others hold
+    real output pasted from runs)."""
+    for n in os.listdir(os.path.join(ROOT, "docs")):
+        if n.endswith(".md"):
+            text = open(os.path.join(ROOT, "docs", n)).read()
+            # (/proc/PID/root/... is the kernel's, not the machine's)
+            assert not re.search(r"/work/|(?<!\w)/root/|/tmp/pytest-|/home/", text), n
