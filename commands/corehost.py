@@ -214,6 +214,17 @@ def run_command(cmds, name, argv):
     return 0
 
 
+def usage_text(cmds, how):
+    """The commands with their one line each, as `help ljgdb` lists them,
+    told to ask `how` for more (a host without gdb's help command)."""
+    return help_text(list(cmds.values())).split("\nIn gdb's")[0].replace(
+        "'help <command>' tells more", how)
+
+
+def settings_text():
+    return ", ".join(sorted(SETTINGS))
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     cmds = commands()
@@ -230,9 +241,7 @@ def main(argv=None):
                          "python3 -m ljgdb --pid PID COMMAND [ARGS...] (--pid PID --help "
                          "tells more); every thread's Lua backtrace: python3 -m ljgdb dump "
                          "--pid PID [--all] [--locals] [--json].\n"
-                         % (USAGE, help_text(list(cmds.values())).split("\nIn gdb's")[0].replace(
-                             "'help <command>' tells more", "CORE COMMAND --help tells more"),
-                            ", ".join(sorted(SETTINGS))))
+                         % (USAGE, usage_text(cmds, "CORE COMMAND --help tells more"), settings_text()))
         return 0 if argv else 2
     core = argv.pop(0)
     binary = None

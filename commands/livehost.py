@@ -11,9 +11,8 @@ core reader (commands.corehost)."""
 import sys
 
 from ..gdb_ext.errors import LjError
-from .base import help_text
-from .corehost import CoreHost, commands, run_command, take_options
-from .host import SETTINGS, install
+from .corehost import CoreHost, commands, run_command, settings_text, take_options, usage_text
+from .host import install
 
 USAGE = "python3 -m ljgdb [--set NAME=VALUE] [--thread N] --pid PID COMMAND [ARGS...]"
 OPTIONS = ("--set", "--thread", "--pid")
@@ -66,9 +65,8 @@ def main(argv):
                          "then left running as it was.  Options before the command: --set "
                          "NAME=VALUE (%s); --thread N, the thread to look at (gdb's numbers: 1 "
                          "is the main thread).\n"
-                         % (USAGE, help_text(list(cmds.values())).split("\nIn gdb's")[0].replace(
-                             "'help <command>' tells more", "--pid PID COMMAND --help tells more"),
-                            ", ".join(sorted(SETTINGS))))
+                         % (USAGE, usage_text(cmds, "--pid PID COMMAND --help tells more"),
+                            settings_text()))
         return 0 if argv else 2
     name = argv.pop(0)
     if name not in cmds:

@@ -73,6 +73,14 @@ class Waiting(HostProcess):
             time.sleep(0.02)
         raise AssertionError("the program did not read '%s':\n%s" % (line, self.log()))
 
+    def quit(self):
+        """The line "quit": the program ends by itself, with status 0, after
+        recording "done" with its 3 suspended coroutines: it went on working
+        after it was read."""
+        self.send("quit")
+        assert self.proc.wait(10) == 0
+        assert ["done", "3"] in self.reread()
+
 
 def proc_state(pid):
     with open("/proc/%d/stat" % pid) as f:
@@ -135,9 +143,7 @@ def test_same_as_gdb_attached(variant, tmp_path):
         code, out, err = live(prog.pid, ["lbt"])
         assert (code, out, err) == (0, first, "")
         assert_left_alone(prog.pid)
-        prog.send("quit")
-        assert prog.proc.wait(10) == 0
-        assert ["done", "3"] in prog.reread()
+        prog.quit()
     finally:
         prog.stop()
 
@@ -160,29 +166,41 @@ def test_stopped_process_stays_stopped(tmp_path):
         prog.stop()
 
 
-def test_bad_pid_is_one_line(tmp_path):
+@pytest.fixture
+def no_lua():
+    """(the pid of a process that is gone, a running process without LuaJIT)."""
     gone = subprocess.Popen(["true"])
     gone.wait()
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        cases = [
-            (["--pid", str(gone.pid), "lbt"], r"^ljgdb: no process %d " % gone.pid),
-            (["--pid", "abc", "lbt"], r"^ljgdb: --pid takes a process id, not 'abc'"),
-            (["--pid", str(sleeper.pid), "lbt"],
-             r"^ljgdb: no LuaJIT in process %d's files: .*/sleep" % sleeper.pid),
-            (["--pid", str(sleeper.pid), "nosuch"], r"^ljgdb: 'nosuch' is not a command"),
-        ]
-        for args, pattern in cases:
-            p = subprocess.run([sys.executable, "-m", "ljgdb"] + args, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, cwd=ROOT, timeout=60)
-            err = p.stderr.decode()
-            assert p.returncode == 1 and p.stdout == b"", (args, err)
-            assert len(err.splitlines()) == 1 and TRACEBACK not in err, (args, err)
-            assert re.search(pattern, err), (args, err)
-        assert_left_alone(sleeper.pid)
+        yield gone.pid, sleeper.pid
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def assert_one_line_each(cases, first=()):
+    """Each (arguments, pattern) of `python3 -m ljgdb FIRST... ARGS`: status
+    1, nothing on stdout, one line on stderr that matches, no traceback."""
+    for args, pattern in cases:
+        p = subprocess.run([sys.executable, "-m", "ljgdb"] + list(first) + args,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT, timeout=60)
+        err = p.stderr.decode()
+        assert p.returncode == 1 and p.stdout == b"", (args, err)
+        assert len(err.splitlines()) == 1 and TRACEBACK not in err, (args, err)
+        assert re.search(pattern, err), (args, err)
+
+
+def test_bad_pid_is_one_line(no_lua):
+    gone, sleeper = no_lua
+    assert_one_line_each([
+        (["--pid", str(gone), "lbt"], r"^ljgdb: no process %d " % gone),
+        (["--pid", "abc", "lbt"], r"^ljgdb: --pid takes a process id, not 'abc'"),
+        (["--pid", str(sleeper), "lbt"],
+         r"^ljgdb: no LuaJIT in process %d's files: .*/sleep" % sleeper),
+        (["--pid", str(sleeper), "nosuch"], r"^ljgdb: 'nosuch' is not a command"),
+    ])
+    assert_left_alone(sleeper)
 
 
 TRACER = """
@@ -289,38 +307,21 @@ def test_dump_same_as_gdb_lbt(variant, tmp_path):
         assert [(f["level"], f["source"], f["line"]) for f in frames[1:]] == prog.frames()
         assert_left_alone(prog.pid)
         # It goes on working.
-        prog.send("quit")
-        assert prog.proc.wait(10) == 0
-        assert ["done", "3"] in prog.reread()
+        prog.quit()
     finally:
         prog.stop()
 
 
-def test_dump_bad_input_is_one_line(tmp_path):
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    sleeper = subprocess.Popen(["sleep", "60"])
-    try:
-        usage = r"; usage: python3 -m ljgdb dump --pid PID \[--all\] \[--locals\] \[--json\]$"
-        cases = [
-            ([], r"^ljgdb: dump: give --pid PID" + usage),
-            (["--pid", "abc"], r"^ljgdb: dump: --pid takes a process id, not 'abc'" + usage),
-            (["--pid", str(sleeper.pid), "--full"],
-             r"^ljgdb: dump: '--full' is not an option of dump \(--pid PID, --all, --locals, "
-             r"--json\)" + usage),
-            (["--pid", str(gone.pid)], r"^ljgdb: no process %d " % gone.pid),
-            (["--pid", str(sleeper.pid)],
-             r"^ljgdb: no LuaJIT in process %d's files: .*/sleep" % sleeper.pid),
-        ]
-        for args, pattern in cases:
-            p = subprocess.run([sys.executable, "-m", "ljgdb", "dump"] + args,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-                               timeout=60)
-            err = p.stderr.decode()
-            assert p.returncode == 1 and p.stdout == b"", (args, err)
-            assert len(err.splitlines()) == 1 and TRACEBACK not in err, (args, err)
-            assert re.search(pattern, err), (args, err)
-        assert_left_alone(sleeper.pid)
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+def test_dump_bad_input_is_one_line(no_lua):
+    gone, sleeper = no_lua
+    usage = r"; usage: python3 -m ljgdb dump --pid PID \[--all\] \[--locals\] \[--json\]$"
+    assert_one_line_each([
+        ([], r"^ljgdb: dump: give --pid PID" + usage),
+        (["--pid", "abc"], r"^ljgdb: dump: --pid takes a process id, not 'abc'" + usage),
+        (["--pid", str(sleeper), "--full"],
+         r"^ljgdb: dump: '--full' is not an option of dump \(--pid PID, --all, --locals, "
+         r"--json\)" + usage),
+        (["--pid", str(gone)], r"^ljgdb: no process %d " % gone),
+        (["--pid", str(sleeper)], r"^ljgdb: no LuaJIT in process %d's files: .*/sleep" % sleeper),
+    ], first=["dump"])
+    assert_left_alone(sleeper)
