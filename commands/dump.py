@@ -20,6 +20,7 @@ import sys
 from typing import Dict, List, Sequence, Tuple
 
 from ..gdb_ext.errors import LjError
+from ..gdb_ext.stack.sampletimer import thread_facts
 
 USAGE = "python3 -m ljgdb dump --pid PID [--all] [--locals] [--json]"
 FLAGS = ("--all", "--locals", "--json")
@@ -54,19 +55,6 @@ def lbt_args(flags: Dict[str, bool]) -> str:
     """The lbt command line that prints what dump prints for one thread."""
     return " ".join(w for w, on in (("full", flags["locals"]), ("--all", flags["all"]),
                                     ("--json", flags["json"])) if on)
-
-
-def thread_facts(pid: int, tid: int) -> Tuple[str, str]:
-    """(name, state letter) of a thread, from /proc; ('?', '?') when gone."""
-    base = "/proc/%d/task/%d/" % (pid, tid)
-    try:
-        with open(base + "comm") as f:
-            name = f.read().rstrip("\n")
-        with open(base + "stat") as f:
-            stat = f.read()
-        return name, stat[stat.rindex(")") + 2]
-    except (OSError, ValueError, IndexError):
-        return "?", "?"
 
 
 def header(tid: int, name: str, state: str) -> str:

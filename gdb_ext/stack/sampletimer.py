@@ -2,7 +2,8 @@
 debugger, which stops the profiled process with a signal at the moments
 it is told, and first reads from the kernel whether each thread was on a
 CPU.  Run as a script (python3 sampletimer.py PID SIGNO); it imports
-nothing of ljgdb, so that it starts fast.
+nothing of ljgdb, so that it starts fast.  Its readers of a thread's
+state and name in /proc (thread_state, thread_facts) serve `dump` too.
 
 Protocol, one line each way (the debugger writes, the timer answers):
   a SECONDS   arm: after SECONDS, read every thread's scheduling state and
@@ -18,7 +19,7 @@ Protocol, one line each way (the debugger writes, the timer answers):
 It signals only while its parent (the debugger, which traces the process)
 is alive: a signal sent to a process nobody traces is delivered to it.
 """
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 import os
 import select
 import sys
@@ -30,25 +31,42 @@ import time
 SETTLE_SECONDS = 0.05
 
 
-def thread_states(pid: int) -> Dict[int, str]:
-    """{tid: state letter} of every thread of pid, from /proc (R running or
-    runnable, S sleeping, D uninterruptible, T/t stopped, Z zombie)."""
-    out = {}
-    base = "/proc/%d/task" % pid
+def thread_state(pid: int, tid: int) -> Optional[str]:
+    """The scheduling state letter of thread tid of pid, from its
+    /proc/PID/task/TID/stat (R running or runnable, S sleeping, D
+    uninterruptible, T/t stopped, Z zombie); None when it is gone."""
     try:
-        tids = os.listdir(base)
+        with open("/proc/%d/task/%d/stat" % (pid, tid), "rb") as f:
+            text = f.read()
+    except OSError:
+        return None
+    # "tid (comm) S ...": comm may hold spaces and parentheses.
+    end = text.rfind(b")")
+    return chr(text[end + 2]) if 0 < end and len(text) > end + 2 else None
+
+
+def thread_facts(pid: int, tid: int) -> Tuple[str, str]:
+    """(name, state letter) of thread tid of pid, from /proc; ('?', '?')
+    when it is gone."""
+    try:
+        with open("/proc/%d/task/%d/comm" % (pid, tid)) as f:
+            name = f.read().rstrip("\n")
+    except OSError:
+        return "?", "?"
+    return name, thread_state(pid, tid) or "?"
+
+
+def thread_states(pid: int) -> Dict[int, str]:
+    """{tid: state letter} of every thread of pid (thread_state)."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
     except OSError:
         return out
     for tid in tids:
-        try:
-            with open("%s/%s/stat" % (base, tid), "rb") as f:
-                text = f.read()
-        except OSError:
-            continue
-        # "tid (comm) S ...": comm may hold spaces and parentheses.
-        end = text.rfind(b")")
-        if end > 0 and len(text) > end + 2:
-            out[int(tid)] = chr(text[end + 2])
+        st = thread_state(pid, int(tid))
+        if st is not None:
+            out[int(tid)] = st
     return out
 
 
