@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from support.host import HostProcess
+from support.host import HostProcess, proc_state
 from support.stop import LUA_DIR, ROOT, manifest, without_frame_names
 
 PROG = os.path.join(LUA_DIR, "wait.lua")
@@ -80,12 +80,6 @@ class Waiting(HostProcess):
         self.send("quit")
         assert self.proc.wait(10) == 0
         assert ["done", "3"] in self.reread()
-
-
-def proc_state(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        text = f.read()
-    return text[text.rindex(")") + 2]
 
 
 def assert_left_alone(pid, state="S"):
@@ -259,12 +253,6 @@ def dump(pid, args):
     return live(pid, args, options=["dump"])
 
 
-def thread_state(pid, tid):
-    with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
-        text = f.read()
-    return text[text.rindex(")") + 2]
-
-
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_dump_same_as_gdb_lbt(variant, tmp_path):
     """dump, --all, --locals, --json: for the one OS thread that runs Lua,
@@ -277,7 +265,7 @@ def test_dump_same_as_gdb_lbt(variant, tmp_path):
         idle = [t for t in tids if t != prog.pid]
         assert len(idle) == 1, tids
         deadline = time.time() + 5
-        while thread_state(prog.pid, idle[0]) != "S" and time.time() < deadline:
+        while proc_state(prog.pid, idle[0]) != "S" and time.time() < deadline:
             time.sleep(0.02)
         with open("/proc/%d/task/%d/comm" % (prog.pid, idle[0])) as f:
             assert f.read() == "ljgdb-idle\n"
@@ -294,7 +282,7 @@ def test_dump_same_as_gdb_lbt(variant, tmp_path):
                 "dump %s:\n--- gdb %s:\n%s\n--- dump:\n%s" % (args, cmd, want[cmd], out)
             assert_frames(out, prog.frames())
             assert_left_alone(prog.pid)
-            assert thread_state(prog.pid, idle[0]) == "S"
+            assert proc_state(prog.pid, idle[0]) == "S"
         code, out, err = dump(prog.pid, ["--json"])
         assert (code, err) == (0, ""), err
         doc = json.loads(out)

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from support.stop import LOADER, LUA_DIR, manifest, read_expected, run_gdb
-from support.host import HostProcess
+from support.host import HostProcess, proc_state
 
 # About 80 s: fifty profiles in a row, gdb killed mid-profile (16 s each).
 pytestmark = pytest.mark.slow
@@ -31,12 +31,6 @@ SUMMARY = re.compile(r"^lprofile: (\d+) samples in [\d.]+ s .*, (\d+) thread sta
 
 def count(path):
     return int([r[1] for r in read_expected(path) if r[0] == "count"][0])
-
-
-def proc_state(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        text = f.read()
-    return text[text.rindex(")") + 2]
 
 
 def assert_counting(pid, path, alive=lambda: True):

@@ -10,6 +10,16 @@ import time
 from .stop import LOADER, cut_outputs, read_expected, run_gdb, wrap_commands
 
 
+def proc_state(pid, tid=None):
+    """The kernel's scheduling state letter of a process (or of its thread
+    tid), from /proc/PID[/task/TID]/stat: after the "(comm)" field, which
+    may hold spaces and parentheses."""
+    path = "/proc/%d/stat" % pid if tid is None else "/proc/%d/task/%d/stat" % (pid, tid)
+    with open(path) as f:
+        text = f.read()
+    return text[text.rindex(")") + 2]
+
+
 class HostProcess(object):
     """argv started with core dumps allowed, in workdir; `expected` is the
     file the program writes its records to, ending with a line 'ready'."""
