@@ -1,5 +1,6 @@
 """Install ljgdb as the package `ljgdb` (ljgdb.gdb_ext, ljgdb.commands).
 
+`ljgdb` is python3 -m ljgdb (the core reader, --pid, dump, record, top).
 The checkout itself is all gdb needs (`source /path/to/ljgdb.py`).  Installed
 (also in a virtualenv, which gdb's own Python does not see), `ljgdb-gdbinit`
 prints the line for ~/.gdbinit, `source .../site-packages/ljgdb/gdbinit.py`
@@ -25,7 +26,9 @@ setup(
                      **{"ljgdb.gdb_ext." + s: "gdb_ext/" + s for s in ENGINE_WINGS}),
     # The shipped layout profiles (testprogs/make_profiles.py writes them).
     package_data={"ljgdb": ["profiles/*.json"]},
-    entry_points={"console_scripts": ["ljgdb-gdbinit = ljgdb.install:main"]},
+    # ljgdb: the core reader and the live commands (python3 -m ljgdb's).
+    entry_points={"console_scripts": ["ljgdb-gdbinit = ljgdb.install:main",
+                                      "ljgdb = ljgdb.commands.cli:console"]},
     # python3 -m ljgdb.profile and the core reader (python3 -m ljgdb CORE ...)
     # read DWARF with pyelftools (gdb needs nothing).
     extras_require={"profile": ["pyelftools"], "core": ["pyelftools"]},

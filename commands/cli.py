@@ -1,7 +1,8 @@
 """python3 -m ljgdb: the core reader (commands.corehost, python3 -m ljgdb
 CORE COMMAND ...) or, with --pid among the options before the command, the
 same commands on a running process (commands.livehost); python3 -m ljgdb
-dump --pid PID: every thread's Lua backtrace (commands.dump).  Only the
+dump --pid PID: every thread's Lua backtrace (commands.dump); record and
+top --pid PID: a sampling profiler (commands.record).  Only the
 modules the chosen path needs are imported."""
 import sys
 
@@ -11,6 +12,12 @@ def main(argv=None):
     if argv[:1] == ["dump"]:
         from .dump import main as dump
         return dump(argv[1:])
+    if argv[:1] == ["record"]:
+        from .record import record_main
+        return record_main(argv[1:])
+    if argv[:1] == ["top"]:
+        from .record import top_main
+        return top_main(argv[1:])
     i = 0
     while i < len(argv) and argv[i].startswith("--") and argv[i] not in ("--help",):
         if argv[i] == "--pid" or argv[i].startswith("--pid="):
@@ -19,3 +26,8 @@ def main(argv=None):
         i += 1 if "=" in argv[i] else 2
     from .corehost import main as core
     return core(argv)
+
+
+def console():
+    """The installed `ljgdb` script: python3 -m ljgdb's exit status."""
+    sys.exit(main())

@@ -240,7 +240,9 @@ def main(argv=None):
                          "the core's files are (gdb's set sysroot).\nA running process: "
                          "python3 -m ljgdb --pid PID COMMAND [ARGS...] (--pid PID --help "
                          "tells more); every thread's Lua backtrace: python3 -m ljgdb dump "
-                         "--pid PID [--all] [--locals] [--json].\n"
+                         "--pid PID [--all] [--locals] [--json]; a sampling profiler: "
+                         "python3 -m ljgdb record --pid PID -o FILE (a flame graph; --help "
+                         "tells more), and its live view, python3 -m ljgdb top --pid PID.\n"
                          % (USAGE, usage_text(cmds, "CORE COMMAND --help tells more"), settings_text()))
         return 0 if argv else 2
     core = argv.pop(0)

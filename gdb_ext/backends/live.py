@@ -300,6 +300,7 @@ class LiveProcess(Process):
         """waitpid for tid's stop: held[tid] becomes the signal to pass on at
         the detach (0 for an interrupt or group stop); tid leaves held when
         it exited."""
+        spins = 0
         while True:
             try:
                 got, status = os.waitpid(tid, WALL | os.WNOHANG)
@@ -314,9 +315,16 @@ class LiveProcess(Process):
                 else:
                     held.pop(tid, None)         # exited or killed
                 return
-            if time.time() >= deadline:
+            now = time.time()
+            if now >= deadline:
                 return
-            time.sleep(0.0005)
+            # A running thread stops within microseconds of the interrupt
+            # (the kernel kicks its CPU): yield first, sleep only later.
+            spins += 1
+            if spins < 2000:
+                os.sched_yield()
+            else:
+                time.sleep(0.0005)
 
     def _regs(self, tid: int) -> Optional[Dict[str, int]]:
         names = self.arch.pr_regs

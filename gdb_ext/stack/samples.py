@@ -9,7 +9,7 @@ with off-CPU samples, a sleeping thread counts too, with the system call
 it waits in as its innermost frame.  The SampledStacks sum them into folded
 stacks and into self and total counts per function, and counts the thread
 samples it did not keep, by reason."""
-from typing import Any, List, Optional, Sequence, TYPE_CHECKING, Tuple
+from typing import Any, List, Optional, Sequence, Set, TYPE_CHECKING, Tuple
 from .backtrace import Backtracer, vm_entry
 from ..errors import CorruptError, FaultError
 from .vmstack import is_vm_code
@@ -24,12 +24,14 @@ if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
 SYSCALL_REG = {"x86_64": "orig_rax", "aarch64": None}
 
 
-def thread_stack(vm: 'VM', mframes: List['MachineFrame']) -> Optional[List[Tuple[Any, ...]]]:
+def thread_stack(vm: 'VM', mframes: List['MachineFrame'],
+                 walked: Optional[Set[int]] = None) -> Optional[List[Tuple[Any, ...]]]:
     """The stack of the OS thread whose machine frames are mframes
     (innermost first) as frame keys, innermost first: Backtracer.frame_key's
     keys for Lua frames, ('M', name or None, pc) for machine frames.  None
     when the thread runs no Lua of this VM.  After a trace's machine code,
-    which no unwind info describes, the unwinder's frames are left out."""
+    which no unwind info describes, the unwinder's frames are left out.
+    walked, when given, receives the lua_States whose stacks were walked."""
     bt = Backtracer(vm)
     keys = []
     lua = False
@@ -56,6 +58,8 @@ def thread_stack(vm: 'VM', mframes: List['MachineFrame']) -> Optional[List[Tuple
         keys.extend(bt.frame_key(f) for f in entry.frames)
         if not is_vm_code(m):
             break
+    if walked is not None:
+        walked.update(seen_L for seen_L, _ in seen)
     return keys if lua else None
 
 
@@ -101,7 +105,7 @@ class SampledStacks(object):
         self.dropped = dict.fromkeys(DROP_REASONS, 0)
 
     def drop(self, reason: str) -> None:
-        self.dropped[reason] += 1
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
     def add(self, keys: Sequence[Tuple[Any, ...]]) -> None:
         """One thread's stack, innermost first."""

@@ -1,0 +1,407 @@
+"""python3 -m ljgdb record --pid PID ... and python3 -m ljgdb top --pid PID:
+a sampling profiler of a running process's Lua stacks without gdb (py-spy
+record's and top's shape), on the engine's recorder
+(gdb_ext.stack.recorder: each sample holds the process only while it
+copies registers, C stacks and the VM's state; the decoding happens while
+it runs)."""
+import os
+import random
+import signal
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..gdb_ext.errors import CorruptError, FaultError, LjError
+from ..gdb_ext.stack.samples import DROP_REASONS, function_key
+
+RECORD_USAGE = ("python3 -m ljgdb record --pid PID [--rate HZ] [--duration S] "
+                "[--format flamegraph|folded|speedscope|pprof] -o FILE [--idle] [--native] "
+                "[--nonblocking]")
+TOP_USAGE = "python3 -m ljgdb top --pid PID [--rate HZ] [--duration S] [--idle] [--native] [--nonblocking]"
+FORMATS = ("flamegraph", "folded", "speedscope", "pprof")
+FLAGS = ("--idle", "--native", "--nonblocking")
+SYSCALL_TABLES = {"x86_64": "amd64-linux.xml", "aarch64": "aarch64-linux.xml"}
+
+
+def parse(argv: Sequence[str], record: bool) -> Dict[str, Any]:
+    """The options of record (record true) or top; ValueError with the line
+    that says what is wrong."""
+    opts = {"pid": None, "rate": 100.0, "duration": None, "format": "flamegraph", "output": None,
+            "idle": False, "native": False, "nonblocking": False}
+    args = list(argv)
+    valued = {"--pid": "pid", "--rate": "rate", "-r": "rate", "--duration": "duration",
+              "-d": "duration"}
+    if record:
+        valued.update({"--format": "format", "-f": "format", "--output": "output", "-o": "output"})
+    while args:
+        a = args.pop(0)
+        name, eq, val = a.partition("=")
+        if name in valued and name.startswith("--") or a in valued:
+            key = valued[name if eq else a]
+            if not eq:
+                if not args:
+                    raise ValueError("%s needs a value" % a)
+                val = args.pop(0)
+            opts[key] = val
+        elif a in FLAGS:
+            opts[a[2:]] = True
+        else:
+            raise ValueError("'%s' is not an option of %s" % (a, "record" if record else "top"))
+    pid = opts["pid"]
+    if pid is None:
+        raise ValueError("give --pid PID")
+    if not str(pid).isdigit() or int(pid) < 1:
+        raise ValueError("--pid takes a process id, not '%s'" % pid)
+    opts["pid"] = int(pid)
+    opts["rate"] = _number("--rate", opts["rate"], 0.1, 10000)
+    if opts["duration"] is not None:
+        opts["duration"] = _number("--duration", opts["duration"], 0.01, 1e7)
+    if record:
+        if opts["format"] not in FORMATS:
+            raise ValueError("--format is one of %s, not '%s'" % (", ".join(FORMATS), opts["format"]))
+        if not opts["output"]:
+            raise ValueError("give -o FILE, the file to write")
+        d = os.path.dirname(os.path.abspath(opts["output"]))
+        if not os.path.isdir(d):
+            raise ValueError("-o %s: no directory %s" % (opts["output"], d))
+    return opts
+
+
+def _number(name: str, text: Any, lo: float, hi: float) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError("%s wants a number, not '%s'" % (name, text))
+    if not lo <= v <= hi:
+        raise ValueError("%s must be between %g and %g" % (name, lo, hi))
+    return v
+
+
+def syscall_names(arch: str) -> Dict[int, str]:
+    """System call number -> name from gdb's tables where gdb is installed
+    (its data directory's syscalls/*.xml), else {}."""
+    import re
+    fname = SYSCALL_TABLES.get(arch)
+    for d in ("/usr/share/gdb/syscalls", "/usr/local/share/gdb/syscalls"):
+        try:
+            with open(os.path.join(d, fname or "")) as f:
+                return {int(m.group(2)): m.group(1)
+                        for m in re.finditer(r'<syscall name="([^"]+)" number="(\d+)"', f.read())}
+        except OSError:
+            continue
+    return {}
+
+
+class Names(object):
+    """The text of frame keys and function keys, each read once, while the
+    process lives (record reads them after each sample)."""
+
+    def __init__(self, vms: Dict[int, Any], arch: str) -> None:
+        from .lbt import BtFormat
+        self.fmt = {G: BtFormat(vm) for G, vm in vms.items()}
+        self.vms = vms
+        self.syscalls = syscall_names(arch)
+        self.frames = {}
+        self.functions = {}
+
+    def learn(self, keys: Sequence[Tuple[Any, ...]], G: int) -> None:
+        for k in keys:
+            if k not in self.frames:
+                self.frames[k] = self._frame(k, G)
+            fk = function_key(k)
+            if fk not in self.functions:
+                self.functions[fk] = self._function(fk, G)
+
+    def _frame(self, k, G):
+        """(text, file, line, function text) of frame key k."""
+        if k[0] == "M":
+            return (k[1] or "??", None, None, k[1] or "??")
+        if k[0] == "S":
+            name = self.syscalls.get(k[1], "syscall %d" % k[1])
+            return (name, None, None, name)
+        if k[0] == "VM":
+            name = "[VM 0x%x]" % k[1]
+            return (name, None, None, name)
+        try:
+            text = self.fmt[G].key_text(k)
+        except (FaultError, CorruptError):
+            text = "?? (unreadable)"
+        if k[0] == "L":
+            fn = self._function(function_key(k), G)
+            return (text, text.rsplit(":", 1)[0], k[2], fn)
+        return (text, None, None, text)
+
+    def _function(self, fk, G):
+        if fk[0] == "LF":
+            from ..gdb_ext.vm.protoinfo import cached_proto
+            from .format import chunk_display
+            vm = self.vms[G]
+            try:
+                pt = cached_proto(vm, fk[1])
+                return "function %s:%d" % (chunk_display(pt.chunk(vm)), pt.firstline)
+            except (FaultError, CorruptError):
+                return "function at 0x%x (unreadable)" % fk[1]
+        if fk[0] == "M":
+            return fk[1] or "?? (0x%x)" % fk[2]
+        return self._frame(fk, G)[0]
+
+
+class Session(object):
+    """A LiveProcess being sampled: opened, its VMs found at one stop, then
+    one Recorder.sample() a period (jittered) until the duration, a
+    Ctrl-C (SIGINT or SIGTERM) or the process's end."""
+
+    def __init__(self, opts: Dict[str, Any]) -> None:
+        from ..gdb_ext.backends.live import open_live_target, open_process
+        from ..gdb_ext.layouts.layout import Layout
+        from ..gdb_ext.stack.recorder import Recorder, find_vms
+        from ..gdb_ext.vm.state import VM
+        self.opts = opts
+        self.proc = proc = open_process(opts["pid"])
+        with proc.stopped():
+            t = open_live_target(proc, 0)
+            lay = Layout(t)
+            Gs = find_vms(t, lay, len(proc.threads))
+            proc.threads_seen = len(proc.threads)
+        if not Gs:
+            raise LjError("process %d has LuaJIT loaded but no Lua VM (lua_State) was found in "
+                          "its memory: nothing to sample" % opts["pid"])
+        t.clear_cache()
+        self.rec = Recorder(proc, t, lay, Gs, idle=opts["idle"], native=opts["native"],
+                            nonblocking=opts["nonblocking"])
+        self.names = Names({G: VM(t, lay, G, caches=self.rec.caches[G]) for G in Gs},
+                           proc.arch.name)
+        self.pauses = []
+        self.errors = 0
+        self.ended = None
+        self.stop_asked = False
+
+    def run(self, on_sample=None) -> None:
+        """Sample until the end; on_sample(session) after each sample."""
+        rate = self.opts["rate"]
+        duration = self.opts["duration"]
+        period = 1.0 / rate
+        start = self.start = time.monotonic()
+        due = start
+        old = {s: signal.signal(s, self._ask_stop) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while not self.stop_asked:
+                due += period * random.uniform(0.5, 1.5)
+                if duration is not None and due - start > duration:
+                    break
+                wait = due - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                elif wait < -period * 10:
+                    due = time.monotonic()      # (far behind: do not burst to catch up)
+                if self.stop_asked:
+                    break
+                try:
+                    s = self.rec.sample()
+                except LjError as e:
+                    if not os.path.isdir("/proc/%d/task" % self.proc.pid) or \
+                            "is gone" in str(e) or "no thread left" in str(e):
+                        self.ended = "process %d exited" % self.proc.pid
+                        break
+                    self.errors += 1
+                    self.last_error = str(e)
+                    continue
+                self.pauses.append(s.pause)
+                for tid, keys, G in s.stacks:
+                    self.names.learn(keys, G)
+                if on_sample is not None:
+                    on_sample(self)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            self.wall = time.monotonic() - start
+            self.proc.close()
+
+    def _ask_stop(self, signo, frame):
+        self.stop_asked = True
+
+    # --- the results ----------------------------------------------------------
+    def stacks(self) -> List[Tuple[Tuple[Any, ...], int]]:
+        """[(frames outermost first as profout.Frame, count)]."""
+        from .profout import Frame
+        out = {}
+        for stack, n in self.rec.prof.stacks.items():
+            frames = []
+            for k in stack:
+                text, path, line, fn = self.names.frames.get(k) or ("??", None, None, "??")
+                frames.append(Frame(text, path, line, fn))
+            frames = tuple(frames)
+            out[frames] = out.get(frames, 0) + n
+        return sorted(out.items(), key=lambda e: -e[1])
+
+    def summary(self) -> str:
+        prof = self.rec.prof
+        dropped = sum(prof.dropped.values())
+        p = sorted(self.pauses)
+        pause = ("; the process was held %.0f us a sample (median), %.0f us (99th percentile)"
+                 % (1e6 * p[len(p) // 2], 1e6 * p[min(len(p) - 1, int(len(p) * 0.99))])
+                 if p and not self.opts["nonblocking"] else "")
+        why = ", ".join("%d %s" % (prof.dropped[r], r) for r in self.rec_reasons() if prof.dropped[r])
+        return ("%d samples in %.1f s, %d thread stacks kept, %d not kept%s, %d errors%s"
+                % (prof.samples, self.wall, prof.threads, dropped, " (%s)" % why if why else "",
+                   self.errors, pause))
+
+    def rec_reasons(self) -> List[str]:
+        return list(DROP_REASONS) + [r for r in self.rec.prof.dropped if r not in DROP_REASONS]
+
+
+def _open(opts: Dict[str, Any], name: str) -> Optional[Session]:
+    try:
+        return Session(opts)
+    except LjError as e:
+        sys.stderr.write("ljgdb: %s: %s\n" % (name, e))
+        return None
+
+
+def _progress(session: Session) -> None:
+    now = time.monotonic()
+    if now - getattr(session, "_shown", 0) < 0.5:
+        return
+    session._shown = now
+    prof = session.rec.prof
+    sys.stderr.write("\rljgdb record: %d samples, %d thread stacks, %d not kept, %d errors "
+                     % (prof.samples, prof.threads, sum(prof.dropped.values()), session.errors))
+    sys.stderr.flush()
+
+
+def record_main(argv: Sequence[str]) -> int:
+    """python3 -m ljgdb record ...; the exit status."""
+    if list(argv[:1]) in (["-h"], ["--help"]):
+        sys.stdout.write("usage: %s\n\n%s\n" % (RECORD_USAGE, RECORD_HELP))
+        return 0
+    try:
+        opts = parse(argv, True)
+    except ValueError as e:
+        sys.stderr.write("ljgdb: record: %s; usage: %s\n" % (e, RECORD_USAGE))
+        return 1
+    from .profout import OutputError, Profile, write
+    session = _open(opts, "record")
+    if session is None:
+        return 1
+    tty = sys.stderr.isatty()
+    session.run(_progress if tty else None)
+    if tty:
+        sys.stderr.write("\n")
+    prof = Profile(session.stacks(), rate_hz=opts["rate"], duration_s=session.wall,
+                   name="ljgdb record pid %d" % opts["pid"])
+    try:
+        write(prof, opts["output"], opts["format"])
+    except OutputError as e:
+        sys.stderr.write("ljgdb: record: %s\n" % e)
+        return 1
+    sys.stderr.write("ljgdb record: %s\n" % session.summary())
+    if session.ended:
+        sys.stderr.write("ljgdb record: %s\n" % session.ended)
+    sys.stderr.write("ljgdb record: wrote %s (%s, %d distinct stacks)\n"
+                     % (opts["output"], opts["format"], len(prof.stacks)))
+    return 0
+
+
+RECORD_HELP = """Samples the process's Lua stacks HZ times a second (default 100, at
+jittered moments) until --duration S, Ctrl-C or the process's end, then
+writes them to FILE: --format flamegraph (an SVG drawn by inferno, the
+default), folded (FlameGraph's text), speedscope (its JSON file format) or
+pprof (gzipped profile.proto, for go tool pprof).
+
+Each sample holds the process only while it copies the registers, the C
+stacks and the VM's state (lua_States and their stacks); the stacks are
+decoded while the process runs on.  A thread counts when the kernel has it
+running or runnable, also inside a system call.
+
+  --idle         also count sleeping threads, with the system call they
+                 wait in as their innermost frame
+  --native       keep the C frames around the Lua frames
+  --nonblocking  never stop the process: read the VM's own records only;
+                 a sample taken while the VM runs bytecode or a trace (whose
+                 frames need the registers) or whose reads changed while it
+                 was read is dropped and counted, never written
+
+On a terminal a progress line counts samples, stacks kept, samples not
+kept and errors."""
+
+
+def top_main(argv: Sequence[str]) -> int:
+    """python3 -m ljgdb top ...: every second, the functions of the last
+    second by self and total share, most self first."""
+    if list(argv[:1]) in (["-h"], ["--help"]):
+        sys.stdout.write("usage: %s\n\n%s\n" % (TOP_USAGE, TOP_HELP))
+        return 0
+    try:
+        opts = parse(argv, False)
+    except ValueError as e:
+        sys.stderr.write("ljgdb: top: %s; usage: %s\n" % (e, TOP_USAGE))
+        return 1
+    session = _open(opts, "top")
+    if session is None:
+        return 1
+    view = TopView(session, sys.stdout.isatty())
+    session.run(view.tick)
+    view.show(final=True)
+    sys.stdout.write("ljgdb top: %s\n" % session.summary())
+    if session.ended:
+        sys.stdout.write("ljgdb top: %s\n" % session.ended)
+    return 0
+
+
+TOP_HELP = """A live view of where the process's Lua code spends its time: every
+second, the functions sampled in that second (HZ samples a second, default
+100) by self share (the innermost frame) and total share (anywhere in the
+stack), most self first, with the totals since the start.  Ctrl-C ends it.
+--idle, --native and --nonblocking as for record.  Not on a terminal, each
+second's table is printed after the last, separated by a blank line."""
+
+
+class TopView(object):
+    """top's screen: the window of the last second, and the whole run."""
+
+    ROWS = 20
+
+    def __init__(self, session: Session, tty: bool) -> None:
+        self.s = session
+        self.tty = tty
+        self.last = time.monotonic()
+        self.base = {}
+        self.base_threads = 0
+
+    def tick(self, session: Session) -> None:
+        if time.monotonic() - self.last >= 1.0:
+            self.show()
+
+    def show(self, final: bool = False) -> None:
+        prof = self.s.rec.prof
+        now = {k: v for k, v in prof.stacks.items()}
+        window = {k: v - self.base.get(k, 0) for k, v in now.items() if v - self.base.get(k, 0)}
+        n = prof.threads - self.base_threads
+        rows = _top_rows(window)
+        out = []
+        if self.tty:
+            out.append("\x1b[H\x1b[2J")
+        out.append("ljgdb top: process %d, %.0f s, %d samples, %d thread stacks in the last "
+                   "%s (%d in all)\n" % (self.s.proc.pid, time.monotonic() - self.s.start,
+                                         prof.samples, n,
+                                         "second" if not final else "window", prof.threads))
+        out.append("%7s %7s  %s\n" % ("self", "total", "function"))
+        for fk, selfc, tot in rows[:self.ROWS]:
+            name = self.s.names.functions.get(fk, "??")
+            out.append("%6.1f%% %6.1f%%  %s\n" % (100.0 * selfc / n, 100.0 * tot / n, name))
+        if not rows:
+            out.append("(no thread ran Lua on a CPU in the samples of this second)\n")
+        if not self.tty:
+            out.append("\n")
+        sys.stdout.write("".join(out))
+        sys.stdout.flush()
+        self.base = now
+        self.base_threads = prof.threads
+        self.last = time.monotonic()
+
+
+def _top_rows(stacks: Dict[Tuple[Any, ...], int]) -> List[Tuple[Any, int, int]]:
+    from ..gdb_ext.stack.samples import SampledStacks
+    s = SampledStacks()
+    s.stacks = stacks
+    return s.top()

@@ -1,0 +1,438 @@
+"""Sampling a running process's Lua stacks without a debugger: the engine of
+`python3 -m ljgdb record` and `top` (commands/record.py).
+
+A sample holds the process only while it copies what changes as the
+program runs (copy_moment):
+
+  registers     of every thread (the live backend's stop)
+  C stacks      each thread's, from its stack pointer up CSTACK bytes
+  VM state      each VM's GG_State: global_State, jit_State, the main thread
+  lua_States    the running one (g->cur_L; 2.0: the interpreter's C frame),
+                the main thread, each one a C frame of the thread's chain
+                names (a resumer of a coroutine, a caller of lua_pcall),
+                and the ones the last samples of that thread ran; each
+                with its whole stack (slots stack .. stack + stacksize)
+
+then lets the process run and decodes the copy with the engine's own
+stack walker (samples.thread_stack, as lprofile does in gdb).  What the
+decoder reads beyond the copy is read then: prototypes (their bytecode and
+line tables), closures' prototypes, strings, traces; none of those change
+while they live, and a prototype named by an earlier sample is checked
+against its header before its name is reused (ProtoNames).
+
+The copy is made of target blocks (the Target's own read cache): a
+block the decoder reads is either wholly from the moment of the stop or
+wholly from the moment it is read, never a mix.
+
+Without registers (nonblocking: the process is never stopped) only the
+VM's own records of where it is can be read, and those are current only
+while it is in C code called from Lua (L->base is saved before a call to
+C).  g->vmstate alone does not tell that: upstream 2.1 leaves it at C
+while JIT-compiled code runs after some returns from C (docs/luajit-
+facts.md).  So a thread is read only while the kernel has it waiting in
+a system call, and twice, kept when both reads agree; a running thread
+cannot be placed: its sample is dropped and counted, never guessed."""
+import os
+import time
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, TYPE_CHECKING
+
+from .. import consts as C
+from ..errors import CorruptError, FaultError, LjError
+from ..target import BLOCK
+from ..vm.cframe import CFRAME_OFS, CFRAME_RAWMASK
+from ..vm.state import VM
+from .backtrace import Backtracer
+from .samples import (NO_LUA, NO_STATE, OFF_CPU, UNREADABLE, SampledStacks, in_syscall,
+                      thread_stack)
+from .sampletimer import thread_state
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..backends.live import LiveProcess
+    from ..layouts.layout import Layout
+    from ..target import Target
+
+# How much of each thread's C stack is copied, from its stack pointer up:
+# the innermost C frames, the ones that change from one moment to the next
+# (frames further out belong to callers that wait; they are read later).
+CSTACK = 16 * 1024
+# Below the stack pointer: x86-64's red zone (leaf functions keep data there).
+RED_ZONE = 128
+# lua_States remembered per OS thread from earlier samples.
+RECENT_STATES = 8
+# At most this many C frames followed in one thread's chain of VM entries.
+MAX_CHAIN = 64
+MAX_MACHINE_FRAMES = 512
+# Why a sample was not kept, beyond samples.DROP_REASONS.
+CHANGED = "changed while read"
+NOT_PLACED = "running (no registers without a stop)"
+
+
+class Moment(object):
+    """Ranges of memory copied into a target's block cache at one stop."""
+
+    def __init__(self, t: 'Target', maps: List[Tuple[int, int, str]]) -> None:
+        self.t = t
+        self.maps = sorted((s, e) for s, e, _ in maps)
+        self.bytes = 0
+
+    def mapping(self, addr: int) -> Optional[Tuple[int, int]]:
+        for s, e in self.maps:
+            if s <= addr < e:
+                return s, e
+            if s > addr:
+                break
+        return None
+
+    def copy(self, lo: int, hi: int) -> bool:
+        """Copy [lo, hi) (widened to whole blocks, clipped to its mapping)
+        into the block cache in one read; False when it cannot be read."""
+        m = self.mapping(lo)
+        if m is None:
+            return False
+        lo = max(lo & ~(BLOCK - 1), m[0])
+        hi = min((hi + BLOCK - 1) & ~(BLOCK - 1), m[1])
+        if hi <= lo:
+            return False
+        blocks = self.t._blocks
+        if all((b in blocks) for b in range(lo, hi, BLOCK)):
+            return True
+        try:
+            data = self.t.read_raw(lo, hi - lo)
+        except FaultError:
+            return False
+        self.bytes += hi - lo
+        for b in range(lo, hi, BLOCK):
+            blocks[b] = data[b - lo:b - lo + BLOCK]
+        return True
+
+
+def _ref(t: 'Target', lay: 'Layout', addr: int) -> int:
+    return t.uint(addr, lay.ref_size)
+
+
+def _is_thread(t: 'Target', lay: 'Layout', L: int, G: int) -> bool:
+    """Whether L is a lua_State of the VM whose global_State is G."""
+    if not L or L & 7:
+        return False
+    try:
+        s = lay.L
+        if t.u8(L + s.gct) != C.GCT_THREAD:
+            return False
+        return t.uint(L + s.glref, lay.mref_size) == G
+    except (FaultError, CorruptError):
+        return False
+
+
+def copy_moment(t: 'Target', lay: 'Layout', Gs: Iterable[int], threads: List[Any],
+                recent: Dict[int, List[int]], arch: str, sp_reg: str,
+                maps: List[Tuple[int, int, str]]) -> Tuple[Moment, Dict[int, Set[int]]]:
+    """Copy the moment's mutable state (the module's list) into t's block
+    cache, while the process is held; ({tid: lua_States copied for it}).
+    recent: lua_States each thread ran in earlier samples."""
+    mom = Moment(t, maps)
+    cfo = CFRAME_OFS.get((arch, lay.gc64))
+    states = {}
+    Gs = list(Gs)
+    for G in Gs:
+        gg = G - lay.GG.g
+        mom.copy(gg, gg + lay.GG.size)
+    base = set()
+    for G in Gs:
+        try:
+            base.add(_ref(t, lay, G + lay.G.mainthref))
+            if lay.has_cur_L:
+                base.add(_ref(t, lay, G + lay.G.cur_L))
+            elif lay.has_jit_L:
+                base.add(_ref(t, lay, G + lay.G.jit_L))
+        except FaultError:
+            pass
+    Lsize = lay.L.size
+    for th in threads:
+        sp = th.regs.get(sp_reg) or 0
+        mom.copy(sp - RED_ZONE, sp + CSTACK)
+        todo = list(base) + list(recent.get(th.tid, ()))
+        if cfo is not None:
+            try:
+                todo.append(_ref(t, lay, sp + cfo["L"]))     # (the interpreter's C frame)
+            except FaultError:
+                pass
+        seen = set()
+        while todo and len(seen) < MAX_CHAIN:
+            L = todo.pop()
+            if L in seen or not any(_is_thread(t, lay, L, G) for G in Gs):
+                continue
+            seen.add(L)
+            mom.copy(L, L + Lsize)
+            try:
+                stack = t.uint(L + lay.L.stack, lay.mref_size)
+                size = t.u32(L + lay.L.stacksize)
+                mom.copy(stack, stack + 8 * size)
+                cf = t.uint(L + lay.L.cframe, lay.ptr_size) & CFRAME_RAWMASK
+                for _ in range(MAX_CHAIN):
+                    if not cf or cfo is None:
+                        break
+                    mom.copy(cf, cf + 64)
+                    todo.append(_ref(t, lay, cf + cfo["L"]))
+                    cf = t.uint(cf + cfo["prev"], lay.ptr_size) & CFRAME_RAWMASK
+            except FaultError:
+                continue
+        states[th.tid] = seen
+    return mom, states
+
+
+class ProtoNames(object):
+    """Per prototype address, its header bytes as first read; a cached
+    prototype (in the VM caches) whose header no longer reads the same was
+    freed and its memory reused: it is forgotten and read again."""
+
+    HEADER = 48
+
+    def __init__(self) -> None:
+        self.headers = {}
+
+    def check(self, t: 'Target', caches: Dict[str, Any], addrs: Iterable[int]) -> None:
+        protos = caches.get("protos") or {}
+        for a in addrs:
+            try:
+                h = t.read(a, self.HEADER)
+            except FaultError:
+                h = None
+            old = self.headers.get(a)
+            if old is not None and old != h:
+                protos.pop(a, None)
+                caches.get("key_text", {}).clear()
+            self.headers[a] = h
+
+
+class Sample(object):
+    """One sample's outcome: pause (seconds the process was held), stacks
+    [(tid, keys innermost first)], and dropped [(tid, reason)]."""
+
+    def __init__(self) -> None:
+        self.pause = 0.0
+        self.copied = 0
+        self.stacks = []
+        self.dropped = []
+
+
+class Recorder(object):
+    """Samples of a LiveProcess's Lua stacks, decoded after the process
+    runs again.  target: a LiveTarget of proc; Gs: the global_States of
+    the VMs to sample; idle: keep sleeping threads too (named by their
+    system call); native: keep the C frames around the Lua frames."""
+
+    def __init__(self, proc: 'LiveProcess', target: 'Target', lay: 'Layout', Gs: List[int],
+                 idle: bool = False, native: bool = False, nonblocking: bool = False) -> None:
+        self.proc = proc
+        self.t = target
+        self.lay = lay
+        self.Gs = list(Gs)
+        self.idle = idle
+        self.native = native
+        self.nonblocking = nonblocking
+        self.arch = proc.arch.name
+        self.sp_reg = "rsp" if self.arch == "x86_64" else "sp"
+        self.caches = {G: {} for G in self.Gs}
+        self.recent = {}
+        self.protos = ProtoNames()
+        self.prof = SampledStacks()
+        self.multi = len(self.Gs) > 1
+
+    # --- one sample ---------------------------------------------------------
+    def sample(self) -> Sample:
+        """Take one sample: every thread's state, a stop, the copy, the
+        decode.  LjError when the process is gone."""
+        out = Sample()
+        pid = self.proc.pid
+        try:
+            tids = self.proc.task_ids()
+        except LjError:
+            raise
+        # The scheduling state before the stop (the stop makes every thread 't').
+        states = {tid: thread_state(pid, tid) for tid in tids}
+        t = self.t
+        t.clear_cache()
+        if self.nonblocking:
+            return self._sample_nonblocking(out, states)
+        start = time.monotonic()
+        with self.proc.stopped():
+            threads = list(self.proc.threads)
+            mom, seen = copy_moment(t, self.lay, self.Gs, threads, self.recent, self.arch,
+                                    self.sp_reg, self.proc.mappings())
+        out.pause = time.monotonic() - start
+        out.copied = mom.bytes
+        self.proc.threads = threads
+        self.prof.samples += 1
+        for i, th in enumerate(threads):
+            self._one_thread(out, i, th, states.get(th.tid), seen.get(th.tid, ()))
+        self.proc.threads = []
+        return out
+
+    def _one_thread(self, out: Sample, index: int, th: Any, state: Optional[str],
+                    seen: Iterable[int]) -> None:
+        from .sampling import on_cpu
+        cpu = on_cpu(state)
+        if cpu is None:
+            return self._drop(out, th.tid, NO_STATE)
+        if not cpu and not self.idle:
+            return self._drop(out, th.tid, OFF_CPU)
+        t = self.t
+        t.thread = index
+        try:
+            mframes = t.machine_frames(MAX_MACHINE_FRAMES)
+        except (FaultError, CorruptError):
+            mframes = []
+        if not mframes:
+            return self._drop(out, th.tid, UNREADABLE)
+        for G in self.Gs:
+            try:
+                vm = VM(t, self.lay, G, mframes=mframes, caches=self.caches[G])
+                walked = set()
+                keys = thread_stack(vm, mframes, walked)
+            except (FaultError, CorruptError):
+                return self._drop(out, th.tid, UNREADABLE)
+            if keys is None:
+                continue
+            self.protos.check(t, self.caches[G], set(k[1] for k in keys if k[0] == "L"))
+            old = [L for L in self.recent.get(th.tid, []) if L not in walked]
+            self.recent[th.tid] = (sorted(walked) + old)[:RECENT_STATES]
+            if not self.native:
+                keys = [k for k in keys if k[0] != "M"]
+            if not cpu:
+                sc = in_syscall(mframes[0], self.arch)
+                if sc is not None:
+                    keys.insert(0, ("S", sc))
+            if self.multi:
+                keys.append(("VM", G))
+            self.prof.add(keys)
+            out.stacks.append((th.tid, keys, G))
+            return None
+        return self._drop(out, th.tid, NO_LUA)
+
+    def _drop(self, out: Sample, tid: int, reason: str) -> None:
+        self.prof.drop(reason)
+        out.dropped.append((tid, reason))
+
+    # --- never stopping -------------------------------------------------------
+    def _sample_nonblocking(self, out: Sample, states: Dict[int, Optional[str]]) -> Sample:
+        """A sample from memory alone (module docstring): a thread is read
+        only while the kernel says it waits in a system call (its
+        /proc/PID/task/TID/syscall line); then the VM whose running
+        lua_State's C frame is on that thread's stack is in C code called
+        from Lua (g->vmstate C), L->base is current, and nothing moves
+        while the thread waits.  Each such thread is read twice; the sample
+        is kept when both reads agree."""
+        from .sampling import on_cpu
+        self.prof.samples += 1
+        for tid, state in states.items():
+            cpu = on_cpu(state)
+            if cpu is None:
+                self._drop(out, tid, NO_STATE)
+            elif not cpu and not self.idle:
+                self._drop(out, tid, OFF_CPU)
+            else:
+                self._nonblocking_thread(out, tid, cpu)
+        return out
+
+    def _nonblocking_thread(self, out: Sample, tid: int, cpu: bool) -> None:
+        first = waiting_in(self.proc.pid, tid)
+        if first is None:
+            return self._drop(out, tid, NOT_PLACED)
+        nr, sp, _ = first
+        for G in self.Gs:
+            vm = VM(self.t, self.lay, G, caches=self.caches[G])
+            words = self._state_words(vm)
+            if words is None:
+                continue
+            vmstate, L, cframe, _ = words
+            if vm.vmstate_name(vmstate)[0] != "C" or not _same_stack(self.proc, sp, cframe):
+                continue
+            try:
+                bt = Backtracer(vm)
+                b = bt.backtrace(L)
+                keys = [bt.frame_key(f) for f in b.frames] if b.error is None else None
+            except (FaultError, CorruptError):
+                keys = None
+            if keys is None:
+                return self._drop(out, tid, UNREADABLE)
+            if self._state_words(vm) != words or waiting_in(self.proc.pid, tid) != first:
+                return self._drop(out, tid, CHANGED)
+            self.protos.check(self.t, self.caches[G], set(k[1] for k in keys if k[0] == "L"))
+            if not cpu:
+                keys.insert(0, ("S", nr))
+            if self.multi:
+                keys.append(("VM", G))
+            self.prof.add(keys)
+            out.stacks.append((tid, keys, G))
+            return None
+        return self._drop(out, tid, NO_LUA)
+
+    def _state_words(self, vm: VM) -> Optional[Tuple[int, int, int, int]]:
+        """(g->vmstate, the running lua_State, its cframe, its base) read now."""
+        try:
+            vm.t.clear_cache()
+            L = vm.cur_L if vm.lay.has_cur_L else vm.main_L
+            lay = vm.lay
+            return (vm.vmstate, L, vm.t.uint(L + lay.L.cframe, lay.ptr_size) & CFRAME_RAWMASK,
+                    vm.t.uint(L + lay.L.base, lay.ptr_size))
+        except (FaultError, CorruptError):
+            return None
+
+
+def waiting_in(pid: int, tid: int) -> Optional[Tuple[int, int, int]]:
+    """(system call number, stack pointer, pc) of a thread the kernel has
+    waiting in a system call (/proc/PID/task/TID/syscall), else None
+    (running, or blocked outside a system call, or gone)."""
+    try:
+        with open("/proc/%d/task/%d/syscall" % (pid, tid)) as f:
+            parts = f.read().split()
+    except OSError:
+        return None
+    if len(parts) < 9 or parts[0] in ("running", "-1"):
+        return None
+    try:
+        return int(parts[0]), int(parts[-2], 16), int(parts[-1], 16)
+    except ValueError:
+        return None
+
+
+def _same_stack(proc: 'LiveProcess', sp: int, cframe: int) -> bool:
+    """Whether the C frame cframe is on the stack whose pointer is sp: in
+    the same mapping, above sp."""
+    if not cframe or cframe < sp:
+        return False
+    for s, e, _ in proc.mappings():
+        if s <= sp < e:
+            return cframe < e
+    return False
+
+
+def cpu_seconds(pid: int, tid: Optional[int] = None) -> float:
+    """utime + stime of a process (or one of its threads), in seconds."""
+    path = "/proc/%d/stat" % pid if tid is None else "/proc/%d/task/%d/stat" % (pid, tid)
+    with open(path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+
+
+def find_vms(t: 'Target', lay: 'Layout', nthreads: int) -> List[int]:
+    """The global_States of every VM in the process, t's process held:
+    the ones each thread's frames name, and the memory search's (a VM that
+    runs no code now, in a thread idle at this moment)."""
+    from ..backends.coretarget import frame_candidates
+    from ..vm.vmfind import list_states
+    cands = []
+    keep = t.thread
+    try:
+        for i in range(nthreads):
+            t.thread = i
+            t.clear_cache()
+            try:
+                cands.extend(frame_candidates(t, lay))
+            except (FaultError, CorruptError):
+                pass
+    finally:
+        t.thread = keep
+        t.clear_cache()
+    states, _ = list_states(t, lay, cands)
+    return [s.G for s in states]
