@@ -110,9 +110,25 @@ def refusal(pid: int, err: OSError) -> str:
     line = yama_refusal(pid, err, scope)
     if line:
         return line
-    return ("ptrace of process %d refused (%s): run as the process's user or as root (a process "
+    return ("ptrace of process %d refused (%s)%s: run as the process's user or as root (a process "
             "of another user, a setuid program, or no CAP_SYS_PTRACE in this container)"
-            % (pid, err.strerror))
+            % (pid, err.strerror, _owners(pid)))
+
+
+def _owners(pid: int) -> str:
+    """', it runs as user X and this is user Y' when they differ."""
+    uid = (proc_status(pid).get("Uid") or "").split()[:1]
+    if not uid or int(uid[0]) == os.getuid():
+        return ""
+    return ", it runs as user %s and this is user %s" % (_user(int(uid[0])), _user(os.getuid()))
+
+
+def _user(uid: int) -> str:
+    import pwd
+    try:
+        return "%s (uid %d)" % (pwd.getpwuid(uid).pw_name, uid)
+    except KeyError:
+        return "uid %d" % uid
 
 
 def yama_refusal(pid: int, err: OSError, scope: Optional[str]) -> Optional[str]:
