@@ -104,20 +104,87 @@ def refusal(pid: int, err: OSError) -> str:
                 % (pid, tracer, _comm(int(tracer)), pid))
     try:
         with open(YAMA_SCOPE) as f:
-            scope = f.read().strip()
+            scope = f.read()
     except OSError:
         scope = None
+    line = yama_refusal(pid, err, scope)
+    if line:
+        return line
+    return ("ptrace of process %d refused (%s)%s: run as the process's user or as root (a process "
+            "of another user, a setuid program, or no CAP_SYS_PTRACE in this container)"
+            % (pid, err.strerror, _owners(pid)))
+
+
+def _owners(pid: int) -> str:
+    """', it runs as user X and this is user Y' when they differ."""
+    uid = (proc_status(pid).get("Uid") or "").split()[:1]
+    if not uid or int(uid[0]) == os.getuid():
+        return ""
+    return ", it runs as user %s and this is user %s" % (_user(int(uid[0])), _user(os.getuid()))
+
+
+def _user(uid: int) -> str:
+    import pwd
+    try:
+        return "%s (uid %d)" % (pwd.getpwuid(uid).pw_name, uid)
+    except KeyError:
+        return "uid %d" % uid
+
+
+def yama_refusal(pid: int, err: OSError, scope: Optional[str]) -> Optional[str]:
+    """The line for a ptrace refused under Yama, given the text of
+    /proc/sys/kernel/yama/ptrace_scope (None: no Yama); None when the
+    scope (0, or none) is not why."""
+    scope = scope.strip() if scope is not None else None
     what = {"1": "only a process's ancestors may trace it",
             "2": "only a process with CAP_SYS_PTRACE may trace",
             "3": "no process may trace"}.get(scope)
-    if what:
-        return ("ptrace of process %d refused (%s): /proc/sys/kernel/yama/ptrace_scope is %s, so "
-                "%s; run as root (or with CAP_SYS_PTRACE)%s"
-                % (pid, err.strerror, scope, what,
-                   "" if scope == "3" else ", or set it to 0 (sysctl kernel.yama.ptrace_scope=0)"))
-    return ("ptrace of process %d refused (%s): run as the process's user or as root (a process "
-            "of another user, a setuid program, or no CAP_SYS_PTRACE in this container)"
-            % (pid, err.strerror))
+    if not what:
+        return None
+    return ("ptrace of process %d refused (%s): /proc/sys/kernel/yama/ptrace_scope is %s, so "
+            "%s; %s"
+            % (pid, err.strerror, scope, what,
+               "not even root, and the setting cannot be lowered until the machine restarts; "
+               "what is left is a core the kernel writes (python3 -m ljgdb CORE BINARY COMMAND)"
+               if scope == "3" else "run as root (or with CAP_SYS_PTRACE), or set it to 0 "
+               "(sysctl kernel.yama.ptrace_scope=0)"))
+
+
+_ELF_MACHINES = {0x3e: "x86_64", 0xb7: "aarch64", 0x28: "arm", 0x08: "mips", 0x15: "ppc64",
+                 0xf3: "riscv", 0x16: "s390x", 0x03: "i386"}
+
+
+def _elf_machine(path: str) -> Optional[str]:
+    """The machine an ELF file is built for (e_machine), None if not ELF."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return None
+    if len(head) < 20 or head[:4] != b"\x7fELF":
+        return None
+    return _ELF_MACHINES.get(struct.unpack_from("<H", head, 18)[0], "machine 0x%x" % head[18])
+
+
+def emulator_refusal(pid: int, exe: str, maps: List[Tuple[int, int, str, int, int, str]],
+                     machine: str) -> Optional[str]:
+    """The line for qemu-user (its /proc/PID/exe a qemu-* program, as with
+    binfmt_misc): the process is the emulator, for the machine `machine`,
+    and ptrace gives the emulator's registers, not the guest's; None for
+    any other process."""
+    name = os.path.basename(exe)
+    if not name.startswith("qemu-"):
+        return None
+    guests = [n for _, _, _, _, inode, n in maps if inode and n.startswith("/") and n != exe]
+    guest = next(((n, m) for n, m in ((n, _elf_machine(n)) for n in dict.fromkeys(guests))
+                  if m not in (None, machine)), None)
+    return ("process %d is %s (qemu-user) running %s: ptrace reads qemu's own %s registers, "
+            "not the emulated ones, so --pid cannot; start the program under %s -g SOCKET and "
+            "attach gdb-multiarch with ljgdb (target remote SOCKET), or read a core qemu writes "
+            "(SIGABRT: qemu_<program>_<date>_<pid>.core) with python3 -m ljgdb --sysroot DIR "
+            "CORE PROGRAM COMMAND"
+            % (pid, name, "the %s program %s" % (guest[1], guest[0]) if guest else
+               "another machine's program", machine, name))
 
 
 def read_maps(pid: int) -> List[Tuple[int, int, str, int, int, str]]:
@@ -158,6 +225,9 @@ class LiveProcess(Process):
             if e.errno in (errno.EACCES, errno.EPERM):
                 raise LjError(refusal(pid, e))
             raise LjError("cannot read process %d: %s" % (pid, e.strerror or e))
+        emulated = emulator_refusal(pid, exe, self.maps, machine)
+        if emulated:
+            raise LjError(emulated)
         self._mem_fd = None
         self._vm_readv = True
         self.held_seconds = None        # how long the last stopped() held the process

@@ -62,8 +62,8 @@ end
 -- the request's coroutine; its frames go to $LJGDB_EXPECTED.spin in the
 -- format of testprogs/lua/moments.lua (frame LEVEL WHAT SOURCE LINE FUNC),
 -- on the same line as the loop.
-local function record_spin()
-  local f = assert(io.open(os.getenv("LJGDB_EXPECTED") .. ".spin", "w"))
+local function record_spin(suffix)
+  local f = assert(io.open(os.getenv("LJGDB_EXPECTED") .. (suffix or ".spin"), "w"))
   for level = 2, 40 do
     local info = debug.getinfo(level, "Slf")
     if not info then break end
@@ -78,6 +78,21 @@ function M.spin()
   local function c() record_spin(); local i = 0; while true do i = i + 1 end end
   local function b() local r = c(); return r end
   b()
+end
+
+-- A worker busy in Lua under load (tests/e2e/test_live_hosts.py): each
+-- request to /busy?n=N counts to N in the interpreter in d(), called from
+-- c(), and answers "busy N".  The first request of the worker records d()'s
+-- frames to $LJGDB_EXPECTED.busy (as record_spin does), on the loop's line.
+local busy_recorded = false
+function M.busy()
+  jit.off()
+  local n = tonumber(ngx.var.arg_n) or 1000000
+  local function d()
+    if not busy_recorded then busy_recorded = true; record_spin(".busy") end; local i = 0; while i < n do i = i + 1 end; return i
+  end
+  local function c() local r = d(); return r end
+  ngx.say("busy ", c())
 end
 
 return M

@@ -29,14 +29,16 @@ TRACEBACK = "Traceback (most recent call last)"
 
 
 class Waiting(HostProcess):
-    """wait.lua in the variant's test host, blocked in its read."""
+    """wait.lua in the variant's test host (an arm64 one under qemu-user),
+    blocked in its read."""
 
     def __init__(self, variant, tmp_path, args=()):
         """args: wait.lua's after the FIFO (DEPTH, idle-thread)."""
         self.fifo = os.path.join(str(tmp_path), "fifo")
         os.mkfifo(self.fifo)
         expected = os.path.join(str(tmp_path), "expected.txt")
-        super().__init__([manifest()[variant]["host"], PROG, expected, self.fifo] + list(args),
+        m = manifest()[variant]
+        super().__init__(m.get("runner", []) + [m["host"], PROG, expected, self.fifo] + list(args),
                          str(tmp_path), expected)
         self.wait_blocked()
 

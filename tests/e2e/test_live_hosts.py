@@ -1,0 +1,323 @@
+"""The live backend (python3 -m ljgdb dump --pid, --pid PID lbt) on real
+hosts, where it may not read, and on qemu-user.
+
+- nginx with lua-nginx-module (test_nginx's server, one process that is the
+  worker), under load from clients on 127.0.0.1: every request counts in
+  the interpreter in testprogs/nginx/app.lua's busy handler, whose first
+  run records its frames (debug.getinfo, on the loop's line).  Each dump
+  and lbt is judged against them as tests/support/moments.py judges gdb's
+  lbt; the worker answers the clients throughout and one more request
+  after, and is not traced.  On the rebuilt libluajit2 and on Debian's
+  official, stripped one (the shipped layout profile).
+- Tarantool running testprogs/tarantool/busy.lua: a fiber counting in Lua,
+  the same judgement, the fiber named as the program named it, and its
+  ticker fiber goes on ticking.
+- Refusals, one line each on stderr, exit status 1, the target left as it
+  was: gdb attached (the tracer named), an unprivileged user against a
+  root process, qemu-user (its guest's registers are not ptrace's).  Yama
+  is unit-tested (tests/unit/test_live_refusal.py): this kernel has none.
+  A pid that is gone and a process without LuaJIT: test_live.py.
+"""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from support.host import HostProcess, proc_state
+from support.moments import judge
+from support.stop import ROOT, manifest, read_expected
+from test_live import TRACEBACK, Waiting, assert_left_alone, assert_one_line_each, dump, live
+from test_nginx import LUA_MODULE, NGINX, OFFICIAL_LIBDIR, start_nginx
+
+TARANTOOL = shutil.which("tarantool")
+TRIES = 5
+SYSTEM_LIBDIR = "/usr/lib/x86_64-linux-gnu"
+
+
+def tracer_pid(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"^TracerPid:\s+(\d+)$", f.read(), re.M).group(1))
+
+
+def verdict(records, out, pid, dumped):
+    """judge's verdict on one run's output (dump's: its one thread's lbt
+    text), or ('idle', ...) for dump's line when no frame runs Lua at that
+    moment (between two requests)."""
+    if dumped:
+        if out.startswith("no thread of process %d runs Lua code now" % pid):
+            return "idle", out
+        head, _, rest = out.partition("\n")
+        # (Its state as the kernel gave it just before the stop: running,
+        # unless it had just come back from the event loop.)
+        assert re.match(r'^Thread %d "[^"]+" \([RSD]: [a-z ]+\)$' % pid, head), out
+        out = rest.split("\n\n")[0]
+    return judge(records, out)
+
+
+def assert_judged(records, pid, check=None):
+    """TRIES dumps and TRIES --pid lbt of a process busy in the recorded
+    frames: none wrong, all but one per kind exact; check(out) on each."""
+    outs = []
+    for args, dumped in (([], True), (["lbt"], False)):
+        for _ in range(TRIES):
+            code, out, err = dump(pid, args) if dumped else live(pid, args)
+            assert (code, err) == (0, ""), (args, err)
+            assert tracer_pid(pid) == 0
+            if check:
+                check(out)
+            outs.append((dumped, verdict(records, out, pid, dumped), out))
+    assert not [o for o in outs if o[1][0] not in ("exact", "honest", "idle")], outs
+    for dumped in (True, False):
+        assert sum(1 for o in outs if o[0] == dumped and o[1][0] == "exact") >= TRIES - 1, outs
+    return outs
+
+
+# --- nginx -------------------------------------------------------------------
+
+class Load(object):
+    """Clients on 127.0.0.1 sending GET /busy?n=N one after the other."""
+
+    def __init__(self, port, clients=2, n=20000000):
+        self.port, self.n = port, n
+        self.answers, self.errors = 0, []
+        self.running = True
+        self.threads = [threading.Thread(target=self._loop, daemon=True) for _ in range(clients)]
+        for t in self.threads:
+            t.start()
+
+    def _loop(self):
+        while self.running:
+            try:
+                body = get(self.port, "/busy?n=%d" % self.n)
+            except OSError as e:
+                self.errors.append(repr(e))
+                return
+            if body == "busy %d\n" % self.n:
+                self.answers += 1
+            else:
+                self.errors.append(body)
+
+    def stop(self):
+        self.running = False
+        for t in self.threads:
+            t.join(60)
+
+
+def get(port, path):
+    """The body of the answer to GET path."""
+    c = socket.create_connection(("127.0.0.1", port), 60)
+    try:
+        c.sendall(("GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n" % path).encode())
+        data = b""
+        while True:
+            chunk = c.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        c.close()
+    head, _, body = data.decode().partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 200 "), data
+    return body
+
+
+def official_libdir():
+    """Debian's official, stripped libluajit2: as testprogs/debs.py unpacks
+    it, else the machine's own when dpkg says it is that package and no
+    debug file for it is installed; None otherwise."""
+    if os.path.isdir(OFFICIAL_LIBDIR):
+        return OFFICIAL_LIBDIR
+    lib = os.path.realpath(os.path.join(SYSTEM_LIBDIR, "libluajit-5.1.so.2"))
+    owner = subprocess.run(["dpkg-query", "-S", lib], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL).stdout.decode()
+    note = subprocess.run(["readelf", "-n", lib], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL).stdout.decode()
+    bid = re.search(r"Build ID: ([0-9a-f]+)", note)
+    if not owner.startswith("libluajit2-5.1-2:") or not bid or os.path.exists(
+            "/usr/lib/debug/.build-id/%s/%s.debug" % (bid.group(1)[:2], bid.group(1)[2:])):
+        return None
+    return SYSTEM_LIBDIR
+
+
+nginx_needed = pytest.mark.skipif(not (os.path.exists(NGINX) and os.path.exists(LUA_MODULE)),
+                                  reason="nginx and libnginx-mod-http-lua are not installed")
+
+
+@pytest.mark.slow
+@nginx_needed
+@pytest.mark.parametrize("lib", ["rebuilt", "official"])
+def test_nginx_worker_under_load(lib, tmp_path):
+    """dump --pid and --pid lbt of the worker busy in the handler, as the
+    handler recorded its frames; the layout from the library's DWARF-made
+    profile (the rebuilt one) or the shipped profile chosen by LuaJIT's
+    version (the official one, which has no debug file here)."""
+    libdir = {"rebuilt": None, "official": official_libdir()}[lib]
+    if lib == "official" and libdir is None:
+        pytest.skip("Debian's official libluajit2-5.1-2 is neither unpacked (testprogs/debs.py) "
+                    "nor installed without its debug file")
+    d = str(tmp_path)
+    exp = os.path.join(d, "expected.txt")
+    p, port = start_nginx(d, exp, **({"libdir": libdir, "gdb_init": ()} if libdir else {}))
+    load = None
+    try:
+        assert get(port, "/busy?n=1") == "busy 1\n"         # (records the handler's frames)
+        records = read_expected(exp + ".busy")
+        assert records[-1] == ["ready"] and len([r for r in records if r[0] == "frame"]) == 4, \
+            records
+        with open("/proc/%d/maps" % p.pid) as f:
+            mapped = set(line.split()[-1] for line in f if "libluajit" in line)
+        assert mapped == {os.path.realpath(os.path.join(p.libdir, "libluajit-5.1.so.2"))}, mapped
+        code, linfo, err = live(p.pid, ["linfo"])
+        assert code == 0, err
+        if lib == "official":
+            assert re.search(r"^layout: +layout profile debian-libluajit2_[^ ]+\.json \(LuaJIT "
+                             r"2\.1\.0-beta3, build-id [0-9a-f]+\), chosen by the version string",
+                             linfo, re.M), linfo
+        load = Load(port)
+        deadline = time.time() + 10
+        while proc_state(p.pid) != "R" and time.time() < deadline:
+            time.sleep(0.02)
+        before = load.answers
+        assert_judged(records, p.pid)
+        assert load.answers > before and not load.errors, (load.answers, before, load.errors)
+        load.stop()
+        # It goes on serving, and nothing of ours is left on it.
+        assert get(port, "/busy?n=10") == "busy 10\n"
+        deadline = time.time() + 10
+        while proc_state(p.pid) != "S" and time.time() < deadline:
+            time.sleep(0.02)
+        assert_left_alone(p.pid)
+    finally:
+        if load:
+            load.stop()
+        p.stop()
+
+
+# --- Tarantool ---------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.skipif(TARANTOOL is None, reason="tarantool is not installed")
+def test_tarantool_fiber_busy_in_lua(tmp_path):
+    d = str(tmp_path)
+    exp = os.path.join(d, "expected.txt")
+    p = HostProcess([TARANTOOL, os.path.join(ROOT, "testprogs", "tarantool", "busy.lua"), exp], d,
+                    exp)
+    try:
+        records = p.expected
+        (fid, name), = [r[1:] for r in records if r[0] == "fiber"]
+        assert name == "spinner" and len([r for r in records if r[0] == "frame"]) == 2, records
+
+        def fiber_named(out):
+            if "no thread of process" not in out:
+                assert re.search(r'^Lua backtrace of \(lua_State \*\)0x[0-9a-f]+ \(coroutine, '
+                                 r'running; fiber %s "%s", running\)' % (fid, name), out, re.M), out
+
+        ticks = os.path.join(d, "expected.txt.ticks")
+        deadline = time.time() + 10
+        while not os.path.exists(ticks) and time.time() < deadline:
+            time.sleep(0.05)
+        with open(ticks) as f:
+            before = len(f.readlines())
+        assert_judged(records, p.pid, fiber_named)
+        time.sleep(0.5)
+        with open(ticks) as f:
+            after = f.readlines()
+        assert len(after) > before and after[-1] == "tick %d\n" % len(after), (before, after[-3:])
+        assert_left_alone(p.pid, proc_state(p.pid))
+        assert p.proc.poll() is None
+    finally:
+        p.stop()
+
+
+# --- Refusals ----------------------------------------------------------------
+
+def test_gdb_attached_is_named(tmp_path):
+    """gdb attached (the process stopped under it): dump and --pid lbt say
+    which process traces it; once gdb has detached, the process runs as
+    before and dump reads it."""
+    prog = Waiting("r21-gc64", tmp_path)
+    go = os.path.join(str(tmp_path), "go")
+    gdb = subprocess.Popen(["gdb", "-nx", "-batch", "-p", str(prog.pid), "-ex",
+                            "shell while [ ! -e %s ]; do sleep 0.05; done" % go],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        while tracer_pid(prog.pid) != gdb.pid and time.time() < deadline:
+            time.sleep(0.05)
+        assert tracer_pid(prog.pid) == gdb.pid
+        line = r"^ljgdb: process %d is already traced by process %d \(gdb; TracerPid in " \
+            r"/proc/%d/status\): a process has one tracer at a time; detach that one first$" % (
+                prog.pid, gdb.pid, prog.pid)
+        assert_one_line_each([(["--pid", str(prog.pid)], line)], first=["dump"])
+        assert_one_line_each([(["--pid", str(prog.pid), "lbt"], line)])
+        assert tracer_pid(prog.pid) == gdb.pid          # (still gdb's)
+        open(go, "w").close()
+        assert gdb.wait(30) == 0
+        prog.wait_blocked()
+        assert_left_alone(prog.pid)
+        code, out, err = dump(prog.pid, [])
+        assert code == 0 and "wait.lua:%d\n" % prog.frames()[0][2] in out, err
+        assert_left_alone(prog.pid)
+        prog.quit()
+    finally:
+        if gdb.poll() is None:
+            open(go, "w").close()
+            gdb.wait(30)
+        prog.stop()
+
+
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+@pytest.mark.skipif(os.getuid() != 0 or not shutil.which("setpriv")
+                    or not os.path.exists("/usr/bin/python3"),
+                    reason="needs root, setpriv and /usr/bin/python3")
+def test_unprivileged_user_is_told(tmp_path):
+    """dump and --pid lbt as user nobody against a process of root: one
+    line naming both users and what to do.  (/usr/bin/python3: the
+    tests' interpreter may be in a directory nobody cannot enter.)"""
+    prog = Waiting("r21-gc64", tmp_path)
+    try:
+        for args in (["dump", "--pid", str(prog.pid)], ["--pid", str(prog.pid), "lbt"]):
+            p = subprocess.run(NOBODY + ["/usr/bin/python3", "-m", "ljgdb"] + args,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                               timeout=60)
+            err = p.stderr.decode()
+            assert p.returncode == 1 and p.stdout == b"" and TRACEBACK not in err, (args, err)
+            assert re.match(r"^ljgdb: ptrace of process %d refused \(Permission denied\), it runs "
+                            r"as user root \(uid 0\) and this is user nobody \(uid 65534\): run "
+                            r"as the process's user or as root \(.*\)\n$" % prog.pid, err), err
+            assert_left_alone(prog.pid)
+        prog.send("ping")
+        prog.wait_blocked()
+        prog.quit()
+    finally:
+        prog.stop()
+
+
+@pytest.mark.skipif(not shutil.which("qemu-aarch64"), reason="qemu-user is not installed")
+def test_qemu_user_is_told(tmp_path):
+    """The r21-arm64 build under qemu-aarch64: the pid is qemu's, an
+    x86-64 process whose registers are not the guest's; one line naming
+    the guest program and what to use, and qemu runs on untouched."""
+    prog = Waiting("r21-arm64", tmp_path)
+    try:
+        with open("/proc/%d/exe" % prog.pid, "rb") as f:
+            assert f.read(20)[18] == 0x3e                  # (x86-64: qemu itself)
+        line = (r"^ljgdb: process %d is qemu-aarch64 \(qemu-user\) running the aarch64 program "
+                r"%s: ptrace reads qemu's own x86_64 registers, not the emulated ones, so --pid "
+                r"cannot; start the program under qemu-aarch64 -g SOCKET and attach "
+                r"gdb-multiarch with ljgdb \(target remote SOCKET\), or read a core qemu writes "
+                r"\(SIGABRT: .*\) with python3 -m ljgdb --sysroot DIR CORE PROGRAM COMMAND$"
+                % (prog.pid, re.escape(manifest()["r21-arm64"]["host"])))
+        assert_one_line_each([(["--pid", str(prog.pid)], line)], first=["dump"])
+        assert_one_line_each([(["--pid", str(prog.pid), "lbt"], line)])
+        assert_left_alone(prog.pid)
+        prog.quit()
+    finally:
+        prog.stop()
