@@ -1,0 +1,330 @@
+"""python3 -m ljgdb record and top on a running program, without gdb
+(commands.record, gdb_ext.stack.recorder), held to the program's own
+measure of where its time goes.
+
+testprogs/lua/profile.lua (as in test_lprofile) runs f1, f2 and f5 in the
+ratio 1:2:5 of their work and records the CPU seconds each took (os.clock);
+or a loop of system calls that keeps it on a CPU next to interpreted and
+JIT-compiled loops; or CPU work alternating with a blocking read of an
+io.popen pipe.  The shares the profile gives must come within 3 points of
+the program's over the same window (its records before and after).
+testprogs/lua/counter.lua counts for ever, or exits after some seconds: the
+process must go on counting whatever happens to record (SIGKILL at random
+moments, Ctrl-C), and an exit ends the profile cleanly."""
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from support.host import HostProcess, proc_state
+from support.stop import LUA_DIR, ROOT, chunk_display, manifest, read_expected
+
+# Profiles of 3 to 15 seconds.
+pytestmark = pytest.mark.slow
+
+PROG = os.path.join(LUA_DIR, "profile.lua")
+COUNTER = os.path.join(LUA_DIR, "counter.lua")
+CHUNK = chunk_display("@" + PROG)
+SUMMARY = re.compile(r"^ljgdb record: (\d+) samples in [\d.]+ s, (\d+) thread stacks kept, "
+                     r"(\d+) not kept(?: \(([^)]*)\))?, (\d+) errors", re.M)
+
+
+def ljgdb(args, timeout=120, **kw):
+    """(exit status, stdout, stderr) of python3 -m ljgdb ARGS."""
+    p = subprocess.run([sys.executable, "-m", "ljgdb"] + list(args), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, cwd=ROOT, timeout=timeout, **kw)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+class Profiled(HostProcess):
+    """profile.lua in MODE, running by itself."""
+
+    def __init__(self, variant, tmp_path, mode):
+        self.file = os.path.join(str(tmp_path), "times.txt")
+        super().__init__([manifest()[variant]["host"], PROG, self.file, mode], str(tmp_path),
+                         self.file, ready=lambda: os.path.exists(self.file))
+
+    def times(self):
+        recs = read_expected(self.file)
+        return ({r[1]: float(r[2]) for r in recs if r[0] == "time"},
+                {r[1]: int(r[2]) for r in recs if r[0] == "line"})
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def folded(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            stack, n = line.rstrip("\n").rsplit(" ", 1)
+            out[stack] = out.get(stack, 0) + int(n)
+    return out
+
+
+def share(stacks, frame):
+    """% of the stacks that hold a frame named `frame` (anywhere)."""
+    total = sum(stacks.values())
+    return 100.0 * sum(n for s, n in stacks.items() if frame in s.split(";")) / total
+
+
+def record(pid, out, *args, timeout=120):
+    status, so, se = ljgdb(["record", "--pid", str(pid), "-o", out] + list(args), timeout=timeout)
+    assert "Traceback" not in se, se
+    return status, se
+
+
+def window(prog, run):
+    """The program's time records over run(): ({name: seconds}, lines, run's result)."""
+    before, _ = prog.times()
+    got = run()
+    after, lines = prog.times()
+    return {k: after[k] - before.get(k, 0.0) for k in after}, lines, got
+
+
+@pytest.mark.parametrize("mode", ["interp", "jit"])
+@pytest.mark.parametrize("variant", ["r21-gc64", "deb-x64", "r20-x64"])
+def test_busy_shares(variant, mode, tmp_path):
+    """f1, f2 and f5 within 3 points of the CPU time the program measured
+    over the same seconds; the folded file's counts are the kept thread
+    stacks; the process is left running, untraced."""
+    prog = Profiled(variant, tmp_path, "busy-" + mode)
+    try:
+        out = str(tmp_path / "busy.folded")
+        times, lines, (status, err) = window(prog, lambda: record(
+            prog.pid, out, "--rate", "200", "--duration", "12", "--format", "folded"))
+        assert status == 0, err
+        m = SUMMARY.search(err)
+        assert m, err
+        stacks = folded(out)
+        assert sum(stacks.values()) == int(m.group(2)) >= 1500, err
+        parts = {k: times[k] for k in ("f1", "f2", "f5")}
+        for name, secs in parts.items():
+            want = 100.0 * secs / sum(parts.values())
+            got = share(stacks, "%s:%d" % (CHUNK, lines[name]))
+            assert abs(got - want) <= 3.0, (name, got, want, err)
+        assert proc_state(prog.pid) in "RS"
+        with open("/proc/%d/status" % prog.pid) as f:
+            assert re.search(r"^TracerPid:\s+0$", f.read(), re.M)
+    finally:
+        prog.close()
+
+
+@pytest.mark.parametrize("variant", ["r21-gc64", "deb-x64"])
+def test_syscall_shares(variant, tmp_path):
+    """A loop of system calls (os.clock) is on a CPU: sysc, interp and
+    jitted each within 3 points of the program's CPU time; at most 1% of
+    the thread samples off-CPU."""
+    prog = Profiled(variant, tmp_path, "syscall")
+    try:
+        out = str(tmp_path / "sys.folded")
+        times, lines, (status, err) = window(prog, lambda: record(
+            prog.pid, out, "--rate", "200", "--duration", "12", "--format", "folded"))
+        assert status == 0, err
+        stacks = folded(out)
+        total = sum(times[k] for k in ("sysc", "interp", "jitted"))
+        spans = _spans(lines, ("sysc", "interp", "jitted"))
+        for name in ("sysc", "interp", "jitted"):
+            got = 100.0 * sum(n for st, n in stacks.items()
+                              if _in_span(st, spans[name])) / sum(stacks.values())
+            assert abs(got - 100.0 * times[name] / total) <= 3.0, (name, got, times, err)
+        m = SUMMARY.search(err)
+        samples = int(m.group(1))
+        off = re.search(r"(\d+) off-CPU", m.group(4) or "")
+        assert not off or int(off.group(1)) <= samples // 100, err
+    finally:
+        prog.close()
+
+
+def _spans(lines, names):
+    """{name: (first line, last line)} of profile.lua's functions defined
+    one after the other (each ends before the next begins; the last is 5
+    lines long)."""
+    firsts = sorted((lines[n], n) for n in names)
+    return {n: (first, (firsts[i + 1][0] - 1) if i + 1 < len(firsts) else first + 4)
+            for i, (first, n) in enumerate(firsts)}
+
+
+def _in_span(stack, span):
+    """Whether a folded stack has a frame of profile.lua on a line in span."""
+    label = CHUNK + ":"
+    return any(f.startswith(label) and f[len(label):].isdigit() and
+               span[0] <= int(f[len(label):]) <= span[1] for f in stack.split(";"))
+
+
+def test_idle_pipe(tmp_path):
+    """--idle: the blocking read of a popen pipe counts, under the Lua line
+    that called f:read and its system call, within 4 points of the share of
+    wall time the program spent there (test_lprofile's bound, for the same
+    reason).  --nonblocking --idle (the process never stopped) keeps only
+    stacks it can vouch for: every one the read's."""
+    prog = Profiled("r21-gc64", tmp_path, "pipe")
+    try:
+        out = str(tmp_path / "idle.folded")
+        times, lines, (status, err) = window(prog, lambda: record(
+            prog.pid, out, "--rate", "100", "--duration", "15", "--idle", "--format", "folded"))
+        assert status == 0, err
+        stacks = folded(out)
+        total = times["read"] + times["work"]
+        reads = {s: n for s, n in stacks.items() if s.endswith(";read")}
+        assert reads and all(";[builtin#io.method.read];" in s for s in reads), stacks
+        got = 100.0 * sum(reads.values()) / sum(stacks.values())
+        assert abs(got - 100.0 * times["read"] / total) <= 4.0, (got, times, err)
+        nb = str(tmp_path / "nb.folded")
+        status, err = record(prog.pid, nb, "--rate", "100", "--duration", "3", "--idle",
+                             "--nonblocking", "--format", "folded")
+        assert status == 0, err
+        kept = folded(nb)
+        assert kept, err
+        assert set(kept) <= set(reads), (kept, reads)
+        assert "running (no registers without a stop)" in err, err
+    finally:
+        prog.close()
+
+
+def test_native_frames(tmp_path):
+    """--native: the host's C frames around the Lua frames (its main and
+    lua_pcall, from its symbols), and none without it."""
+    prog = Profiled("r21-gc64", tmp_path, "busy-jit")
+    try:
+        out = str(tmp_path / "native.folded")
+        status, err = record(prog.pid, out, "--duration", "2", "--native", "--format", "folded")
+        assert status == 0, err
+        stacks = folded(out)
+        assert all(s.startswith("main;") or ";main;" in s for s in stacks), stacks
+        assert any(";lua_pcall;" in s for s in stacks), stacks
+        plain = str(tmp_path / "plain.folded")
+        status, err = record(prog.pid, plain, "--duration", "1", "--format", "folded")
+        assert status == 0 and not any(";main;" in s or s.startswith("main;")
+                                       for s in folded(plain)), err
+    finally:
+        prog.close()
+
+
+class Counter(HostProcess):
+    def __init__(self, tmp_path, mode="busy", seconds=0):
+        self.file = os.path.join(str(tmp_path), "count.txt")
+        super().__init__([manifest()["r21-gc64"]["host"], COUNTER, self.file, mode, str(seconds)],
+                         str(tmp_path), self.file)
+
+    def count(self):
+        return int([r[1] for r in read_expected(self.file) if r[0] == "count"][0])
+
+    def assert_counting(self):
+        """Neither stopped nor traced, and counting on."""
+        time.sleep(0.5)
+        assert self.proc.poll() is None, "the process is gone"
+        assert proc_state(self.pid) in "RSD", proc_state(self.pid)
+        with open("/proc/%d/status" % self.pid) as f:
+            assert re.search(r"^TracerPid:\s+0$", f.read(), re.M)
+        before = self.count()
+        time.sleep(1.5)
+        assert self.count() > before, (before, self.count())
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def test_killed_fifty_times(tmp_path):
+    """record killed with SIGKILL at random moments, 50 times (at 1000 Hz,
+    so that many kills land inside a sample): the program is never left
+    stopped or traced, and counts on."""
+    prog = Counter(tmp_path)
+    try:
+        rnd = random.Random(29)
+        out = str(tmp_path / "k.folded")
+        for _ in range(50):
+            p = subprocess.Popen([sys.executable, "-m", "ljgdb", "record", "--pid", str(prog.pid),
+                                  "--rate", "1000", "--format", "folded", "-o", out], cwd=ROOT,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rnd.uniform(0.3, 0.9))
+            p.kill()
+            p.wait()
+            with open("/proc/%d/status" % prog.pid) as f:
+                status = f.read()
+            # The kernel detaches a dead tracer's tracees at its exit.
+            assert re.search(r"^TracerPid:\s+0$", status, re.M), status
+        prog.assert_counting()
+    finally:
+        prog.close()
+
+
+def test_ctrl_c_writes_the_profile(tmp_path):
+    """Ctrl-C (SIGINT) ends an open-ended record: the file is written, the
+    summary printed, the program runs on."""
+    prog = Counter(tmp_path)
+    try:
+        out = str(tmp_path / "c.folded")
+        p = subprocess.Popen([sys.executable, "-m", "ljgdb", "record", "--pid", str(prog.pid),
+                              "--format", "folded", "-o", out], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(2.5)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        err = err.decode()
+        assert p.returncode == 0 and "Traceback" not in err, err
+        m = SUMMARY.search(err)
+        assert m and int(m.group(2)) >= 50 and sum(folded(out).values()) == int(m.group(2)), err
+        prog.assert_counting()
+    finally:
+        prog.close()
+
+
+def test_process_exits_during_record(tmp_path):
+    """The program ends (status 0, its own) while being sampled: record
+    stops, says so, and writes what it has."""
+    prog = Counter(tmp_path, "exit", 3)
+    out = str(tmp_path / "e.folded")
+    status, err = record(prog.pid, out, "--duration", "60", "--format", "folded", timeout=90)
+    assert prog.proc.wait(timeout=30) == 0
+    assert status == 0, err
+    assert "process %d exited" % prog.pid in err, err
+    m = SUMMARY.search(err)
+    assert m and int(m.group(2)) >= 20 and sum(folded(out).values()) == int(m.group(2)), err
+
+
+def test_top(tmp_path):
+    """top, not on a terminal: one table a second; f5 leads each full
+    second's table by self share, near the program's share of its CPU time."""
+    prog = Profiled("r21-gc64", tmp_path, "busy-jit")
+    try:
+        times, lines, (status, out, err) = window(prog, lambda: ljgdb(
+            ["top", "--pid", str(prog.pid), "--rate", "200", "--duration", "4.5"]))
+        assert status == 0 and "Traceback" not in err, err
+        tables = re.findall(r"^ljgdb top: process \d+, [\d.]+ s, \d+ samples, (\d+) thread "
+                            r"stacks in the last second.*\n.*\n((?:.*%.*\n)+)", out, re.M)
+        assert len(tables) >= 3, out
+        f5 = "function %s:%d" % (CHUNK, lines["f5"])
+        parts = {k: times[k] for k in ("f1", "f2", "f5")}
+        want = 100.0 * parts["f5"] / sum(parts.values())
+        for n, rows in tables:
+            first = rows.splitlines()[0]
+            assert first.endswith(f5), out
+            got = float(first.split("%")[0])
+            # (about 200 stacks a table: a share is good to about 3.5 points)
+            assert abs(got - want) <= 12.0, (got, want, out)
+    finally:
+        prog.close()
+
+
+@pytest.mark.parametrize("args,line", [
+    (["record", "--pid", "1"], "give -o FILE"),
+    (["record", "--pid", "x", "-o", "f"], "--pid takes a process id"),
+    (["record", "--pid", "1", "-o", "f", "--format", "svg"], "--format is one of"),
+    (["record", "--pid", "1", "-o", "/no/such/dir/f"], "no directory /no/such/dir"),
+    (["record", "--pid", "1", "-o", "f", "--rate", "0"], "--rate must be between"),
+    (["top", "--pid", "999999999"], "no process 999999999"),
+    (["top", "--bogus"], "'--bogus' is not an option of top"),
+])
+def test_bad_input(args, line):
+    """One line saying what is wrong; nothing else."""
+    status, out, err = ljgdb(args)
+    assert status != 0 and out == "" and len(err.splitlines()) == 1, err
+    assert line in err and "Traceback" not in err, err
