@@ -7,7 +7,11 @@
 # LuaJIT packages with (dpkg-dev, debhelper); and for the Python that runs the tests: pip, pytest,
 # setuptools, wheel (pip download of the lupa sdist runs its metadata step), pyelftools
 # (the DWARF reader of python3 -m ljgdb.profile), flake8 (the lint run-tests.sh runs);
-# inferno, which draws flame graphs of lprofile's folded stacks.
+# inferno, which draws flame graphs of lprofile's folded stacks; and the
+# consumers that tests/e2e/test_profout_consumers.py reads commands/profout.py's
+# formats with: jsonschema (pip) and speedscope's schema (the npm package
+# speedscope, with node and npm from Debian where absent), go (for go tool pprof;
+# Debian's golang-go where no go is installed).
 set -euo pipefail
 
 SUDO=""
@@ -53,7 +57,7 @@ if ! "$PY" -m pip --version >/dev/null 2>&1; then
   apt_install python3-pip
 fi
 missing=()
-for mod in pytest setuptools wheel elftools flake8; do
+for mod in pytest setuptools wheel elftools flake8 jsonschema; do
   # (pyelftools is imported as elftools)
   py_has "$mod" || missing+=("$([ "$mod" = elftools ] && echo pyelftools || echo "$mod")")
 done
@@ -82,3 +86,33 @@ if [ ! -x "$CACHE_DIR/cargo/bin/inferno-flamegraph" ]; then
   echo "[deps] cargo install inferno $INFERNO_VERSION" >&2
   "$CARGO" install -q --locked inferno --version "$INFERNO_VERSION" --root "$CACHE_DIR/cargo"
 fi
+
+# speedscope's file format schema (the npm package ships it), installed into
+# the cache; node and npm from Debian only where none is installed.
+SPEEDSCOPE_VERSION=1.25.0
+SPEEDSCOPE_DIR="$CACHE_DIR/npm/node_modules/speedscope"
+if ! grep -qs "\"version\": \"$SPEEDSCOPE_VERSION\"" "$SPEEDSCOPE_DIR/package.json"; then
+  node_pkgs=()
+  command -v node >/dev/null 2>&1 || node_pkgs+=(nodejs)
+  command -v npm >/dev/null 2>&1 || node_pkgs+=(npm)
+  if [ ${#node_pkgs[@]} -gt 0 ]; then
+    echo "[deps] apt-get install ${node_pkgs[*]}" >&2
+    apt_install "${node_pkgs[@]}"
+  fi
+  echo "[deps] npm install speedscope $SPEEDSCOPE_VERSION" >&2
+  mkdir -p "$CACHE_DIR/npm"
+  npm install --prefix "$CACHE_DIR/npm" --ignore-scripts --no-audit --no-fund --silent \
+    "speedscope@$SPEEDSCOPE_VERSION"
+fi
+
+# go tool pprof reads the pprof profiles: the go on PATH, else /usr/local/go's,
+# else Debian's golang-go.  Since Go 1.24 `go tool pprof` is built on its first
+# run (some 40 s, then kept in go's build cache): done here, once, not in a test.
+GO="$(command -v go || true)"
+if [ -z "$GO" ] && [ -x /usr/local/go/bin/go ]; then GO=/usr/local/go/bin/go; fi
+if [ -z "$GO" ]; then
+  echo "[deps] apt-get install golang-go" >&2
+  apt_install golang-go
+  GO=go
+fi
+"$GO" tool pprof -h >/dev/null 2>&1 || true
