@@ -14,9 +14,10 @@ from ..gdb_ext.stack.samples import (DROP_REASONS, NO_LUA, NO_STATE, OFF_CPU, UN
 from ..gdb_ext.vm.protoinfo import cached_proto
 from ..gdb_ext.stack.sampling import Timer, on_cpu, process_signal, signal_name
 from ..gdb_ext.vm.state import VM
-from .base import LjCommand, UsageError, get_vm, split_args
+from .base import CommandError, LjCommand, UsageError, get_vm, split_args
 from .format import chunk_display
 from .lbt import BtFormat
+from .profout import OutputError, Profile, write
 
 MAX_MACHINE_FRAMES = 512
 
@@ -304,12 +305,15 @@ Example:
                "rows": top,
                "stacks": [{"frames": list(frames), "count": c}
                           for frames, c in sorted(_by_text(prof, fmt).items(),
-                                                  key=lambda e: -e[1])],
+                                                  key=lambda e: (-e[1], e[0]))],
                "folded_file": folded, "note": note}
         if folded is not None:
-            with open(folded, "w") as f:
-                f.write("".join("%s %d\n" % (";".join(t.replace(";", ",") for t in st["frames"]),
-                                             st["count"]) for st in doc["stacks"]))
+            profile = Profile([(tuple(st["frames"]), st["count"]) for st in doc["stacks"]],
+                              rate_hz=hz, duration_s=wall, name="lprofile")
+            try:
+                write(profile, folded, "folded")
+            except OutputError as e:
+                raise CommandError("lprofile: --folded: %s" % e)
         return doc
 
     @staticmethod

@@ -45,7 +45,9 @@ class Profile(object):
     """A sampled profile: `stacks`, a list of (frames, count) with frames a
     tuple of Frame, outermost first (a plain str stands for Frame(str)),
     and count the number of samples that had that stack; the same stack
-    may come more than once (its counts add up).  `rate_hz`: samples a
+    may come more than once (its counts add up).  A stack may have no
+    frames (a thread in the VM between Lua frames, as lprofile keeps it):
+    it counts in every format, though a flame graph leaves it out.  `rate_hz`: samples a
     second asked (0 when unknown: pprof then has no time values);
     `duration_s`: how long it sampled; `unit`: what a count counts;
     `name`: the title of the profile ("ljgdb record pid 123")."""
@@ -68,9 +70,6 @@ class Profile(object):
         for frames, count in self.stacks:
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise OutputError("a stack's count must be a whole number >= 0, not %r" % (count,))
-            if not frames:
-                raise OutputError("a stack with no frames (count %d): every sample needs "
-                                  "at least one frame" % count)
             key = tuple(_frame(f) for f in frames)
             out[key] = out.get(key, 0) + count
         return [(k, c) for k, c in out.items() if c]
@@ -108,7 +107,9 @@ def folded_counts(profile):
 
 def folded_text(profile):
     """FlameGraph's folded format: 'outer;...;inner COUNT' a line, most
-    samples first, then by text."""
+    samples first, then by text.  A stack with no frames is ' COUNT' (as
+    lprofile has always written it): FlameGraph and inferno skip that line
+    with a warning."""
     rows = sorted(folded_counts(profile).items(), key=lambda e: (-e[1], e[0]))
     return "".join("%s %d\n" % (text, count) for text, count in rows)
 

@@ -128,6 +128,15 @@ def test_folded_counts_total():
     assert sum(profout.folded_counts(p).values()) == p.total() == 12
 
 
+def test_a_stack_without_frames_counts():
+    p = Profile([((), 2), (("a",), 1)], rate_hz=100.0)
+    assert profout.folded_text(p) == " 2\na 1\n"
+    (sp,) = profout.speedscope_doc(p)["profiles"]
+    assert (sp["samples"], sp["weights"], sp["endValue"]) == ([[], [0]], [2, 1], 3)
+    d = decode_profile(profout.pprof_bytes(p))
+    assert d["samples"] == [((), [2, 20000000]), (((("a", "", ""), 0),), [1, 10000000])]
+
+
 def test_speedscope_document():
     p = sample_profile()
     doc = profout.speedscope_doc(p)
@@ -198,7 +207,6 @@ def test_write_each_format(tmp_path, monkeypatch):
     ([(("a",), 1)], "svg", "unknown format 'svg': one of flamegraph, folded, speedscope, pprof"),
     ([(("a",), -1)], "folded", "a stack's count must be a whole number >= 0, not -1"),
     ([(("a",), 1.5)], "folded", "a stack's count must be a whole number >= 0, not 1.5"),
-    ([((), 2)], "pprof", "a stack with no frames (count 2): every sample needs at least one frame"),
     ([((3,), 1)], "speedscope", "a frame must be a Frame or a str, not 3"),
 ])
 def test_write_errors(tmp_path, stacks, fmt, message):
