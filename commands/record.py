@@ -173,6 +173,7 @@ class Session(object):
                            proc.arch.name)
         self.pauses = []
         self.errors = 0
+        self.last_error = None
         self.ended = None
         self.stop_asked = False
 
@@ -199,8 +200,7 @@ class Session(object):
                 try:
                     s = self.rec.sample()
                 except LjError as e:
-                    if not os.path.isdir("/proc/%d/task" % self.proc.pid) or \
-                            "is gone" in str(e) or "no thread left" in str(e):
+                    if _gone(self.proc.pid):
                         self.ended = "process %d exited" % self.proc.pid
                         break
                     self.errors += 1
@@ -242,12 +242,20 @@ class Session(object):
                  % (1e6 * p[len(p) // 2], 1e6 * p[min(len(p) - 1, int(len(p) * 0.99))])
                  if p and not self.opts["nonblocking"] else "")
         why = ", ".join("%d %s" % (prof.dropped[r], r) for r in self.rec_reasons() if prof.dropped[r])
-        return ("%d samples in %.1f s, %d thread stacks kept, %d not kept%s, %d errors%s"
+        last = " (the last: %s)" % self.last_error if self.errors else ""
+        return ("%d samples in %.1f s, %d thread stacks kept, %d not kept%s, %d errors%s%s"
                 % (prof.samples, self.wall, prof.threads, dropped, " (%s)" % why if why else "",
-                   self.errors, pause))
+                   self.errors, last, pause))
 
     def rec_reasons(self) -> List[str]:
         return list(DROP_REASONS) + [r for r in self.rec.prof.dropped if r not in DROP_REASONS]
+
+
+def _gone(pid: int) -> bool:
+    """Whether process pid has ended (no /proc entry, or a zombie no one
+    has reaped yet)."""
+    from ..gdb_ext.stack.sampletimer import thread_state
+    return thread_state(pid, pid) in (None, "Z", "X")
 
 
 def _open(opts: Dict[str, Any], name: str) -> Optional[Session]:

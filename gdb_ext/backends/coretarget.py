@@ -94,6 +94,12 @@ class CoreTarget(Target):
         stopping early is kept in self.unwind_stop."""
         return [f[0] for f in self.frame_facts()[:max_frames]]
 
+    def select_thread(self, index: int) -> None:
+        """Make thread `index` of the process the selected one; its machine
+        frames are unwound anew when asked for."""
+        self.thread = index
+        self._frames = None
+
     def frame_facts(self) -> List[Tuple[Any, ...]]:
         """[(MachineFrame, variables, link-time pc, load bias, frame base,
         CFA)]: each frame with what framevars.read_variables needs."""

@@ -417,6 +417,12 @@ class LiveTarget(CoreTarget):
     def process_id(self) -> Optional[int]:
         return self.core.pid
 
+    def clear_cache(self) -> None:
+        """Forget what was read: memory, and the selected thread's machine
+        frames (a running process moves on)."""
+        super().clear_cache()
+        self._frames = None
+
     def mappings(self) -> List[Tuple[int, int, str]]:
         return self.core.mappings()
 

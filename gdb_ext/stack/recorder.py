@@ -277,7 +277,7 @@ class Recorder(object):
         if not cpu and not self.idle:
             return self._drop(out, th.tid, OFF_CPU)
         t = self.t
-        t.thread = index
+        t.select_thread(index)
         try:
             mframes = t.machine_frames(MAX_MACHINE_FRAMES)
         except (FaultError, CorruptError):
@@ -425,14 +425,14 @@ def find_vms(t: 'Target', lay: 'Layout', nthreads: int) -> List[int]:
     keep = t.thread
     try:
         for i in range(nthreads):
-            t.thread = i
+            t.select_thread(i)
             t.clear_cache()
             try:
                 cands.extend(frame_candidates(t, lay))
             except (FaultError, CorruptError):
                 pass
     finally:
-        t.thread = keep
+        t.select_thread(keep)
         t.clear_cache()
     states, _ = list_states(t, lay, cands)
     return [s.G for s in states]

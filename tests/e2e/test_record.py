@@ -182,7 +182,10 @@ def test_idle_pipe(tmp_path):
         assert status == 0, err
         kept = folded(nb)
         assert kept, err
-        assert set(kept) <= set(reads), (kept, reads)
+        # (A thread runnable again inside its read is on a CPU: its stack
+        # has no system call frame, in either mode.)
+        lua = set(s[:-len(";read")] for s in reads)
+        assert all(s in reads or s in lua for s in kept), (kept, reads)
         assert "running (no registers without a stop)" in err, err
     finally:
         prog.close()
@@ -190,15 +193,24 @@ def test_idle_pipe(tmp_path):
 
 def test_native_frames(tmp_path):
     """--native: the host's C frames around the Lua frames (its main and
-    lua_pcall, from its symbols), and none without it."""
-    prog = Profiled("r21-gc64", tmp_path, "busy-jit")
+    lua_pcall, from its symbols), and none without it.  Interpreted: in a
+    trace's machine code, which no unwind information describes, the C
+    frames beyond it are left out, as lprofile does.  So are they in a
+    leaf helper of the VM (lj_vm_mod: spin's `%`), which the VM's unwind
+    information does not describe either (docs/usage.md): there the Lua
+    frames alone."""
+    prog = Profiled("r21-gc64", tmp_path, "busy-interp")
     try:
         out = str(tmp_path / "native.folded")
         status, err = record(prog.pid, out, "--duration", "2", "--native", "--format", "folded")
         assert status == 0, err
         stacks = folded(out)
-        assert all(s.startswith("main;") or ";main;" in s for s in stacks), stacks
-        assert any(";lua_pcall;" in s for s in stacks), stacks
+        native = {s: n for s, n in stacks.items() if ";main;lua_pcall;" in s}
+        assert sum(native.values()) >= sum(stacks.values()) // 3, stacks
+        for s in stacks:
+            c, _, lua = s.partition(";main;lua_pcall;")
+            assert (lua if s in native else s).startswith("%s:" % CHUNK), s
+            assert s not in native or c.endswith("__libc_start_main_impl;__libc_start_call_main"), s
         plain = str(tmp_path / "plain.folded")
         status, err = record(prog.pid, plain, "--duration", "1", "--format", "folded")
         assert status == 0 and not any(";main;" in s or s.startswith("main;")
@@ -291,8 +303,9 @@ def test_process_exits_during_record(tmp_path):
 
 
 def test_top(tmp_path):
-    """top, not on a terminal: one table a second; f5 leads each full
-    second's table by self share, near the program's share of its CPU time."""
+    """top, not on a terminal: one table a second; spin leads each full
+    second's table by self share, and f5's total share is near the
+    program's share of its CPU time."""
     prog = Profiled("r21-gc64", tmp_path, "busy-jit")
     try:
         times, lines, (status, out, err) = window(prog, lambda: ljgdb(
@@ -301,13 +314,17 @@ def test_top(tmp_path):
         tables = re.findall(r"^ljgdb top: process \d+, [\d.]+ s, \d+ samples, (\d+) thread "
                             r"stacks in the last second.*\n.*\n((?:.*%.*\n)+)", out, re.M)
         assert len(tables) >= 3, out
+        # spin, whose loop is the work of f1, f2 and f5, leads by self share;
+        # f5's total share is its part of that work.
+        spin = "function %s:%d" % (CHUNK, lines["spin"] - 2)
         f5 = "function %s:%d" % (CHUNK, lines["f5"])
         parts = {k: times[k] for k in ("f1", "f2", "f5")}
         want = 100.0 * parts["f5"] / sum(parts.values())
         for n, rows in tables:
-            first = rows.splitlines()[0]
-            assert first.endswith(f5), out
-            got = float(first.split("%")[0])
+            assert rows.splitlines()[0].endswith(spin), out
+            row = [r for r in rows.splitlines() if r.endswith(f5)]
+            assert row, out
+            got = float(row[0].split("%")[1])
             # (about 200 stacks a table: a share is good to about 3.5 points)
             assert abs(got - want) <= 12.0, (got, want, out)
     finally:
