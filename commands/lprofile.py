@@ -10,13 +10,11 @@ import gdb
 from ..gdb_ext.backends.gdbtarget import is_core, remote_connection, syscall_names
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.stack.samples import (DROP_REASONS, NO_LUA, NO_STATE, OFF_CPU, UNREADABLE, SampledStacks,
-                                     function_key, in_syscall, thread_stack)
-from ..gdb_ext.vm.protoinfo import cached_proto
+                                     in_syscall, thread_stack)
 from ..gdb_ext.stack.sampling import Timer, on_cpu, process_signal, signal_name
 from ..gdb_ext.vm.state import VM
 from .base import CommandError, LjCommand, UsageError, get_vm, split_args
-from .format import chunk_display
-from .lbt import BtFormat
+from .profnames import FrameNames
 from .profout import OutputError, Profile, write
 
 MAX_MACHINE_FRAMES = 512
@@ -198,7 +196,7 @@ Example:
         if not inf.pid:
             raise UsageError("no live process: start or attach to one first")
         signo = process_signal(inf.pid)
-        names = _Texts(vm)
+        names = FrameNames({vm.G: vm}, syscall_names())
         prof, stats, note = self.sample(vm, inf, signo, seconds, hz, "off-cpu" in flags, names)
         return self.report(names, prof, stats, note, folded, top, hz)
 
@@ -372,48 +370,6 @@ def _by_text(prof, fmt):
         frames = tuple(fmt.frame(k) for k in stack)
         out[frames] = out.get(frames, 0) + c
     return out
-
-
-class _Texts(object):
-    """Names of frame keys and function keys, each read once, while the
-    process is stopped at the sample that first has it (learn): a program
-    that exits during the profile takes its memory with it."""
-
-    def __init__(self, vm):
-        self.bt = BtFormat(vm)
-        self.vm = vm
-        self.syscalls = syscall_names()
-        self.frames = {}
-        self.functions = {}
-
-    def learn(self, keys):
-        for k in keys:
-            if k not in self.frames:
-                self.frames[k] = self._frame(k)
-            fk = function_key(k)
-            if fk not in self.functions:
-                self.functions[fk] = self._function(fk)
-
-    def frame(self, k):
-        return self.frames[k] if k in self.frames else self._frame(k)
-
-    def function(self, fk):
-        return self.functions[fk] if fk in self.functions else self._function(fk)
-
-    def _frame(self, k):
-        if k[0] == "M":
-            return k[1] or "??"
-        if k[0] == "S":
-            return self.syscalls.get(k[1], "syscall %d" % k[1])
-        return self.bt.key_text(k)
-
-    def _function(self, fk):
-        if fk[0] == "LF":
-            pt = cached_proto(self.vm, fk[1])
-            return "function %s:%d" % (chunk_display(pt.chunk(self.vm)), pt.firstline)
-        if fk[0] == "M":
-            return fk[1] or "?? (0x%x)" % fk[2]
-        return self._frame(fk)
 
 
 def _number(opts, name, default, lo, hi):

@@ -11,8 +11,9 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..gdb_ext.errors import CorruptError, FaultError, LjError
-from ..gdb_ext.stack.samples import DROP_REASONS, function_key
+from ..gdb_ext.errors import LjError
+from ..gdb_ext.stack.samples import DROP_REASONS
+from .profnames import FrameNames
 
 RECORD_USAGE = ("python3 -m ljgdb record --pid PID [--rate HZ] [--duration S] "
                 "[--format flamegraph|folded|speedscope|pprof] -o FILE [--idle] [--native] "
@@ -20,6 +21,8 @@ RECORD_USAGE = ("python3 -m ljgdb record --pid PID [--rate HZ] [--duration S] "
 TOP_USAGE = "python3 -m ljgdb top --pid PID [--rate HZ] [--duration S] [--idle] [--native] [--nonblocking]"
 FORMATS = ("flamegraph", "folded", "speedscope", "pprof")
 FLAGS = ("--idle", "--native", "--nonblocking")
+# A median wait for the stop above this (seconds) gets Session.warning's line.
+LATE_STOP = 0.001
 SYSCALL_TABLES = {"x86_64": "amd64-linux.xml", "aarch64": "aarch64-linux.xml"}
 
 
@@ -92,60 +95,6 @@ def syscall_names(arch: str) -> Dict[int, str]:
     return {}
 
 
-class Names(object):
-    """The text of frame keys and function keys, each read once, while the
-    process lives (record reads them after each sample)."""
-
-    def __init__(self, vms: Dict[int, Any], arch: str) -> None:
-        from .lbt import BtFormat
-        self.fmt = {G: BtFormat(vm) for G, vm in vms.items()}
-        self.vms = vms
-        self.syscalls = syscall_names(arch)
-        self.frames = {}
-        self.functions = {}
-
-    def learn(self, keys: Sequence[Tuple[Any, ...]], G: int) -> None:
-        for k in keys:
-            if k not in self.frames:
-                self.frames[k] = self._frame(k, G)
-            fk = function_key(k)
-            if fk not in self.functions:
-                self.functions[fk] = self._function(fk, G)
-
-    def _frame(self, k, G):
-        """(text, file, line, function text) of frame key k."""
-        if k[0] == "M":
-            return (k[1] or "??", None, None, k[1] or "??")
-        if k[0] == "S":
-            name = self.syscalls.get(k[1], "syscall %d" % k[1])
-            return (name, None, None, name)
-        if k[0] == "VM":
-            name = "[VM 0x%x]" % k[1]
-            return (name, None, None, name)
-        try:
-            text = self.fmt[G].key_text(k)
-        except (FaultError, CorruptError):
-            text = "?? (unreadable)"
-        if k[0] == "L":
-            fn = self._function(function_key(k), G)
-            return (text, text.rsplit(":", 1)[0], k[2], fn)
-        return (text, None, None, text)
-
-    def _function(self, fk, G):
-        if fk[0] == "LF":
-            from ..gdb_ext.vm.protoinfo import cached_proto
-            from .format import chunk_display
-            vm = self.vms[G]
-            try:
-                pt = cached_proto(vm, fk[1])
-                return "function %s:%d" % (chunk_display(pt.chunk(vm)), pt.firstline)
-            except (FaultError, CorruptError):
-                return "function at 0x%x (unreadable)" % fk[1]
-        if fk[0] == "M":
-            return fk[1] or "?? (0x%x)" % fk[2]
-        return self._frame(fk, G)[0]
-
-
 class Session(object):
     """A LiveProcess being sampled: opened, its VMs found at one stop, then
     one Recorder.sample() a period (jittered) until the duration, a
@@ -169,9 +118,10 @@ class Session(object):
         t.clear_cache()
         self.rec = Recorder(proc, t, lay, Gs, idle=opts["idle"], native=opts["native"],
                             nonblocking=opts["nonblocking"])
-        self.names = Names({G: VM(t, lay, G, caches=self.rec.caches[G]) for G in Gs},
-                           proc.arch.name)
+        self.names = FrameNames({G: VM(t, lay, G, caches=self.rec.caches[G]) for G in Gs},
+                                syscall_names(proc.arch.name))
         self.pauses = []
+        self.waits = []
         self.errors = 0
         self.last_error = None
         self.ended = None
@@ -207,6 +157,7 @@ class Session(object):
                     self.last_error = str(e)
                     continue
                 self.pauses.append(s.pause)
+                self.waits.append(s.stop_wait)
                 for tid, keys, G in s.stacks:
                     self.names.learn(keys, G)
                 if on_sample is not None:
@@ -228,7 +179,7 @@ class Session(object):
         for stack, n in self.rec.prof.stacks.items():
             frames = []
             for k in stack:
-                text, path, line, fn = self.names.frames.get(k) or ("??", None, None, "??")
+                text, path, line, fn = self.names.frame_facts(k)
                 frames.append(Frame(text, path, line, fn))
             frames = tuple(frames)
             out[frames] = out.get(frames, 0) + n
@@ -246,6 +197,21 @@ class Session(object):
         return ("%d samples in %.1f s, %d thread stacks kept, %d not kept%s, %d errors%s%s"
                 % (prof.samples, self.wall, prof.threads, dropped, " (%s)" % why if why else "",
                    self.errors, last, pause))
+
+    def warning(self) -> Optional[str]:
+        """A line when the stops came late: a thread stops at its next
+        entry into the kernel after the interrupt, and where the interrupt
+        itself is late (a loaded machine, a virtual CPU that receives it at
+        its next timer tick) that entry is often a system call the program
+        makes, so the samples lean toward those."""
+        w = sorted(self.waits)
+        if len(w) < 10 or w[len(w) // 2] < LATE_STOP:
+            return None
+        return ("warning: the threads took %.1f ms (median) to stop after the interrupt, so the "
+                "samples lean toward the system calls the program makes (a thread stops at its "
+                "next entry into the kernel; here the interrupt itself came late: a loaded "
+                "machine or a virtual CPU); the shares of code between system calls are less "
+                "exact" % (1000.0 * w[len(w) // 2]))
 
     def rec_reasons(self) -> List[str]:
         return list(DROP_REASONS) + [r for r in self.rec.prof.dropped if r not in DROP_REASONS]
@@ -303,6 +269,8 @@ def record_main(argv: Sequence[str]) -> int:
         sys.stderr.write("ljgdb: record: %s\n" % e)
         return 1
     sys.stderr.write("ljgdb record: %s\n" % session.summary())
+    if session.warning():
+        sys.stderr.write("ljgdb record: %s\n" % session.warning())
     if session.ended:
         sys.stderr.write("ljgdb record: %s\n" % session.ended)
     sys.stderr.write("ljgdb record: wrote %s (%s, %d distinct stacks)\n"
@@ -351,6 +319,8 @@ def top_main(argv: Sequence[str]) -> int:
     session.run(view.tick)
     view.show(final=True)
     sys.stdout.write("ljgdb top: %s\n" % session.summary())
+    if session.warning():
+        sys.stdout.write("ljgdb top: %s\n" % session.warning())
     if session.ended:
         sys.stdout.write("ljgdb top: %s\n" % session.ended)
     return 0

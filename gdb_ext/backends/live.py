@@ -231,6 +231,7 @@ class LiveProcess(Process):
         self._mem_fd = None
         self._vm_readv = True
         self.held_seconds = None        # how long the last stopped() held the process
+        self.stop_wait = None           # of which waiting for the threads to stop
         self.threads = []               # Thread of each OS thread, inside stopped() only
         self.files = [(s, e, off, name) for s, e, _, off, inode, name in self.maps
                       if inode and name.startswith("/")]
@@ -319,6 +320,7 @@ class LiveProcess(Process):
         with the signal it was about to take, if one came meanwhile."""
         held = {}       # tid -> signal to pass on at the detach (None: not seen stopped yet)
         start = time.monotonic()
+        self.stop_wait = None           # from the first interrupts to their stops
         try:
             self._seize_all(held)
             self.threads = [Thread(tid, regs, 0, regs[self.arch.pc])
@@ -359,12 +361,15 @@ class LiveProcess(Process):
                 except OSError:
                     pass
             deadline = time.time() + STOP_TIMEOUT
+            asked = time.monotonic()
             for tid in new:
                 if tid in held and held[tid] is None:
                     self._wait(tid, held, deadline)
                     if tid in held and held[tid] is None:
                         raise LjError("thread %d of process %d did not stop in %.0f s after "
                                       "PTRACE_INTERRUPT" % (tid, self.pid, STOP_TIMEOUT))
+            if self.stop_wait is None:
+                self.stop_wait = time.monotonic() - asked
 
     def _wait(self, tid: int, held: Dict[int, Optional[int]], deadline: float) -> None:
         """waitpid for tid's stop: held[tid] becomes the signal to pass on at

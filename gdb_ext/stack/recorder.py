@@ -205,11 +205,13 @@ class ProtoNames(object):
 
 
 class Sample(object):
-    """One sample's outcome: pause (seconds the process was held), stacks
+    """One sample's outcome: pause (seconds the process was held; of which
+    stop_wait, from the interrupt to the threads' stop), stacks
     [(tid, keys innermost first)], and dropped [(tid, reason)]."""
 
     def __init__(self) -> None:
         self.pause = 0.0
+        self.stop_wait = 0.0
         self.copied = 0
         self.stacks = []
         self.dropped = []
@@ -260,6 +262,7 @@ class Recorder(object):
             mom, seen = copy_moment(t, self.lay, self.Gs, threads, self.recent, self.arch,
                                     self.sp_reg, self.proc.mappings())
         out.pause = time.monotonic() - start
+        out.stop_wait = self.proc.stop_wait or 0.0
         out.copied = mom.bytes
         self.proc.threads = threads
         self.prof.samples += 1

@@ -1,0 +1,81 @@
+"""The names of a sampled profile's frames (gdb_ext.stack.samples' frame
+keys), shared by lprofile (gdb) and record/top (--pid): each key read once,
+at the sample that first has it, while the process still holds it (a
+program that exits during a profile takes its memory with it).
+
+A frame's facts are (text, file, line, function text): text as lbt names
+the frame ("app.lua:12", "[builtin#pairs]", "C:lua_pcall", a machine
+frame's symbol, a system call's name, "[VM 0x...]"), the chunk and line of
+a Lua frame, and the function it belongs to ("function app.lua:10", the
+chunk and the line it is defined on)."""
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from ..gdb_ext.errors import CorruptError, FaultError
+from ..gdb_ext.stack.samples import function_key
+from ..gdb_ext.vm.protoinfo import cached_proto
+from .format import chunk_display
+from .lbt import BtFormat
+
+Facts = Tuple[str, Optional[str], Optional[int], str]
+
+
+class FrameNames(object):
+    """vms: {G: VM} of the VMs sampled (the frames of VM G are named
+    through vms[G]); syscalls: system call number -> name."""
+
+    def __init__(self, vms: Dict[int, Any], syscalls: Dict[int, str]) -> None:
+        self.vms = vms
+        self.fmt = {G: BtFormat(vm) for G, vm in vms.items()}
+        self.syscalls = syscalls
+        self.facts = {}
+        self.functions = {}
+
+    def learn(self, keys: Sequence[Tuple[Any, ...]], G: Optional[int] = None) -> None:
+        """Name the frames of one stack of VM G (default: the only one)."""
+        G = next(iter(self.vms)) if G is None else G
+        for k in keys:
+            if k not in self.facts:
+                self.facts[k] = self._facts(k, G)
+            fk = function_key(k)
+            if fk not in self.functions:
+                self.functions[fk] = self._function(fk, G)
+
+    def frame(self, k: Tuple[Any, ...]) -> str:
+        """A frame's text (named now when no sample named it)."""
+        return (self.facts.get(k) or self._facts(k, next(iter(self.vms))))[0]
+
+    def frame_facts(self, k: Tuple[Any, ...]) -> Facts:
+        return self.facts.get(k) or ("??", None, None, "??")
+
+    def function(self, fk: Tuple[Any, ...]) -> str:
+        return self.functions[fk] if fk in self.functions else \
+            self._function(fk, next(iter(self.vms)))
+
+    def _facts(self, k: Tuple[Any, ...], G: int) -> Facts:
+        if k[0] == "M":
+            return (k[1] or "??", None, None, k[1] or "??")
+        if k[0] == "S":
+            name = self.syscalls.get(k[1], "syscall %d" % k[1])
+            return (name, None, None, name)
+        if k[0] == "VM":
+            name = "[VM 0x%x]" % k[1]
+            return (name, None, None, name)
+        try:
+            text = self.fmt[G].key_text(k)
+        except (FaultError, CorruptError):
+            text = "?? (unreadable)"
+        if k[0] == "L":
+            return (text, text.rsplit(":", 1)[0], k[2], self._function(function_key(k), G))
+        return (text, None, None, text)
+
+    def _function(self, fk: Tuple[Any, ...], G: int) -> str:
+        if fk[0] == "LF":
+            vm = self.vms[G]
+            try:
+                pt = cached_proto(vm, fk[1])
+                return "function %s:%d" % (chunk_display(pt.chunk(vm)), pt.firstline)
+            except (FaultError, CorruptError):
+                return "function at 0x%x (unreadable)" % fk[1]
+        if fk[0] == "M":
+            return fk[1] or "?? (0x%x)" % fk[2]
+        return self._facts(fk, G)[0]
