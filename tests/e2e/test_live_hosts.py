@@ -1,5 +1,5 @@
-"""The live backend (python3 -m ljgdb dump --pid, --pid PID lbt) on real
-hosts, where it may not read, and on qemu-user.
+"""The live backend (python3 -m ljgdb dump --pid, --pid PID lbt, record
+--pid) on real hosts, where it may not read, and on qemu-user.
 
 - nginx with lua-nginx-module (test_nginx's server, one process that is the
   worker), under load from clients on 127.0.0.1: every request counts in
@@ -7,7 +7,8 @@ hosts, where it may not read, and on qemu-user.
   run records its frames (debug.getinfo, on the loop's line).  Each dump
   and lbt is judged against them as tests/support/moments.py judges gdb's
   lbt; the worker answers the clients throughout and one more request
-  after, and is not traced.  On the rebuilt libluajit2 and on Debian's
+  after, and is not traced.  record --pid's stacks end in those frames.
+  On the rebuilt libluajit2 and on Debian's
   official, stripped one (the shipped layout profile).
 - Tarantool running testprogs/tarantool/busy.lua: a fiber counting in Lua,
   the same judgement, the fiber named as the program named it, and its
@@ -23,6 +24,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -30,7 +32,7 @@ import pytest
 
 from support.host import HostProcess, proc_state
 from support.moments import judge
-from support.stop import ROOT, manifest, read_expected
+from support.stop import ROOT, chunk_display, manifest, read_expected
 from test_live import TRACEBACK, Waiting, assert_left_alone, assert_one_line_each, dump, live
 from test_nginx import LUA_MODULE, NGINX, OFFICIAL_LIBDIR, start_nginx
 
@@ -75,6 +77,29 @@ def assert_judged(records, pid, check=None):
     for dumped in (True, False):
         assert sum(1 for o in outs if o[0] == dumped and o[1][0] == "exact") >= TRIES - 1, outs
     return outs
+
+
+def assert_recorded(records, pid, tmp):
+    """record --pid for 2 s at 100 Hz while the process is busy in the
+    recorded frames: most kept stacks end in them (the innermost two, as
+    lbt names them), none is written wrong elsewhere than between two
+    units of work, and the process is not left traced."""
+    out = os.path.join(tmp, "busy.folded")
+    p = subprocess.run([sys.executable, "-m", "ljgdb", "record", "--pid", str(pid), "--duration",
+                        "2", "--format", "folded", "-o", out], cwd=ROOT, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=120)
+    err = p.stderr.decode()
+    assert p.returncode == 0 and TRACEBACK not in err, err
+    assert tracer_pid(pid) == 0
+    frames = sorted((int(r[1]), chunk_display(r[3]), int(r[4])) for r in records if r[0] == "frame")
+    tail = ";".join("%s:%d" % (src, line) for _, src, line in reversed(frames[:2]))
+    stacks = {}
+    with open(out) as f:
+        for line in f:
+            stack, n = line.rstrip("\n").rsplit(" ", 1)
+            stacks[stack] = stacks.get(stack, 0) + int(n)
+    busy = sum(n for st, n in stacks.items() if st.endswith(tail))
+    assert busy >= sum(stacks.values()) // 2 and busy >= 50, (tail, stacks, err)
 
 
 # --- nginx -------------------------------------------------------------------
@@ -184,6 +209,7 @@ def test_nginx_worker_under_load(lib, tmp_path):
             time.sleep(0.02)
         before = load.answers
         assert_judged(records, p.pid)
+        assert_recorded(records, p.pid, d)
         assert load.answers > before and not load.errors, (load.answers, before, load.errors)
         load.stop()
         # It goes on serving, and nothing of ours is left on it.
@@ -224,6 +250,7 @@ def test_tarantool_fiber_busy_in_lua(tmp_path):
         with open(ticks) as f:
             before = len(f.readlines())
         assert_judged(records, p.pid, fiber_named)
+        assert_recorded(records, p.pid, d)
         time.sleep(0.5)
         with open(ticks) as f:
             after = f.readlines()
