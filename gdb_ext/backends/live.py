@@ -74,11 +74,13 @@ def ptrace(request: int, tid: int, addr: int = 0, data: int = 0) -> int:
     return r
 
 
-def proc_status(pid: int) -> Dict[str, str]:
-    """/proc/PID/status as {field: value}, {} when it cannot be read."""
+def proc_status(pid: int, tid: Optional[int] = None) -> Dict[str, str]:
+    """/proc/PID/status (or /proc/PID/task/TID/status) as {field: value},
+    {} when it cannot be read."""
     out = {}
     try:
-        with open("/proc/%d/status" % pid) as f:
+        with open("/proc/%d/status" % pid if tid is None else
+                  "/proc/%d/task/%d/status" % (pid, tid)) as f:
             for line in f:
                 k, _, v = line.partition(":")
                 out[k] = v.strip()
@@ -185,6 +187,15 @@ def emulator_refusal(pid: int, exe: str, maps: List[Tuple[int, int, str, int, in
             "CORE PROGRAM COMMAND"
             % (pid, name, "the %s program %s" % (guest[1], guest[0]) if guest else
                "another machine's program", machine, name))
+
+
+def _ours_or_gone(pid: int, tid: int) -> bool:
+    """Whether thread tid of pid, which PTRACE_SEIZE refused, is one this
+    process traces already (a thread that exited while held, still listed
+    in /proc until it is reaped) or a thread that is ending (zombie)."""
+    status = proc_status(pid, tid)
+    return status.get("TracerPid") == str(os.getpid()) or \
+        status.get("State", "")[:1] in ("Z", "X", "")
 
 
 def read_maps(pid: int) -> List[Tuple[int, int, str, int, int, str]]:
@@ -352,8 +363,8 @@ class LiveProcess(Process):
                 try:
                     ptrace(PTRACE_SEIZE, tid, 0, 0)
                 except OSError as e:
-                    if e.errno == errno.ESRCH:
-                        continue        # (exited meanwhile)
+                    if e.errno == errno.ESRCH or _ours_or_gone(self.pid, tid):
+                        continue        # (exited meanwhile, or still listed, ours, as it exits)
                     raise LjError(refusal(self.pid, e))
                 held[tid] = None
                 try:
