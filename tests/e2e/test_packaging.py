@@ -65,6 +65,18 @@ def test_install_in_a_virtualenv(tmp_path):
                             stderr=subprocess.STDOUT, cwd=str(tmp_path), env=env)
     assert reader.returncode == 0, reader.stdout.decode()[-2000:]
     assert reader.stdout.decode().rstrip("\n") == stop.out("core", "lbt").rstrip("\n")
+    # The console script `ljgdb` is python3 -m ljgdb: the core reader as
+    # above, and the live commands' own help.
+    script = os.path.join(venv, "bin", "ljgdb")
+    got = subprocess.run([script, stop.core, host, "lbt"], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, cwd=str(tmp_path), env=env)
+    assert got.returncode == 0 and got.stdout == reader.stdout, got.stdout.decode()[-2000:]
+    for cmd, usage in (("record", "usage: python3 -m ljgdb record --pid PID"),
+                       ("top", "usage: python3 -m ljgdb top --pid PID"),
+                       ("dump", "usage: python3 -m ljgdb dump --pid PID")):
+        got = subprocess.run([script, cmd, "--help"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, cwd=str(tmp_path))
+        assert got.returncode == 0 and got.stdout.decode().startswith(usage), got.stdout
     # --append adds it to ~/.gdbinit once.
     home = str(tmp_path / "home")
     os.makedirs(home)
