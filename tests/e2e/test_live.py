@@ -24,7 +24,8 @@ from support.stop import LUA_DIR, ROOT, manifest, without_frame_names
 
 PROG = os.path.join(LUA_DIR, "wait.lua")
 VARIANTS = ["r21-gc64", "deb-x64", "r20-x64"]
-COMMANDS = ["lbt", "linfo", "lthreads", "lgcstat", "lbt full", "lstates", "lbt --all"]
+COMMANDS = ["lbt", "linfo", "lthreads", "lgcstat", "lbt full", "lstates", "lbt --all", "lstr", "lheap",
+            "lmcode", "ltrace", "lgcstat --by-chunk", "lbt --all --group", "lthreads --group"]
 TRACEBACK = "Traceback (most recent call last)"
 
 
