@@ -21,8 +21,10 @@ RECORD_USAGE = ("python3 -m ljgdb record --pid PID [--rate HZ] [--duration S] "
 TOP_USAGE = "python3 -m ljgdb top --pid PID [--rate HZ] [--duration S] [--idle] [--native] [--nonblocking]"
 FORMATS = ("flamegraph", "folded", "speedscope", "pprof")
 FLAGS = ("--idle", "--native", "--nonblocking")
-# A median wait for the stop above this (seconds) gets Session.warning's line.
+# A median wait for the stop above this (seconds), or a share of the stacks
+# kept from threads that waited for a CPU above this, gets a warning.
 LATE_STOP = 0.001
+WAITING_SHARE = 0.2
 SYSCALL_TABLES = {"x86_64": "amd64-linux.xml", "aarch64": "aarch64-linux.xml"}
 
 
@@ -204,6 +206,11 @@ class Session(object):
         itself is late (a loaded machine, a virtual CPU that receives it at
         its next timer tick) that entry is often a system call the program
         makes, so the samples lean toward those."""
+        kept = self.rec.prof.threads
+        if kept >= 10 and self.rec.runnable > kept * WAITING_SHARE:
+            return ("warning: in %d of the %d stacks kept the thread was runnable but waiting for "
+                    "a CPU (this machine is loaded): those show where it was preempted, often at "
+                    "a system call, not where it spends CPU time" % (self.rec.runnable, kept))
         w = sorted(self.waits)
         if len(w) < 10 or w[len(w) // 2] < LATE_STOP:
             return None

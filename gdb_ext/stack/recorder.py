@@ -239,6 +239,8 @@ class Recorder(object):
         self.protos = ProtoNames()
         self.prof = SampledStacks()
         self.multi = len(self.Gs) > 1
+        self.waiting = set()        # threads runnable, not on a CPU, at this sample
+        self.runnable = 0           # stacks kept of such threads
 
     # --- one sample ---------------------------------------------------------
     def sample(self) -> Sample:
@@ -250,8 +252,13 @@ class Recorder(object):
             tids = self.proc.task_ids()
         except LjError:
             raise
-        # The scheduling state before the stop (the stop makes every thread 't').
+        # The scheduling state before the stop (the stop makes every thread
+        # 't'), and, of the runnable ones, which were on a CPU at that
+        # moment (the others waited for one: they show where they were
+        # preempted).
         states = {tid: thread_state(pid, tid) for tid in tids}
+        self.waiting = set(tid for tid, st in states.items()
+                           if st == "R" and not on_a_cpu(pid, tid))
         t = self.t
         t.clear_cache()
         if self.nonblocking:
@@ -308,6 +315,8 @@ class Recorder(object):
             if self.multi:
                 keys.append(("VM", G))
             self.prof.add(keys)
+            if th.tid in self.waiting:
+                self.runnable += 1
             out.stacks.append((th.tid, keys, G))
             return None
         return self._drop(out, th.tid, NO_LUA)
@@ -380,6 +389,18 @@ class Recorder(object):
                     vm.t.uint(L + lay.L.base, lay.ptr_size))
         except (FaultError, CorruptError):
             return None
+
+
+def on_a_cpu(pid: int, tid: int) -> bool:
+    """Whether thread tid of pid is running on a CPU at this moment: the
+    kernel answers "running" for its /proc/PID/task/TID/syscall then (it
+    cannot read the registers of a thread that runs); a runnable thread
+    that waits for a CPU gets its registers shown."""
+    try:
+        with open("/proc/%d/task/%d/syscall" % (pid, tid)) as f:
+            return f.read(7) == "running"
+    except OSError:
+        return True
 
 
 def waiting_in(pid: int, tid: int) -> Optional[Tuple[int, int, int]]:
