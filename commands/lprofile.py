@@ -14,7 +14,7 @@ from ..gdb_ext.stack.samples import (DROP_REASONS, NO_LUA, NO_STATE, OFF_CPU, UN
 from ..gdb_ext.stack.sampling import Timer, on_cpu, process_signal, signal_name
 from ..gdb_ext.vm.state import VM
 from .base import CommandError, LjCommand, UsageError, get_vm, split_args
-from .profnames import FrameNames
+from .profnames import FrameNames, frames_of
 from .profout import OutputError, Profile, write
 
 MAX_MACHINE_FRAMES = 512
@@ -131,6 +131,9 @@ many thread samples were kept and why the others were not.
 
   --seconds N    how long to sample (default 5)
   --hz H         samples a second (default 50, at most 1000)
+  --pprof FILE   write the profile as pprof's gzipped profile.proto (Lua
+                 functions with their chunk and lines): go tool pprof
+                 reads it
   --folded FILE  write the stacks folded, outermost frame first, one line
                  per distinct stack with its count: what FlameGraph,
                  inferno and speedscope read
@@ -148,14 +151,15 @@ and forgets it after each sample, so nothing of lprofile's is left when it
 returns, is interrupted, or gdb detaches or dies.  Needs a live process on
 this machine; a core has no time to sample.
 
-Usage: lprofile [--seconds N] [--hz H] [--folded FILE] [--off-cpu] [--top K] [L=<lua_State *>]
+Usage: lprofile [--seconds N] [--hz H] [--folded FILE] [--pprof FILE] [--off-cpu] [--top K] [L=<lua_State *>]
 Example:
   (gdb) lprofile --seconds 10 --folded /tmp/app.folded"""
 
     NAME = "lprofile"
     SUMMARY = "sample the live process's Lua and C stacks: a top table and folded stacks"
-    WORDS = ("--seconds", "--hz", "--folded", "--off-cpu", "--top")
-    USAGE = "lprofile [--seconds N] [--hz H] [--folded FILE] [--off-cpu] [--top K] [L=<lua_State *>]"
+    WORDS = ("--seconds", "--hz", "--folded", "--pprof", "--off-cpu", "--top")
+    USAGE = ("lprofile [--seconds N] [--hz H] [--folded FILE] [--pprof FILE] [--off-cpu] [--top K] "
+             "[L=<lua_State *>]")
 
     def run(self, arg, from_tty):
         return self.lines(self.data(arg))
@@ -168,18 +172,22 @@ Example:
 
     def data(self, arg):
         flags, opts, state, rest = split_args(arg, flags=("off-cpu",),
-                                              options=("seconds", "hz", "folded", "top"))
+                                              options=("seconds", "hz", "folded", "pprof", "top"))
         if rest:
             raise UsageError("unexpected argument '%s'" % rest[0])
         seconds = _number(opts, "seconds", 5.0, 0.01, 86400)
         hz = _number(opts, "hz", 50.0, 0.1, 1000)
         top = int(_number(opts, "top", 25, 1, 100000))
-        folded = opts.get("folded")
-        if folded is not None:
-            folded = os.path.expanduser(folded)
-            d = os.path.dirname(os.path.abspath(folded))
-            if not os.path.isdir(d):
-                raise UsageError("--folded %s: no directory %s" % (folded, d))
+        files = {}
+        for what in ("folded", "pprof"):
+            path = opts.get(what)
+            if path is not None:
+                path = os.path.expanduser(path)
+                d = os.path.dirname(os.path.abspath(path))
+                if not os.path.isdir(d):
+                    raise UsageError("--%s %s: no directory %s" % (what, path, d))
+                files[what] = path
+        folded = files.get("folded")
         if is_core():
             raise UsageError("a core file is one moment: lprofile samples a running process "
                              "(gdb -p PID); lbt --all --folded gives the core's stacks")
@@ -198,7 +206,15 @@ Example:
         signo = process_signal(inf.pid)
         names = FrameNames({vm.G: vm}, syscall_names())
         prof, stats, note = self.sample(vm, inf, signo, seconds, hz, "off-cpu" in flags, names)
-        return self.report(names, prof, stats, note, folded, top, hz)
+        doc = self.report(names, prof, stats, note, folded, top, hz)
+        if "pprof" in files:
+            try:
+                write(Profile(frames_of(prof.stacks, names), rate_hz=hz, duration_s=doc["seconds"],
+                              name="lprofile"), files["pprof"], "pprof")
+            except OutputError as e:
+                raise CommandError("lprofile: --pprof: %s" % e)
+            doc["pprof_file"] = files["pprof"]
+        return doc
 
     def sample(self, vm, inf, signo, seconds, hz, off_cpu, names):
         prof = SampledStacks()
@@ -344,6 +360,9 @@ Example:
         if doc["folded_file"] is not None:
             out.append("folded stacks: %s (%d distinct stacks)" % (doc["folded_file"],
                                                                    len(doc["stacks"])))
+        if doc.get("pprof_file"):
+            out.append("pprof profile: %s (go tool pprof -top %s)"
+                       % (doc["pprof_file"], doc["pprof_file"]))
         if doc["note"]:
             out.append("lprofile: " + doc["note"])
         return out

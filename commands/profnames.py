@@ -79,3 +79,15 @@ class FrameNames(object):
         if fk[0] == "M":
             return fk[1] or "?? (0x%x)" % fk[2]
         return self._facts(fk, G)[0]
+
+
+def frames_of(stacks: Dict[Tuple[Any, ...], int], names: FrameNames) -> list:
+    """[(tuple of profout.Frame, outermost first, count)] of SampledStacks'
+    stacks (keys outermost first), named; stacks that read the same are
+    summed, most counted first."""
+    from .profout import Frame
+    out = {}
+    for stack, n in stacks.items():
+        frames = tuple(Frame(*names.frame_facts(k)) for k in stack)
+        out[frames] = out.get(frames, 0) + n
+    return sorted(out.items(), key=lambda e: -e[1])

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..gdb_ext.errors import LjError
 from ..gdb_ext.stack.samples import DROP_REASONS
-from .profnames import FrameNames
+from .profnames import FrameNames, frames_of
 
 RECORD_USAGE = ("python3 -m ljgdb record --pid PID [--rate HZ] [--duration S] "
                 "[--format flamegraph|folded|speedscope|pprof] -o FILE [--idle] [--native] "
@@ -176,16 +176,7 @@ class Session(object):
     # --- the results ----------------------------------------------------------
     def stacks(self) -> List[Tuple[Tuple[Any, ...], int]]:
         """[(frames outermost first as profout.Frame, count)]."""
-        from .profout import Frame
-        out = {}
-        for stack, n in self.rec.prof.stacks.items():
-            frames = []
-            for k in stack:
-                text, path, line, fn = self.names.frame_facts(k)
-                frames.append(Frame(text, path, line, fn))
-            frames = tuple(frames)
-            out[frames] = out.get(frames, 0) + n
-        return sorted(out.items(), key=lambda e: -e[1])
+        return frames_of(self.rec.prof.stacks, self.names)
 
     def summary(self) -> str:
         prof = self.rec.prof

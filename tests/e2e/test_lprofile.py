@@ -18,6 +18,7 @@ import subprocess
 import pytest
 
 from support.stop import CACHE, LUA_DIR, Stop, chunk_display
+from test_profout_consumers import pprof, top_rows
 
 # Profiles of 2 to 15 seconds on every build.
 pytestmark = pytest.mark.slow
@@ -63,7 +64,8 @@ def busy(variant, mode, tmp):
     if key not in _stops:
         fold = os.path.join(tmp, "busy.folded")
         # 3000 samples: a share's sampling error is under a point.
-        cmd = "lprofile --seconds 15 --hz 200 --top 1000 --folded %s" % fold
+        cmd = "lprofile --seconds 15 --hz 200 --top 1000 --folded %s --pprof %s" % (
+            fold, os.path.join(tmp, "busy.pb.gz"))
         stop = Stop(variant, "profile.lua", [cmd] + BAD + [JSON], tmp, args=["busy-" + mode])
         _stops[key] = (stop, cmd, fold)
     return _stops[key]
@@ -73,18 +75,22 @@ def busy(variant, mode, tmp):
 @pytest.mark.parametrize("variant", ["r21-gc64", "deb-x64"])
 def test_busy_shares(variant, mode, tmp_path):
     """f1, f2, f5 in the ratio the program measured (1:2:5 of its CPU time),
-    within 3 points, interpreted and JIT-compiled; the folded stacks are the
+    within 3 points, interpreted and JIT-compiled, in lprofile's table and
+    in go tool pprof's reading of --pprof's file; the folded stacks are the
     Lua frames LuaJIT names, and add up to the samples."""
     stop, cmd, fold = busy(variant, mode, str(tmp_path))
     text = stop.out("live", cmd)
     rows, nstacks = top_table(text)
     times, lines = records(stop)
     total = sum(times.values())
+    pp = top_rows(pprof(os.path.join(os.path.dirname(fold), "busy.pb.gz"),
+                        "-top", "-sample_index=samples")[0])
     for name in ("f1", "f2", "f5"):
         label = "function %s:%d" % (CHUNK, lines[name])
         assert label in rows, (label, text)
         want = 100.0 * times[name] / total
         assert abs(rows[label][1] - want) <= 3.0, (name, rows[label], want, text)
+        assert abs(100.0 * int(pp[label][1]) / nstacks - want) <= 3.0, (name, pp, want)
     stacks = folded(fold)
     assert sum(stacks.values()) == nstacks
     assert nstacks >= 2000, text
