@@ -11,6 +11,7 @@ the program's over the same window (its records before and after).
 testprogs/lua/counter.lua counts for ever, or exits after some seconds: the
 process must go on counting whatever happens to record (SIGKILL at random
 moments, Ctrl-C), and an exit ends the profile cleanly."""
+import json
 import os
 import random
 import re
@@ -215,6 +216,50 @@ def test_native_frames(tmp_path):
         status, err = record(prog.pid, plain, "--duration", "1", "--format", "folded")
         assert status == 0 and not any(";main;" in s or s.startswith("main;")
                                        for s in folded(plain)), err
+    finally:
+        prog.close()
+
+
+def test_formats_read_by_their_consumers(tmp_path):
+    """One recording in each format, each read by its real consumer: go
+    tool pprof -top counts every kept stack and names spin, f1, f2 and f5
+    as the program defines them (debug.getinfo's lines), f5 > f2 > f1 as
+    their work; speedscope's schema (its npm package's file) and weights
+    adding up to the stacks kept; an SVG flame graph inferno drew, naming
+    f5's line.  (The shares themselves: test_busy_shares.)"""
+    from test_profout_consumers import pprof, top_rows
+    from commands import profout
+    import jsonschema
+    import xml.etree.ElementTree as ET
+    prog = Profiled("r21-gc64", tmp_path, "busy-jit")
+    try:
+        pb = str(tmp_path / "r.pb.gz")
+        _, lines = prog.times()
+        status, err = record(prog.pid, pb, "--rate", "200", "--duration", "4", "--format", "pprof")
+        assert status == 0, err
+        kept = int(SUMMARY.search(err).group(2))
+        text = pprof(pb, "-top", "-sample_index=samples")[0]
+        assert re.search(r"^Showing nodes accounting for \d+, [\d.]+%% of %d total$" % kept,
+                         text, re.M), text
+        rows = top_rows(text)
+        cum = {name: int(rows["function %s:%d" % (CHUNK, lines[name])][1])
+               for name in ("f1", "f2", "f5")}
+        assert cum["f5"] > cum["f2"] > cum["f1"] > 0, (cum, text)
+        assert "function %s:%d" % (CHUNK, lines["spin"] - 2) in rows, text
+        ss = str(tmp_path / "r.speedscope.json")
+        status, err = record(prog.pid, ss, "--duration", "1", "--format", "speedscope")
+        assert status == 0, err
+        schema = json.load(open(os.path.join(profout.cache_dir(), "npm", "node_modules",
+                                             "speedscope", "dist", "release",
+                                             "file-format-schema.json")))
+        doc = json.load(open(ss))
+        jsonschema.validators.validator_for(schema)(schema).validate(doc)
+        assert sum(doc["profiles"][0]["weights"]) == int(SUMMARY.search(err).group(2))
+        svg = str(tmp_path / "r.svg")
+        status, err = record(prog.pid, svg, "--duration", "1")
+        assert status == 0, err
+        titles = [t.text for t in ET.parse(svg).getroot().iter("{http://www.w3.org/2000/svg}title")]
+        assert any(t.startswith("%s:%d " % (CHUNK, lines["f5"])) for t in titles), titles[:10]
     finally:
         prog.close()
 
