@@ -13,6 +13,7 @@ again).
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -33,13 +34,15 @@ class Waiting(HostProcess):
     """wait.lua in the variant's test host (an arm64 one under qemu-user),
     blocked in its read."""
 
-    def __init__(self, variant, tmp_path, args=()):
-        """args: wait.lua's after the FIFO (DEPTH, idle-thread)."""
+    def __init__(self, variant, tmp_path, args=(), runner=None):
+        """args: wait.lua's after the FIFO (DEPTH, idle-thread); runner: the
+        command line before the host's (default: the build's own)."""
         self.fifo = os.path.join(str(tmp_path), "fifo")
         os.mkfifo(self.fifo)
         expected = os.path.join(str(tmp_path), "expected.txt")
         m = manifest()[variant]
-        super().__init__(m.get("runner", []) + [m["host"], PROG, expected, self.fifo] + list(args),
+        runner = m.get("runner", []) if runner is None else runner
+        super().__init__(runner + [m["host"], PROG, expected, self.fifo] + list(args),
                          str(tmp_path), expected)
         self.wait_blocked()
 
@@ -316,3 +319,27 @@ def test_dump_bad_input_is_one_line(no_lua):
         (["--pid", str(sleeper)], r"^ljgdb: no LuaJIT in process %d's files: .*/sleep" % sleeper),
     ], first=["dump"])
     assert_left_alone(sleeper)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0,
+                    reason="unshare and root are needed for a mount namespace")
+def test_process_in_another_mount_namespace(tmp_path):
+    """The host run from a tmpfs mounted in a mount namespace of its own (a
+    container's view of its files): the file it runs is not at that path
+    here, so --pid reads it through /proc/PID/root; dump's frames are the
+    ones the program recorded, and it is left as it was."""
+    hidden = str(tmp_path / "hidden")
+    os.makedirs(hidden)
+    script = ('mount -t tmpfs none "$0" && cp "$1" "$0/host" && shift && exec "$0/host" "$@"')
+    prog = Waiting("r21-gc64", tmp_path, runner=["unshare", "-m", "--propagation", "private",
+                                                 "sh", "-c", script, hidden])
+    try:
+        assert os.readlink("/proc/%d/exe" % prog.pid) == os.path.join(hidden, "host")
+        assert os.listdir(hidden) == []         # (not here: in its namespace only)
+        code, out, err = dump(prog.pid, [])
+        assert (code, err) == (0, ""), err
+        assert_frames(out.split("\n", 1)[1], prog.frames())
+        assert_left_alone(prog.pid)
+        prog.quit()
+    finally:
+        prog.stop()
