@@ -241,20 +241,27 @@ def _progress(session: Session) -> None:
     sys.stderr.flush()
 
 
-def record_main(argv: Sequence[str]) -> int:
-    """python3 -m ljgdb record ...; the exit status."""
+def _start(argv: Sequence[str], name: str, usage: str, text: str) -> Any:
+    """The Session of record's or top's arguments; or the exit status after
+    --help, or after the one line that says what is wrong."""
     if list(argv[:1]) in (["-h"], ["--help"]):
-        sys.stdout.write("usage: %s\n\n%s\n" % (RECORD_USAGE, RECORD_HELP))
+        sys.stdout.write("usage: %s\n\n%s\n" % (usage, text))
         return 0
     try:
-        opts = parse(argv, True)
+        opts = parse(argv, name == "record")
     except ValueError as e:
-        sys.stderr.write("ljgdb: record: %s; usage: %s\n" % (e, RECORD_USAGE))
+        sys.stderr.write("ljgdb: %s: %s; usage: %s\n" % (name, e, usage))
         return 1
+    return _open(opts, name) or 1
+
+
+def record_main(argv: Sequence[str]) -> int:
+    """python3 -m ljgdb record ...; the exit status."""
+    session = _start(argv, "record", RECORD_USAGE, RECORD_HELP)
+    if isinstance(session, int):
+        return session
     from .profout import OutputError, Profile, write
-    session = _open(opts, "record")
-    if session is None:
-        return 1
+    opts = session.opts
     tty = sys.stderr.isatty()
     session.run(_progress if tty else None)
     if tty:
@@ -302,17 +309,9 @@ kept and errors."""
 def top_main(argv: Sequence[str]) -> int:
     """python3 -m ljgdb top ...: every second, the functions of the last
     second by self and total share, most self first."""
-    if list(argv[:1]) in (["-h"], ["--help"]):
-        sys.stdout.write("usage: %s\n\n%s\n" % (TOP_USAGE, TOP_HELP))
-        return 0
-    try:
-        opts = parse(argv, False)
-    except ValueError as e:
-        sys.stderr.write("ljgdb: top: %s; usage: %s\n" % (e, TOP_USAGE))
-        return 1
-    session = _open(opts, "top")
-    if session is None:
-        return 1
+    session = _start(argv, "top", TOP_USAGE, TOP_HELP)
+    if isinstance(session, int):
+        return session
     view = TopView(session, sys.stdout.isatty())
     session.run(view.tick)
     view.show(final=True)

@@ -32,7 +32,6 @@ while JIT-compiled code runs after some returns from C (docs/luajit-
 facts.md).  So a thread is read only while the kernel has it waiting in
 a system call, and twice, kept when both reads agree; a running thread
 cannot be placed: its sample is dropped and counted, never guessed."""
-import os
 import time
 from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, TYPE_CHECKING
 
@@ -429,14 +428,6 @@ def _same_stack(proc: 'LiveProcess', sp: int, cframe: int) -> bool:
         if s <= sp < e:
             return cframe < e
     return False
-
-
-def cpu_seconds(pid: int, tid: Optional[int] = None) -> float:
-    """utime + stime of a process (or one of its threads), in seconds."""
-    path = "/proc/%d/stat" % pid if tid is None else "/proc/%d/task/%d/stat" % (pid, tid)
-    with open(path) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
 
 
 def find_vms(t: 'Target', lay: 'Layout', nthreads: int) -> List[int]:
