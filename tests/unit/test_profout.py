@@ -11,6 +11,7 @@ import pytest
 import ljgdb  # noqa: F401
 from ljgdb.commands import profout
 from ljgdb.commands.profout import FORMATS, Frame, OutputError, Profile, write
+from ljgdb.gdb_ext.backends.coredump import uleb128
 
 MAIN = Frame("C:main", "host.c", 40)
 PCALL = Frame("C:lua_pcall")
@@ -30,14 +31,9 @@ def sample_profile():
 # --- a decoder of protobuf's wire format, for the tests only ---------------
 
 def varint(data, i):
-    n = shift = 0
-    while True:
-        b = data[i]
-        i += 1
-        n |= (b & 0x7f) << shift
-        shift += 7
-        if not b & 0x80:
-            return n, i
+    """A protobuf varint at data[i] (unsigned LEB128, as DWARF's; the core
+    reader's decoder, independent of profout's writer): (value, next i)."""
+    return uleb128(data, i)
 
 
 def fields(data):
