@@ -32,14 +32,15 @@ class Waiting(HostProcess):
     """wait.lua in the variant's test host (an arm64 one under qemu-user),
     blocked in its read."""
 
-    def __init__(self, variant, tmp_path, args=()):
-        """args: wait.lua's after the FIFO (DEPTH, idle-thread)."""
+    def __init__(self, variant, tmp_path, args=(), env=None):
+        """args: wait.lua's after the FIFO (DEPTH, idle-thread); env: more
+        environment variables."""
         self.fifo = os.path.join(str(tmp_path), "fifo")
         os.mkfifo(self.fifo)
         expected = os.path.join(str(tmp_path), "expected.txt")
         m = manifest()[variant]
         super().__init__(m.get("runner", []) + [m["host"], PROG, expected, self.fifo] + list(args),
-                         str(tmp_path), expected)
+                         str(tmp_path), expected, env=env)
         self.wait_blocked()
 
     def frames(self):
