@@ -7,6 +7,10 @@ Three ways to stop, as operators do:
   abort    SIGABRT makes the kernel write a core; gdb loads each core
   sweep    (not random) stopped once, then `stepi` n times: every machine
            instruction the loop runs, in order, is a moment
+  pid      no gdb: `python3 -m ljgdb --pid PID lbt` and `python3 -m ljgdb
+           dump --pid PID` against the running process (the live backend
+           stops it only while it reads), at random moments as attach; the
+           process runs on between and after them
 
 arm64 builds run under qemu-user (tests/support/stop.py qemu_gdb), which has no
 attach: its gdb stub takes one debugger, connected before the first
@@ -17,7 +21,10 @@ the stub.  qemu stops the guest at the start of a translated block only,
 so random moments fall on fewer places than on x86-64; the sweep covers
 every instruction.
 
-Each way runs one gdb for many moments.  An lbt output is judged:
+Each way but pid runs one gdb for many moments.  The program records its
+stack once, before it starts its loop, and closes the file ("ready"): the
+records are the truth of every moment after that, which is why attach, and
+pid, may read the file after the moments.  An lbt output is judged:
   exact    every frame equals the recorded stack (plus, on top, only frames
            the loop may call, see `allow` in moments.lua) and no warning
   honest   the frames shown are right (the innermost ones, or the
@@ -32,10 +39,11 @@ import random
 import re
 import signal
 import subprocess
+import sys
 import time
 
-from .stop import (LOADER, LUA_DIR, chunk_display, manifest, qemu_gdb, qemu_target, read_expected,
-                   run_gdb)
+from .stop import (LOADER, LUA_DIR, ROOT, chunk_display, manifest, qemu_gdb, qemu_target,
+                   read_expected, run_gdb)
 
 PROGRAM = os.path.join(LUA_DIR, "moments.lua")
 SHAPES = ("interp", "alloc", "calls", "luacall", "meta", "gsub", "sort", "vararg", "coro", "gc",
@@ -43,10 +51,21 @@ SHAPES = ("interp", "alloc", "calls", "luacall", "meta", "gsub", "sort", "vararg
           "record", "ffasm")
 WAYS = ("attach", "sigint", "abort")
 ARM64_WAYS = ("sigint", "abort")
+LIVE_WAYS = ("pid",)        # the live backend, no gdb (ptrace cannot read qemu's guest)
+LIVE_COMMANDS = ("lbt", "dump")
 
 
 def ways_of(variant):
     return ARM64_WAYS if manifest()[variant].get("arch") == "arm64" else WAYS
+
+
+def can_stop(variant, way):
+    """Whether the variant's program can be stopped (or read) that way."""
+    if way == "sweep":
+        return True
+    if way in LIVE_WAYS:
+        return manifest()[variant].get("arch") != "arm64"
+    return way in ways_of(variant)
 
 
 _MARK = "@@LJM %d@@"
@@ -153,14 +172,19 @@ def kernel_cores_possible():
     return None
 
 
-def sample(variant, shape, way, n, seed, workdir, delay=0.05, commands=("lbt",)):
+def sample(variant, shape, way, n, seed, workdir, delay=0.05, commands=None):
     """Run n moments of one shape stopped one way.  Returns a list of
-    (expected records, {"frame0": ...}, [command outputs])."""
+    (expected records, {"frame0": ...}, [command outputs]).  commands:
+    gdb command lines (default lbt); for the pid way, LIVE_COMMANDS' words
+    (default both: lbt's output, then dump's section of the thread)."""
     build = manifest()[variant]
     arm64 = build.get("arch") == "arm64"
-    if way not in ways_of(variant) + ("sweep",):
+    if not can_stop(variant, way):
         raise ValueError("%s cannot be stopped the %s way" % (variant, way))
     os.makedirs(workdir, exist_ok=True)
+    if way == "pid":
+        return _sample_pid(build, shape, n, seed, workdir, delay, commands or LIVE_COMMANDS)
+    commands = commands or ("lbt",)
     rnd = random.Random(seed)
     cfg = {"seed": seed, "loader": LOADER, "commands": list(commands), "way": way, "n": n,
            "delay": delay, "start": "continue" if arm64 else "run"}
@@ -236,6 +260,69 @@ def sample(variant, shape, way, n, seed, workdir, delay=0.05, commands=("lbt",))
     return results
 
 
+def _sample_pid(build, shape, n, seed, workdir, delay, commands):
+    """The pid way: the program runs by itself; at each moment (a random
+    delay, as attach) each command runs once against it.  frame0 is the
+    scheduling state dump saw ("R", "S"; "?" without dump)."""
+    rnd = random.Random(seed)
+    exp = os.path.join(workdir, "expected.txt")
+    _clean(exp)
+    proc = _start(build, shape, exp, workdir)
+    moments = []
+    try:
+        _wait_ready(exp, proc)
+        for i in range(n):
+            time.sleep(rnd.uniform(0, delay))
+            outs, state = [], "?"
+            for cmd in commands:
+                text = live_output(proc.pid, cmd)
+                if cmd.split()[0] == "dump":
+                    state, text = dump_section(text)
+                outs.append(text)
+            if proc.poll() is not None:
+                raise AssertionError("%s/%s ended (%s) after moment %d:\n%s"
+                                     % (build["name"], shape, proc.returncode, i, outs))
+            moments.append(({"frame0": "pid:" + state, "pc": 0}, outs))
+    finally:
+        proc.kill()
+        proc.wait()
+    records = read_expected(exp)
+    return [(records, info, outs) for info, outs in moments]
+
+
+def live_output(pid, cmd, timeout=120):
+    """What `python3 -m ljgdb --pid PID CMD` (CMD "dump ...": `python3 -m
+    ljgdb dump --pid PID ...`) printed: its standard output, then its
+    standard error (lbt's one-line refusals and errors are there)."""
+    words = cmd.split()
+    if words[0] == "dump":
+        argv = ["dump", "--pid", str(pid)] + words[1:]
+    else:
+        argv = ["--pid", str(pid)] + words
+    p = subprocess.run([sys.executable, "-m", "ljgdb"] + argv, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, cwd=ROOT, timeout=timeout)
+    return p.stdout.decode("utf-8", "replace") + p.stderr.decode("utf-8", "replace")
+
+
+_DUMP_HEADER = re.compile(r'^Thread \d+ ".*" \((\S): [^)]*\)$')
+
+
+def dump_section(text):
+    """(state letter, lbt's text) of the one thread dump shows with a
+    header; ("?", the whole text) when it shows no thread's (its line saying
+    why is then a warning to the judge) or more than one."""
+    lines = text.splitlines(True)
+    heads = [i for i, line in enumerate(lines) if _DUMP_HEADER.match(line.rstrip("\n"))]
+    if len(heads) != 1:
+        return "?", text
+    body = []
+    for line in lines[heads[0] + 1:]:
+        if re.match(r"^\d+ other threads? runs? no Lua: ", line):
+            break
+        body.append(line)
+    return _DUMP_HEADER.match(lines[heads[0]].rstrip("\n")).group(1), "".join(body)
+
+
 def _qemu_core(d):
     """The guest's core qemu wrote in d (and no core of qemu itself)."""
     if os.path.exists(os.path.join(d, "core")):
@@ -307,10 +394,16 @@ def _same(shown, want):
     return shown == want or (want == "C:*" and shown.startswith("C:"))
 
 
+TRACEBACK = "Traceback (most recent call last)"
+
+
 def judge(records, lbt_text):
     """'exact', 'honest' or 'wrong', and a reason for the last two.  A shape
     with another stack it may show ("altframe" records) is judged against
-    both, and the better verdict counts."""
+    both, and the better verdict counts.  A Python traceback is wrong,
+    whatever else the output says."""
+    if TRACEBACK in lbt_text:
+        return "wrong", "a Python traceback"
     header, shown, warnings = parse_lbt(lbt_text)
     verdicts = [_judge(truth(records), shown, warnings)]
     if any(r[0] == "altframe" for r in records):
