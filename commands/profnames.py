@@ -60,6 +60,9 @@ class FrameNames(object):
         if k[0] == "VM":
             name = "[VM 0x%x]" % k[1]
             return (name, None, None, name)
+        if k[0] == "?":
+            name = "[%s]" % k[1]
+            return (name, None, None, name)
         try:
             text = self.fmt[G].key_text(k)
         except (FaultError, CorruptError):

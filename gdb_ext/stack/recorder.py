@@ -239,6 +239,7 @@ class Recorder(object):
         self.prof = SampledStacks()
         self.multi = len(self.Gs) > 1
         self.waiting = set()        # threads runnable, not on a CPU, at this sample
+        self.resumers = {}          # G -> threads seen resuming a coroutine (nonblocking)
         self.runnable = 0           # stacks kept of such threads
 
     # --- one sample ---------------------------------------------------------
@@ -359,9 +360,7 @@ class Recorder(object):
             if vm.vmstate_name(vmstate)[0] != "C" or not _same_stack(self.proc, sp, cframe):
                 continue
             try:
-                bt = Backtracer(vm)
-                b = bt.backtrace(L)
-                keys = [bt.frame_key(f) for f in b.frames] if b.error is None else None
+                keys = chain_keys(vm, L, self.resumers.setdefault(G, set()))
             except (FaultError, CorruptError):
                 keys = None
             if keys is None:
@@ -388,6 +387,45 @@ class Recorder(object):
                     vm.t.uint(L + lay.L.base, lay.ptr_size))
         except (FaultError, CorruptError):
             return None
+
+
+def chain_keys(vm: VM, L: int, resumers: Set[int]) -> Optional[List[Tuple[Any, ...]]]:
+    """The frame keys (innermost first) of the Lua frames of an OS thread
+    that runs thread L, without its registers: L's frames, then, while L is
+    a coroutine, those of the thread whose coroutine.resume frame on top
+    resumed it (the main thread, or one of `resumers`, the threads seen
+    resuming before; a resumer found is added to them), as the machine
+    frames give them in a stop.  A coroutine whose resumer is none of those
+    ends with a ("?", text) key that says so.  None when a walk stops
+    short."""
+    bt = Backtracer(vm)
+    keys = []
+    seen = set()
+    cur = L
+    main = vm.main_L
+    while cur:
+        seen.add(cur)
+        b = bt.backtrace(cur)
+        if b.error is not None:
+            return None
+        keys.extend(bt.frame_key(f) for f in b.frames)
+        if cur == main or len(seen) >= MAX_CHAIN:
+            break
+        nxt = None
+        for r in [main] + sorted(resumers):
+            if r in seen:
+                continue
+            rb = bt.backtrace(r)
+            if rb.frames and rb.frames[0].kind in ("builtin", "c") and \
+                    bt.resumed_thread(rb.walker, rb.frames[0]) == cur:
+                nxt = r
+                break
+        if nxt is None:
+            keys.append(("?", "resumed by a thread not found without a stop"))
+            break
+        resumers.add(nxt)
+        cur = nxt
+    return keys
 
 
 def on_a_cpu(pid: int, tid: int) -> bool:

@@ -192,6 +192,31 @@ def test_idle_pipe(tmp_path):
         prog.close()
 
 
+def test_coroutine_without_a_stop(tmp_path):
+    """wait.lua waits in a read inside a coroutine: --nonblocking --idle
+    (no stop, no registers) gives the stack a stop gives (record --idle):
+    the main thread's coroutine.resume, then the coroutine's frames as the
+    program recorded them with debug.getinfo, then the read."""
+    from test_live import Waiting
+    prog = Waiting("r21-gc64", tmp_path)
+    try:
+        got = {}
+        for mode in ([], ["--nonblocking"]):
+            out = str(tmp_path / "w.folded")
+            status, err = record(prog.pid, out, "--duration", "1", "--idle", "--format", "folded",
+                                 *mode)
+            assert status == 0, err
+            got[bool(mode)] = folded(out)
+        (stack, n), = got[True].items()
+        assert n >= 50 and stack in got[False], (got, err)
+        lua = ";".join("%s:%d" % (src, line) for _, src, line in reversed(prog.frames()))
+        assert re.match(r"^%s:\d+;\[builtin#coroutine\.resume\];%s;\[builtin#io\.method\.read\];"
+                        r"read$" % (re.escape(prog.frames()[0][1]), re.escape(lua)), stack), (stack, lua)
+        prog.quit()
+    finally:
+        prog.stop()
+
+
 def test_native_frames(tmp_path):
     """--native: the host's C frames around the Lua frames (its main and
     lua_pcall, from its symbols), and none without it.  Interpreted: in a
