@@ -81,7 +81,7 @@ class CoreHost(Host):
         return frame_candidates(self._target, lay)
 
     def operand(self, expr, what="expression"):
-        return parse_operand(expr, what)
+        return parse_operand(expr, what, self.reader)
 
     def split(self, arg):
         try:
@@ -137,10 +137,10 @@ _CAST_RE = re.compile(r"^\(\s*(?:struct\s+|union\s+)?([A-Za-z_][A-Za-z_0-9]*)\s*
 _NUMBER_RE = re.compile("^" + _NUMBER + "$")
 
 
-def parse_operand(expr, what="expression"):
-    """What the core reader takes where gdb takes an expression: a number
-    (an address) or a pointer cast of one, (GCtab *)0x7f...; anything else
-    is a UsageError that says so."""
+def parse_operand(expr, what="expression", reader="the core reader"):
+    """What the core reader (or `reader`, --pid) takes where gdb takes an
+    expression: a number (an address) or a pointer cast of one, (GCtab
+    *)0x7f...; anything else is a UsageError that says so."""
     text = expr.strip()
     m = _NUMBER_RE.match(text)
     if m:
@@ -149,8 +149,8 @@ def parse_operand(expr, what="expression"):
     if m:
         pointee = m.group(1) if len(m.group(2)) == 1 else "pointer"
         return Operand(value=int(m.group(3), 0) & 0xFFFFFFFFFFFFFFFF, pointee=pointee)
-    raise UsageError("the core reader takes an address, 0x7f... or a cast such as (GCtab *)0x7f..., "
-                     "where gdb takes an expression; %s '%s' is not one" % (what, expr))
+    raise UsageError("%s takes an address, 0x7f... or a cast such as (GCtab *)0x7f..., "
+                     "where gdb takes an expression; %s '%s' is not one" % (reader, what, expr))
 
 
 def commands():
