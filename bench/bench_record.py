@@ -2,8 +2,13 @@
 """The cost of `python3 -m ljgdb record` on a running program, next to
 lprofile (gdb) and py-spy on an equivalent Python program, in one run.
 
-  python3 bench/bench_record.py [--seconds S] [--depth N] [--rates 100,1000] [VARIANT]
+  python3 bench/bench_record.py [--seconds S] [--depth N] [--rates 100,1000]
+                                [--baseline DIR] [VARIANT]
       (defaults: 10 s, depth 200, 100 and 1000 Hz, r21-gc64)
+
+--baseline DIR: another checkout of ljgdb (git archive COMMIT | tar -x -C
+DIR) whose record is measured too, at the first rate, plain and with its
+phases timed, in the same run (a change's effect, under the same load).
 
 The Lua program is testprogs/lua/profile.lua `deep`: DEPTH Lua frames, then
 a JIT-compiled busy loop that logs the rounds it has done every quarter
@@ -71,13 +76,13 @@ PHASES = (("list", "/proc/PID/task listed"),
           ("other", "the rest (Python between the calls)"))
 
 
-def record_with_phases(argv):
+def record_with_phases(root, argv):
     """`python3 -m ljgdb record ARGV` with the pause of each sample split
     into PHASES by wrappers around the live backend's calls (counted only
     inside LiveProcess.stopped()); prints a line 'phases: NAME=MEDIAN/P99
     ...' (microseconds) on stderr at the end."""
     import contextlib
-    sys.path.insert(0, ROOT)
+    sys.path.insert(0, root)
     from ljgdb.commands import record
     from ljgdb.gdb_ext.backends import live
     from ljgdb.gdb_ext.stack import recorder
@@ -116,10 +121,10 @@ def record_with_phases(argv):
     stopped = live.LiveProcess.stopped
 
     @contextlib.contextmanager
-    def stopped_inside(self):
+    def stopped_inside(self, *args):
         inside[0] = True
         try:
-            with stopped(self) as p:
+            with stopped(self, *args) as p:
                 yield p
         finally:
             inside[0] = False
@@ -142,9 +147,13 @@ def record_with_phases(argv):
     def q(v, f):
         v = sorted(v)
         return 1e6 * v[min(len(v) - 1, int(len(v) * f))] if v else 0.0
-    sys.stderr.write("phases: pause=%.0f/%.0f %s\n" % (
-        q([p for p, _ in per], 0.5), q([p for p, _ in per], 0.99),
-        " ".join("%s=%.0f/%.0f" % (k, q(out[k], 0.5), q(out[k], 0.99)) for k, _ in PHASES)))
+
+    def mean(v):
+        return 1e6 * sum(v) / len(v) if v else 0.0
+    out["pause"] = [p for p, _ in per]
+    sys.stderr.write("phases: %s\n" % " ".join(
+        "%s=%.0f/%.0f/%.0f" % (k, q(out[k], 0.5), q(out[k], 0.99), mean(out[k]))
+        for k in ["pause"] + [k for k, _ in PHASES]))
     return rc
 
 
@@ -219,6 +228,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--depth", type=int, default=200)
     ap.add_argument("--rates", default="100,1000")
+    ap.add_argument("--baseline")
     ap.add_argument("variant", nargs="?", default="r21-gc64")
     a = ap.parse_args()
     host = manifest()[a.variant]["host"]
@@ -235,22 +245,22 @@ def main():
                 f.write(PY_PROG)
             return Program([sys.executable, script, log, str(a.depth)], log, tmp)
 
-        def measure(name, make, argv_of, parse=None):
+        def measure(name, make, argv_of, parse=None, cwd=ROOT):
             prog = make(name.replace(" ", "-"))
             try:
                 alone = prog.window(None, a.seconds)
                 others = [prog.others]
                 # (From the checkout: `python3 -m ljgdb` finds the package there.)
                 share, rate, (out, cpu, wall) = prog.window(
-                    lambda: child_cpu(argv_of(prog.p.pid), cwd=ROOT), a.seconds)
+                    lambda: child_cpu(argv_of(prog.p.pid), cwd=cwd), a.seconds)
                 others.append(prog.others - cpu / wall)
                 extra = parse(out) if parse else ""
                 rows.append((name, alone, (share, rate), (100.0 * cpu / wall, extra), others))
             finally:
                 prog.close()
 
-        def record_argv(rate, phases=False):
-            run = ([sys.executable, os.path.abspath(__file__), "--record-phases"] if phases
+        def record_argv(rate, phases=False, root=ROOT):
+            run = ([sys.executable, os.path.abspath(__file__), "--record-phases", root] if phases
                    else [sys.executable, "-m", "ljgdb", "record"])
             return lambda pid: run + ["--pid", str(pid), "--rate", str(rate), "--duration",
                                       str(a.seconds), "--format", "folded", "-o",
@@ -258,14 +268,17 @@ def main():
 
         phases = {}
 
-        def record_phases(out):
-            m = re.search(r"^phases: (.*)$", out, re.M)
-            if not m:
-                raise RuntimeError(out[-2000:])
-            for part in m.group(1).split():
-                k, _, v = part.partition("=")
-                phases[k] = [float(x) for x in v.split("/")]
-            return record_pause(out)
+        def record_phases(which):
+            def parse(out):
+                m = re.search(r"^phases: (.*)$", out, re.M)
+                if not m:
+                    raise RuntimeError(out[-2000:])
+                got = phases[which] = {}
+                for part in m.group(1).split():
+                    k, _, v = part.partition("=")
+                    got[k] = [float(x) for x in v.split("/")]
+                return record_pause(out)
+            return parse
 
         def record_pause(out):
             m = re.search(r"held (\d+) us a sample \(median\), (\d+) us \(99th", out)
@@ -296,7 +309,13 @@ def main():
         measure("py-spy record 100 Hz (Python)", py, pyspy_argv)
         first = float(a.rates.split(",")[0])
         measure("ljgdb record %g Hz, phases timed" % first, lua, record_argv(first, True),
-                record_phases)
+                record_phases("this"))
+        if a.baseline:
+            base = os.path.abspath(a.baseline)
+            measure("baseline record %g Hz" % first, lua, record_argv(first), record_pause,
+                    cwd=base)
+            measure("baseline record %g Hz, phases timed" % first, lua,
+                    record_argv(first, True, base), record_phases("baseline"), cwd=base)
     print("Program: %s, %d Lua frames (py-spy: the same shape in Python), %g s a window"
           % (a.variant, a.depth, a.seconds))
     print()
@@ -309,17 +328,19 @@ def main():
               % (name, 100 * alone[0], 100 * sampled[0], 100.0 * sampled[1] / alone[1],
                  prof[0], prof[1], others[0], others[1]))
     print()
-    print("The pause of the phases-timed run, by phase (us, median / 99th percentile of each "
-          "phase on its own):")
+    print("The pause of the phases-timed run%s, by phase (us: median, 99th percentile and "
+          "mean of each phase on its own; the means add up to the pause's):"
+          % ("s" if len(phases) > 1 else ""))
     print()
-    print("| phase | median (us) | p99 (us) |")
-    print("| --- | --- | --- |")
-    print("| whole pause | %.0f | %.0f |" % tuple(phases["pause"]))
-    for k, what in PHASES:
-        print("| %s | %.0f | %.0f |" % (what, phases[k][0], phases[k][1]))
+    cols = sorted(phases, key=lambda k: k != "this")
+    print("| phase | %s |" % " | ".join("%s median | p99 | mean" % c for c in cols))
+    print("| --- |%s" % (" --- | --- | --- |" * len(cols)))
+    for k, what in (("pause", "whole pause"),) + PHASES:
+        print("| %s | %s |" % (what, " | ".join("%.0f | %.0f | %.0f" % tuple(phases[c][k])
+                                                for c in cols)))
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--record-phases"]:
-        sys.exit(record_with_phases(sys.argv[2:]))
+        sys.exit(record_with_phases(sys.argv[2], sys.argv[3:]))
     main()
