@@ -313,17 +313,24 @@ class LiveProcess(Process):
         return sorted(tids, key=lambda t: t != self.pid)
 
     @contextlib.contextmanager
-    def stopped(self) -> Iterator["LiveProcess"]:
+    def stopped(self, tids: Optional[List[int]] = None) -> Iterator["LiveProcess"]:
         """Every thread held by ptrace (seized and interrupted), its registers
         in self.threads; on leaving, every thread detached (in `finally`),
-        with the signal it was about to take, if one came meanwhile."""
+        with the signal it was about to take, if one came meanwhile.
+        tids: task_ids() as the caller just listed them (the first to seize;
+        the list is made again once all are stopped, for threads started
+        since)."""
         held = {}       # tid -> signal to pass on at the detach (None: not seen stopped yet)
         start = time.monotonic()
         try:
-            self._seize_all(held)
-            self.threads = [Thread(tid, regs, 0, regs[self.arch.pc])
-                            for tid, regs in ((t, self._regs(t)) for t in self.task_ids()
-                                              if t in held) if regs is not None]
+            tids = self._seize_all(held, tids)
+            pc = self.arch.pc
+            threads = []
+            for tid in tids:
+                regs = self._regs(tid) if tid in held else None
+                if regs is not None:
+                    threads.append(Thread(tid, regs, 0, regs[pc]))
+            self.threads = threads
             if not self.threads:
                 raise LjError("process %d has no thread left to read" % self.pid)
             yield self
@@ -339,13 +346,18 @@ class LiveProcess(Process):
                     pass        # (exited; or never stopped: the kernel detaches when we exit)
             self.held_seconds = time.monotonic() - start
 
-    def _seize_all(self, held: Dict[int, Optional[int]]) -> None:
+    def _seize_all(self, held: Dict[int, Optional[int]],
+                   tids: Optional[List[int]] = None) -> List[int]:
         """Seize and interrupt each thread until no new one appears, then wait
-        for each to stop."""
+        for each to stop; the last listing of the threads (task_ids order).
+        tids: the first listing, when the caller has just made it."""
         for _ in range(100):
-            new = [t for t in self.task_ids() if t not in held]
+            if tids is None:
+                tids = self.task_ids()
+            new = [t for t in tids if t not in held]
             if not new:
                 break
+            tids = None
             for tid in new:
                 try:
                     ptrace(PTRACE_SEIZE, tid, 0, 0)
@@ -365,6 +377,7 @@ class LiveProcess(Process):
                     if tid in held and held[tid] is None:
                         raise LjError("thread %d of process %d did not stop in %.0f s after "
                                       "PTRACE_INTERRUPT" % (tid, self.pid, STOP_TIMEOUT))
+        return tids if tids is not None else self.task_ids()
 
     def _wait(self, tid: int, held: Dict[int, Optional[int]], deadline: float) -> None:
         """waitpid for tid's stop: held[tid] becomes the signal to pass on at

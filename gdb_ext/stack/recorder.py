@@ -255,7 +255,7 @@ class Recorder(object):
         if self.nonblocking:
             return self._sample_nonblocking(out, states)
         start = time.monotonic()
-        with self.proc.stopped():
+        with self.proc.stopped(tids):
             threads = list(self.proc.threads)
             mom, seen = copy_moment(t, self.lay, self.Gs, threads, self.recent, self.arch,
                                     self.sp_reg, self.proc.mappings())
