@@ -65,6 +65,7 @@ class Backtracer(object):
         self._cnames = None
         self._wrap_file = False     # the file of a C coroutine.wrap (cfunc_name)
         self._entries = {}          # L -> its frames by C frame (entry)
+        self._main_L = None
 
     @property
     def mframes(self) -> List['MachineFrame']:
@@ -124,7 +125,9 @@ class Backtracer(object):
         return self._fibers
 
     def who(self, L: int) -> str:
-        if L == self.vm.main_L:
+        if self._main_L is None:
+            self._main_L = self.vm.main_L      # (read once: lbt --all asks for every thread)
+        if L == self._main_L:
             return "main thread"
         if L == self.vmthread:
             return "VM thread g->vmthref"
