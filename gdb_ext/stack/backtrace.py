@@ -342,9 +342,12 @@ def _split_by_entry(vm, b):
     out = {cf: [] for cf in chain}
     ci = 0
     stack = walker.stack.start
+    nres_of = {}        # (each C frame's nres read once, not once a frame)
     for fr in b.frames:
         while ci < len(chain):
-            nres = walker._cf_read(chain[ci], "nres")
+            nres = nres_of.get(ci)
+            if nres is None:
+                nres = nres_of[ci] = walker._cf_read(chain[ci], "nres")
             if nres < 0 and fr.slot < stack + (-nres):
                 ci += 1
                 continue
