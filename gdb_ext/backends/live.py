@@ -298,6 +298,13 @@ class LiveProcess(Process):
     def mappings(self) -> List[Tuple[int, int, str]]:
         return [(s, e, perms) for s, e, perms, _, _, _ in self.maps]
 
+    def reread_maps(self) -> List[Tuple[int, int, str]]:
+        """mappings() after reading /proc/PID/maps again (memory mapped
+        since the process was opened; the files and their symbols stay
+        those read then); OSError when it cannot be read."""
+        self.maps = read_maps(self.pid)
+        return self.mappings()
+
     def close(self) -> None:
         if self._mem_fd is not None:
             os.close(self._mem_fd)
