@@ -21,9 +21,10 @@ import contextlib
 import ctypes
 import errno
 import os
+import signal
 import struct
 import time
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 from ..errors import FaultError, LjError
 from .coredump import AARCH64, X86_64, Process, Thread
@@ -230,6 +231,7 @@ class LiveProcess(Process):
             raise LjError(emulated)
         self._mem_fd = None
         self._vm_readv = True
+        self._sigwait = False           # _wait sleeps in sigtimedwait (stopped() blocked SIGCHLD)
         self.held_seconds = None        # how long the last stopped() held the process
         self.threads = []               # Thread of each OS thread, inside stopped() only
         self.files = [(s, e, off, name) for s, e, _, off, inode, name in self.maps
@@ -329,6 +331,7 @@ class LiveProcess(Process):
         since)."""
         held = {}       # tid -> signal to pass on at the detach (None: not seen stopped yet)
         start = time.monotonic()
+        old_mask = self._block_sigchld()
         try:
             tids = self._seize_all(held, tids)
             pc = self.arch.pc
@@ -351,7 +354,26 @@ class LiveProcess(Process):
                     ptrace(PTRACE_DETACH, tid, 0, sig or 0)
                 except OSError:
                     pass        # (exited; or never stopped: the kernel detaches when we exit)
+            if old_mask is not None:
+                self._sigwait = False
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
             self.held_seconds = time.monotonic() - start
+
+    def _block_sigchld(self) -> Optional[Set[int]]:
+        """Block SIGCHLD in this thread for _wait's sleep (the old mask), or
+        None where that could take a SIGCHLD this program wants: it has a
+        handler of its own, or keeps SIGCHLD blocked already (for a
+        sigwait of its own), or the platform has no pthread_sigmask."""
+        try:
+            if signal.getsignal(signal.SIGCHLD) not in (signal.SIG_DFL, signal.SIG_IGN):
+                return None
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        except (AttributeError, ValueError, OSError):
+            return None
+        if signal.SIGCHLD in old:
+            return None         # (it was blocked: the mask is as it was)
+        self._sigwait = True
+        return old
 
     def _seize_all(self, held: Dict[int, Optional[int]],
                    tids: Optional[List[int]] = None) -> List[int]:
@@ -408,6 +430,15 @@ class LiveProcess(Process):
             now = time.time()
             if now >= deadline:
                 return
+            if self._sigwait:
+                # Each ptrace stop sends the tracer a SIGCHLD, blocked since
+                # before the interrupt (stopped()): one that comes after the
+                # waitpid above is pending, and this returns at once; the
+                # thread sleeps meanwhile (a busy thread may take a timer
+                # tick to stop: milliseconds on some VMs).  At most 2 ms at
+                # a time: another thread of this program could take it.
+                signal.sigtimedwait((signal.SIGCHLD,), min(0.002, deadline - now))
+                continue
             # A running thread stops within microseconds of the interrupt
             # (the kernel kicks its CPU): yield first, sleep only later.
             spins += 1
