@@ -2,8 +2,13 @@
 """The cost of `python3 -m ljgdb record` on a running program, next to
 lprofile (gdb) and py-spy on an equivalent Python program, in one run.
 
-  python3 bench/bench_record.py [--seconds S] [--depth N] [--rates 100,1000] [VARIANT]
+  python3 bench/bench_record.py [--seconds S] [--depth N] [--rates 100,1000]
+                                [--baseline DIR] [VARIANT]
       (defaults: 10 s, depth 200, 100 and 1000 Hz, r21-gc64)
+
+--baseline DIR: another checkout of ljgdb (git archive COMMIT | tar -x -C
+DIR) whose record is measured too, at the first rate, plain and with its
+phases timed, in the same run (a change's effect, under the same load).
 
 The Lua program is testprogs/lua/profile.lua `deep`: DEPTH Lua frames, then
 a JIT-compiled busy loop that logs the rounds it has done every quarter
@@ -17,7 +22,11 @@ seconds and measures, from the program itself and /proc/PID/stat:
   - for record: the time the process was held in a sample, median and
     99th percentile (record's own count, from before the first ptrace
     request to after the last).
-Prints a Markdown table (docs/benchmarks.md has the figures)."""
+Then one more record run at the first rate, its pause split into phases
+(PHASES below), timed by wrappers this script puts around the live
+backend's calls (the product is not changed; the wrappers cost a few
+microseconds a call, so that run's pause is a little longer).
+Prints Markdown tables (docs/benchmarks.md has the figures)."""
 import argparse
 import os
 import re
@@ -56,10 +65,110 @@ down(int(sys.argv[2]))
 '''
 
 
+# The phases of a sample's pause, in the order they happen.
+PHASES = (("list", "/proc/PID/task listed"),
+          ("seize", "PTRACE_SEIZE"),
+          ("interrupt", "PTRACE_INTERRUPT"),
+          ("wait", "waitpid until the thread stops"),
+          ("regs", "PTRACE_GETREGSET"),
+          ("copy", "copy_moment (the memory copied)"),
+          ("detach", "PTRACE_DETACH"),
+          ("other", "the rest (Python between the calls)"))
+
+
+def record_with_phases(root, argv):
+    """`python3 -m ljgdb record ARGV` with the pause of each sample split
+    into PHASES by wrappers around the live backend's calls (counted only
+    inside LiveProcess.stopped()); prints a line 'phases: NAME=MEDIAN/P99
+    ...' (microseconds) on stderr at the end."""
+    import contextlib
+    sys.path.insert(0, root)
+    from ljgdb.commands import record
+    from ljgdb.gdb_ext.backends import live
+    from ljgdb.gdb_ext.stack import recorder
+    clock = time.monotonic
+    cur = {}
+    inside = [False]
+    per = []
+
+    def add(name, t0):
+        if inside[0]:
+            cur[name] = cur.get(name, 0.0) + clock() - t0
+
+    def timed(name, fn):
+        def wrapper(*args, **kw):
+            t0 = clock()
+            try:
+                return fn(*args, **kw)
+            finally:
+                add(name, t0)
+        return wrapper
+
+    names = {live.PTRACE_SEIZE: "seize", live.PTRACE_INTERRUPT: "interrupt",
+             live.PTRACE_DETACH: "detach", live.PTRACE_GETREGSET: "regs"}
+    ptrace = live.ptrace
+
+    def traced(request, *args):
+        t0 = clock()
+        try:
+            return ptrace(request, *args)
+        finally:
+            add(names.get(request, "other"), t0)
+    live.ptrace = traced
+    for attr, name in (("task_ids", "list"), ("_wait", "wait")):
+        setattr(live.LiveProcess, attr, timed(name, getattr(live.LiveProcess, attr)))
+    recorder.copy_moment = timed("copy", recorder.copy_moment)
+    stopped = live.LiveProcess.stopped
+
+    @contextlib.contextmanager
+    def stopped_inside(self, *args):
+        inside[0] = True
+        try:
+            with stopped(self, *args) as p:
+                yield p
+        finally:
+            inside[0] = False
+    live.LiveProcess.stopped = stopped_inside
+    sample = recorder.Recorder.sample
+
+    def sample_phases(self):
+        cur.clear()
+        s = sample(self)
+        per.append((s.pause, dict(cur)))
+        return s
+    recorder.Recorder.sample = sample_phases
+    rc = record.record_main(argv)
+    out = {k: [] for k, _ in PHASES}
+    for pause, ph in per:
+        for k, _ in PHASES[:-1]:
+            out[k].append(ph.get(k, 0.0))
+        out["other"].append(pause - sum(ph.get(k, 0.0) for k, _ in PHASES[:-1]))
+
+    def q(v, f):
+        v = sorted(v)
+        return 1e6 * v[min(len(v) - 1, int(len(v) * f))] if v else 0.0
+
+    def mean(v):
+        return 1e6 * sum(v) / len(v) if v else 0.0
+    out["pause"] = [p for p, _ in per]
+    sys.stderr.write("phases: %s\n" % " ".join(
+        "%s=%.0f/%.0f/%.0f" % (k, q(out[k], 0.5), q(out[k], 0.99), mean(out[k]))
+        for k in ["pause"] + [k for k, _ in PHASES]))
+    return rc
+
+
 def cpu_seconds(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+
+
+def busy_seconds():
+    """CPU seconds the whole machine has spent busy (every CPU, /proc/stat:
+    all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / float(os.sysconf("SC_CLK_TCK"))
 
 
 def speed(path, t_from, t_to):
@@ -88,9 +197,12 @@ class Program(object):
     def window(self, run, seconds):
         """Runs run() (or sleeps for `seconds` when None) and measures the
         program meanwhile: (cpu share, rounds a second, run's result)."""
-        c0, w0, m0 = cpu_seconds(self.p.pid), time.time(), time.monotonic()
+        c0, w0, m0, b0 = cpu_seconds(self.p.pid), time.time(), time.monotonic(), busy_seconds()
         got = run() if run is not None else time.sleep(seconds)
-        c1, w1, m1 = cpu_seconds(self.p.pid), time.time(), time.monotonic()
+        c1, w1, m1, b1 = cpu_seconds(self.p.pid), time.time(), time.monotonic(), busy_seconds()
+        # The machine's busy CPU besides the program's (and, sampled, the
+        # profiler's: taken off by the caller), in cores.
+        self.others = ((b1 - b0) - (c1 - c0)) / (w1 - w0)
         return (c1 - c0) / (w1 - w0), speed(self.log, m0, m1), got
 
     def close(self):
@@ -102,7 +214,10 @@ def child_cpu(argv, **kw):
     """Runs argv; (its output, its CPU seconds, its wall seconds)."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     w0 = time.monotonic()
-    out = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw).stdout
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
+    out = p.stdout
+    if p.returncode != 0:
+        raise RuntimeError("%s exited with %d:\n%s" % (argv[:4], p.returncode, out.decode()[-2000:]))
     w = time.monotonic() - w0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (out.decode("utf-8", "replace"), (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), w)
@@ -113,6 +228,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--depth", type=int, default=200)
     ap.add_argument("--rates", default="100,1000")
+    ap.add_argument("--baseline")
     ap.add_argument("variant", nargs="?", default="r21-gc64")
     a = ap.parse_args()
     host = manifest()[a.variant]["host"]
@@ -129,24 +245,40 @@ def main():
                 f.write(PY_PROG)
             return Program([sys.executable, script, log, str(a.depth)], log, tmp)
 
-        def measure(name, make, argv_of, parse=None):
+        def measure(name, make, argv_of, parse=None, cwd=ROOT):
             prog = make(name.replace(" ", "-"))
             try:
                 alone = prog.window(None, a.seconds)
-                if argv_of is None:
-                    rows.append((name, alone, None, None))
-                    return
+                others = [prog.others]
+                # (From the checkout: `python3 -m ljgdb` finds the package there.)
                 share, rate, (out, cpu, wall) = prog.window(
-                    lambda: child_cpu(argv_of(prog.p.pid), cwd=tmp), a.seconds)
+                    lambda: child_cpu(argv_of(prog.p.pid), cwd=cwd), a.seconds)
+                others.append(prog.others - cpu / wall)
                 extra = parse(out) if parse else ""
-                rows.append((name, alone, (share, rate), (100.0 * cpu / wall, extra)))
+                rows.append((name, alone, (share, rate), (100.0 * cpu / wall, extra), others))
             finally:
                 prog.close()
 
-        def record_argv(rate):
-            return lambda pid: [sys.executable, "-m", "ljgdb", "record", "--pid", str(pid),
-                                "--rate", str(rate), "--duration", str(a.seconds), "--format",
-                                "folded", "-o", os.path.join(tmp, "r.folded")]
+        def record_argv(rate, phases=False, root=ROOT):
+            run = ([sys.executable, os.path.abspath(__file__), "--record-phases", root] if phases
+                   else [sys.executable, "-m", "ljgdb", "record"])
+            return lambda pid: run + ["--pid", str(pid), "--rate", str(rate), "--duration",
+                                      str(a.seconds), "--format", "folded", "-o",
+                                      os.path.join(tmp, "r.folded")]
+
+        phases = {}
+
+        def record_phases(which):
+            def parse(out):
+                m = re.search(r"^phases: (.*)$", out, re.M)
+                if not m:
+                    raise RuntimeError(out[-2000:])
+                got = phases[which] = {}
+                for part in m.group(1).split():
+                    k, _, v = part.partition("=")
+                    got[k] = [float(x) for x in v.split("/")]
+                return record_pause(out)
+            return parse
 
         def record_pause(out):
             m = re.search(r"held (\d+) us a sample \(median\), (\d+) us \(99th", out)
@@ -175,17 +307,40 @@ def main():
             measure("ljgdb record %g Hz" % r, lua, record_argv(r), record_pause)
         measure("lprofile 100 Hz (gdb)", lua, lprofile_argv, lprofile_stats)
         measure("py-spy record 100 Hz (Python)", py, pyspy_argv)
+        first = float(a.rates.split(",")[0])
+        measure("ljgdb record %g Hz, phases timed" % first, lua, record_argv(first, True),
+                record_phases("this"))
+        if a.baseline:
+            base = os.path.abspath(a.baseline)
+            measure("baseline record %g Hz" % first, lua, record_argv(first), record_pause,
+                    cwd=base)
+            measure("baseline record %g Hz, phases timed" % first, lua,
+                    record_argv(first, True, base), record_phases("baseline"), cwd=base)
     print("Program: %s, %d Lua frames (py-spy: the same shape in Python), %g s a window"
           % (a.variant, a.depth, a.seconds))
     print()
     print("| profiler | program's CPU share alone | sampled | its speed sampled vs alone | "
-          "profiler's CPU (% of a core) | samples, pause |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, alone, sampled, prof in rows:
-        print("| %s | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s |"
+          "profiler's CPU (% of a core) | samples, pause | other processes' CPU (cores), "
+          "alone / sampled |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, alone, sampled, prof, others in rows:
+        print("| %s | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s | %.2f / %.2f |"
               % (name, 100 * alone[0], 100 * sampled[0], 100.0 * sampled[1] / alone[1],
-                 prof[0], prof[1]))
+                 prof[0], prof[1], others[0], others[1]))
+    print()
+    print("The pause of the phases-timed run%s, by phase (us: median, 99th percentile and "
+          "mean of each phase on its own; the means add up to the pause's):"
+          % ("s" if len(phases) > 1 else ""))
+    print()
+    cols = sorted(phases, key=lambda k: k != "this")
+    print("| phase | %s |" % " | ".join("%s median | p99 | mean" % c for c in cols))
+    print("| --- |%s" % (" --- | --- | --- |" * len(cols)))
+    for k, what in (("pause", "whole pause"),) + PHASES:
+        print("| %s | %s |" % (what, " | ".join("%.0f | %.0f | %.0f" % tuple(phases[c][k])
+                                                for c in cols)))
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--record-phases"]:
+        sys.exit(record_with_phases(sys.argv[2], sys.argv[3:]))
     main()

@@ -26,6 +26,8 @@ class BtFormat(object):
     def __init__(self, vm, bt=None):
         self.vm = vm
         self.bt = bt if bt is not None else Backtracer(vm)
+        self._key_json = {}     # frame key -> key_json's dict (lbt --all: a few keys, many threads)
+        self._frame_lines = {}  # frame keys -> their lines (summary_lines)
 
     def frame_text(self, fr):
         return self.key_text(self.bt.frame_key(fr))
@@ -134,6 +136,20 @@ class BtFormat(object):
                 "fiber": fiber.describe() if fiber else None, "frames": frames,
                 "more_frames": 0, "caller": None, "warning": None, "error": None}
 
+    def summary_lines(self, s):
+        """data_lines(summary_data(s)), the same text, with each stack
+        shape's frame lines made once (lbt --all over 10^6 threads)."""
+        if s.bt is not None:
+            return self.data_lines(self.thread_data(s.L))
+        keys = tuple(s.keys)
+        lines = self._frame_lines.get(keys)
+        if lines is None:
+            lines = ["#%-3d %s" % (i, self.key_text(k)) for i, k in enumerate(keys)]
+            self._frame_lines[keys] = lines = lines or ["(no Lua frames)"]
+        fiber = self.bt.fibers.get(s.L)
+        return [self.header(s.L, self.bt.who(s.L), s.status, fiber.describe() if fiber else None)
+                ] + lines
+
     def group_data(self, g):
         return {"count": g.count, "status": g.status, "vmthref": bool(g.internal),
                 "examples": [hexa(L) for L in g.examples],
@@ -181,6 +197,9 @@ class BtFormat(object):
     def key_json(self, key):
         """A frame key (Backtracer.frame_key) as data: its kind, the text
         lbt prints, and what it names."""
+        d = self._key_json.get(key)
+        if d is not None:
+            return dict(d)
         d = {"kind": {"L": "lua", "F": "builtin", "C": "c"}[key[0]], "text": self.key_text(key)}
         if key[0] == "L":
             pt = cached_proto(self.vm, key[1])
@@ -191,7 +210,8 @@ class BtFormat(object):
         else:
             d.update(cfunc=hexa(key[1]), symbol=self.vm.t.symbolize(key[1]),
                      name=key[2] if len(key) > 2 else self.bt.cnames.get(key[1]))
-        return d
+        self._key_json[key] = d
+        return dict(d)
 
     def thread_data(self, L, full=False, max_frames=None):
         """Thread L's backtrace as data: the document of lbt --json."""
@@ -342,10 +362,12 @@ Example:
             return bt.folded_lines(self.data(bt, flags)["folded"])
         if "all" not in flags:
             return bt.lines(bt.vm.L, full)
-        doc = self.data(bt, flags)
+        doc = self.data(bt, flags, text=True)
         out = []
         for t in doc.get("threads", ()):
-            if "unreadable" in t:
+            if isinstance(t, list):
+                out.extend(t)           # (summary_lines)
+            elif "unreadable" in t:
                 out.append("Lua backtrace of (lua_State *)%s: unreadable: %s"
                            % (t["L"], t["unreadable"]))
             else:
@@ -367,9 +389,11 @@ Example:
             return {"threads": [bt.thread_data(bt.vm.L, "full" in flags)]}
         return self.data(bt, flags)
 
-    def data(self, bt, flags):
+    def data(self, bt, flags, text=False):
         """lbt's document: {"folded": ...} with --folded; else for --all
-        "threads" (or "groups" with --group), "thread_count", "walk_error"."""
+        "threads" (or "groups" with --group), "thread_count", "walk_error".
+        text: each thread scanned that is readable given as its lines of
+        text (summary_lines), not as data (for run)."""
         from ..gdb_ext.stack.threadscan import ThreadScanner, group
         full = "full" in flags
         if "folded" in flags and "all" not in flags:
@@ -394,7 +418,7 @@ Example:
             else:
                 summaries.append(s)
                 if "group" not in flags and "folded" not in flags:
-                    items.append(bt.summary_data(s))
+                    items.append(bt.summary_lines(s) if text else bt.summary_data(s))
         if "folded" in flags:
             return {"folded": bt.folded_all(summaries, len(threads), walk_err)}
         if "group" in flags:

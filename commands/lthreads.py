@@ -32,7 +32,7 @@ Example:
     USAGE = "lthreads [--group] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
-        doc = self.data(arg)
+        doc = self.data(arg, text=True)
         if "groups" in doc:
             out = ["%8s  %-9s  %s" % ("threads", "status",
                                       "frames, innermost first (e.g. lua_State)")]
@@ -46,6 +46,9 @@ Example:
             out = ["%-20s %-9s %7s %9s %9s  %s" % ("lua_State", "status", "slots", "stack B",
                                                    "total B", "where")]
             for r in doc["threads"]:
+                if isinstance(r, str):
+                    out.append(r)       # (data(text=True): the row's line)
+                    continue
                 if "unreadable" in r:
                     out.append("%-20s <unreadable: %s>" % (r["L"], r["unreadable"]))
                     continue
@@ -73,9 +76,10 @@ Example:
     def run_json(self, arg, from_tty):
         return self.data(arg)
 
-    def data(self, arg):
+    def data(self, arg, text=False):
         """lthreads' document: "threads" (or "groups" with --group),
-        "summary", "walk_error"."""
+        "summary", "walk_error".  text: each readable thread's row given
+        as the line run prints for it, not as data (10^6 rows)."""
         flags, opts, L_expr, rest = split_args(arg, flags=("group",))
         if rest:
             raise UsageError("unexpected argument '%s'" % rest[0])
@@ -130,6 +134,11 @@ Example:
                         where = where_of[s.keys] = fmt.summary_where(s)
                 else:
                     where = fmt.summary_where(s)
+                if text:
+                    items.append("%-20s %-9s %7d %9d %9d  %s%s" % (
+                        "0x%x" % L, s.status, s.stacksize, stack_b, lsize + stack_b, where,
+                        " (%s)" % ", ".join(note) if note else ""))
+                    continue
                 items.append({"L": hexa(L), "status": s.status, "slots": s.stacksize,
                               "stack_bytes": stack_b, "total_bytes": lsize + stack_b,
                               "where": where, "main": L == main, "vmthref": L == vmthread,

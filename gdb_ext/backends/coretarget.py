@@ -49,7 +49,7 @@ class CoreTarget(Target):
         self.arch = core.arch.name
         self._frames = None
         self.unwind_stop = None
-        self._blocks = {}            # file -> framevars.DwarfBlocks
+        self._dwarf_blocks = {}      # file -> framevars.DwarfBlocks (not Target._blocks: memory)
         self._chains = {}            # Image -> {link-time pc (hex): chain}
 
     def read_raw(self, addr: int, n: int) -> bytes:
@@ -145,10 +145,10 @@ class CoreTarget(Target):
             chains = self._chains[img] = _load(img, "frames") or {}
         key = "%x" % vaddr
         if key not in chains:
-            if img.path not in self._blocks:
+            if img.path not in self._dwarf_blocks:
                 from .framevars import DwarfBlocks
-                self._blocks[img.path] = DwarfBlocks(_dwarf_file(img))
-            chains[key] = self._blocks[img.path].chain(vaddr)
+                self._dwarf_blocks[img.path] = DwarfBlocks(_dwarf_file(img))
+            chains[key] = self._dwarf_blocks[img.path].chain(vaddr)
             chains[None] = True         # (changed: to be saved)
         return chains[key]
 

@@ -21,9 +21,10 @@ import contextlib
 import ctypes
 import errno
 import os
+import signal
 import struct
 import time
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 from ..errors import FaultError, LjError
 from .coredump import AARCH64, X86_64, Process, Thread
@@ -241,6 +242,7 @@ class LiveProcess(Process):
             raise LjError(emulated)
         self._mem_fd = None
         self._vm_readv = True
+        self._sigwait = False           # _wait sleeps in sigtimedwait (stopped() blocked SIGCHLD)
         self.held_seconds = None        # how long the last stopped() held the process
         self.stop_wait = None           # of which waiting for the threads to stop
         self.threads = []               # Thread of each OS thread, inside stopped() only
@@ -310,6 +312,13 @@ class LiveProcess(Process):
     def mappings(self) -> List[Tuple[int, int, str]]:
         return [(s, e, perms) for s, e, perms, _, _, _ in self.maps]
 
+    def reread_maps(self) -> List[Tuple[int, int, str]]:
+        """mappings() after reading /proc/PID/maps again (memory mapped
+        since the process was opened; the files and their symbols stay
+        those read then); OSError when it cannot be read."""
+        self.maps = read_maps(self.pid)
+        return self.mappings()
+
     def close(self) -> None:
         if self._mem_fd is not None:
             os.close(self._mem_fd)
@@ -325,18 +334,26 @@ class LiveProcess(Process):
         return sorted(tids, key=lambda t: t != self.pid)
 
     @contextlib.contextmanager
-    def stopped(self) -> Iterator["LiveProcess"]:
+    def stopped(self, tids: Optional[List[int]] = None) -> Iterator["LiveProcess"]:
         """Every thread held by ptrace (seized and interrupted), its registers
         in self.threads; on leaving, every thread detached (in `finally`),
-        with the signal it was about to take, if one came meanwhile."""
+        with the signal it was about to take, if one came meanwhile.
+        tids: task_ids() as the caller just listed them (the first to seize;
+        the list is made again once all are stopped, for threads started
+        since)."""
         held = {}       # tid -> signal to pass on at the detach (None: not seen stopped yet)
         start = time.monotonic()
         self.stop_wait = None           # from the first interrupts to their stops
+        old_mask = self._block_sigchld()
         try:
-            self._seize_all(held)
-            self.threads = [Thread(tid, regs, 0, regs[self.arch.pc])
-                            for tid, regs in ((t, self._regs(t)) for t in self.task_ids()
-                                              if t in held) if regs is not None]
+            tids = self._seize_all(held, tids)
+            pc = self.arch.pc
+            threads = []
+            for tid in tids:
+                regs = self._regs(tid) if tid in held else None
+                if regs is not None:
+                    threads.append(Thread(tid, regs, 0, regs[pc]))
+            self.threads = threads
             if not self.threads:
                 raise LjError("process %d has no thread left to read" % self.pid)
             yield self
@@ -350,15 +367,39 @@ class LiveProcess(Process):
                     ptrace(PTRACE_DETACH, tid, 0, sig or 0)
                 except OSError:
                     pass        # (exited; or never stopped: the kernel detaches when we exit)
+            if old_mask is not None:
+                self._sigwait = False
+                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
             self.held_seconds = time.monotonic() - start
 
-    def _seize_all(self, held: Dict[int, Optional[int]]) -> None:
+    def _block_sigchld(self) -> Optional[Set[int]]:
+        """Block SIGCHLD in this thread for _wait's sleep (the old mask), or
+        None where that could take a SIGCHLD this program wants: it has a
+        handler of its own, or keeps SIGCHLD blocked already (for a
+        sigwait of its own), or the platform has no pthread_sigmask."""
+        try:
+            if signal.getsignal(signal.SIGCHLD) not in (signal.SIG_DFL, signal.SIG_IGN):
+                return None
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        except (AttributeError, ValueError, OSError):
+            return None
+        if signal.SIGCHLD in old:
+            return None         # (it was blocked: the mask is as it was)
+        self._sigwait = True
+        return old
+
+    def _seize_all(self, held: Dict[int, Optional[int]],
+                   tids: Optional[List[int]] = None) -> List[int]:
         """Seize and interrupt each thread until no new one appears, then wait
-        for each to stop."""
+        for each to stop; the last listing of the threads (task_ids order).
+        tids: the first listing, when the caller has just made it."""
         for _ in range(100):
-            new = [t for t in self.task_ids() if t not in held]
+            if tids is None:
+                tids = self.task_ids()
+            new = [t for t in tids if t not in held]
             if not new:
                 break
+            tids = None
             for tid in new:
                 try:
                     ptrace(PTRACE_SEIZE, tid, 0, 0)
@@ -381,6 +422,7 @@ class LiveProcess(Process):
                                       "PTRACE_INTERRUPT" % (tid, self.pid, STOP_TIMEOUT))
             if self.stop_wait is None:
                 self.stop_wait = time.monotonic() - asked
+        return tids if tids is not None else self.task_ids()
 
     def _wait(self, tid: int, held: Dict[int, Optional[int]], deadline: float) -> None:
         """waitpid for tid's stop: held[tid] becomes the signal to pass on at
@@ -404,6 +446,15 @@ class LiveProcess(Process):
             now = time.time()
             if now >= deadline:
                 return
+            if self._sigwait:
+                # Each ptrace stop sends the tracer a SIGCHLD, blocked since
+                # before the interrupt (stopped()): one that comes after the
+                # waitpid above is pending, and this returns at once; the
+                # thread sleeps meanwhile (a busy thread may take a timer
+                # tick to stop: milliseconds on some VMs).  At most 2 ms at
+                # a time: another thread of this program could take it.
+                signal.sigtimedwait((signal.SIGCHLD,), min(0.002, deadline - now))
+                continue
             # A running thread stops within microseconds of the interrupt
             # (the kernel kicks its CPU): yield first, sleep only later.
             spins += 1

@@ -65,6 +65,7 @@ class Backtracer(object):
         self._cnames = None
         self._wrap_file = False     # the file of a C coroutine.wrap (cfunc_name)
         self._entries = {}          # L -> its frames by C frame (entry)
+        self._main_L = None
 
     @property
     def mframes(self) -> List['MachineFrame']:
@@ -124,7 +125,9 @@ class Backtracer(object):
         return self._fibers
 
     def who(self, L: int) -> str:
-        if L == self.vm.main_L:
+        if self._main_L is None:
+            self._main_L = self.vm.main_L      # (read once: lbt --all asks for every thread)
+        if L == self._main_L:
             return "main thread"
         if L == self.vmthread:
             return "VM thread g->vmthref"
@@ -339,9 +342,12 @@ def _split_by_entry(vm, b):
     out = {cf: [] for cf in chain}
     ci = 0
     stack = walker.stack.start
+    nres_of = {}        # (each C frame's nres read once, not once a frame)
     for fr in b.frames:
         while ci < len(chain):
-            nres = walker._cf_read(chain[ci], "nres")
+            nres = nres_of.get(ci)
+            if nres is None:
+                nres = nres_of[ci] = walker._cf_read(chain[ci], "nres")
             if nres < 0 and fr.slot < stack + (-nres):
                 ci += 1
                 continue

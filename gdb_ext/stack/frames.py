@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
     from ..vm.state import VM
 
 _Q = struct.Struct("<Q")
-_q = struct.Struct("<q")
+_NONE = object()
 
 # R lj_frame.h frame types (low bits of the link).
 FRAME_LUA, FRAME_C, FRAME_CONT, FRAME_VARG, FRAME_LUAP, FRAME_CP, FRAME_PCALL, FRAME_PCALLH = \
@@ -106,19 +106,26 @@ class FrameWalker(object):
         arch = getattr(vm.t, "arch", "x86_64")
         self.cfo = CFRAME_OFS.get((arch, self.lay.gc64))
         self._funcs = {}            # GCfunc address -> Func (_describe)
+        self._ins = {}              # return pc -> the bytecode word before it (prevl)
+        self._gcs = {}              # a function slot's 64 bits -> its GC object (frame_gc)
 
     # --- frame link accessors (R lj_frame.h) --------------------------------
     def ftsz(self, f: int) -> int:
         raw = self.stack.u64(f)
         if self.fr2:
-            return _q.unpack(_Q.pack(raw))[0]
+            return raw - (1 << 64) if raw >> 63 else raw      # (as int64_t)
         hi = raw >> 32
         return hi - (1 << 32) if hi & 0x80000000 else hi
 
     def frame_gc(self, f: int) -> Optional[int]:
         if self.fr2:
-            v = self.stack.tv(f - 8)
-            return v.addr if v.is_gc else None
+            # (Decoded once per value and walk: a recursion has one function in many frames.)
+            raw = self.stack.u64(f - 8)
+            gc = self._gcs.get(raw, _NONE)
+            if gc is _NONE:
+                v = decode_tv(self.vm, raw)
+                gc = self._gcs[raw] = v.addr if v.is_gc else None
+            return gc
         return self.stack.u64(f) & 0xFFFFFFFF
 
     def frame_pc(self, f: int) -> int:
@@ -155,7 +162,10 @@ class FrameWalker(object):
 
     def prevl(self, f: int) -> int:
         pc = self.frame_pc(f)
-        ins = self.vm.t.u32(pc - 4, "bytecode before return pc 0x%x" % pc)
+        # (The walk's own memory: a deep recursion returns to one pc many times.)
+        ins = self._ins.get(pc)
+        if ins is None:
+            ins = self._ins[pc] = self.vm.t.u32(pc - 4, "bytecode before return pc 0x%x" % pc)
         return f - 8 * (1 + self.fr2 + ((ins >> 8) & 0xFF))
 
     def prevd(self, f: int) -> int:
@@ -218,12 +228,13 @@ class FrameWalker(object):
                     frames[-1].entry = True
                 skip = False
                 nextframe = f
-                if self.is_lua(f):
+                # (is_lua, is_varg, prevd of the link ftsz read above.)
+                if (ftsz & FRAME_TYPE) == FRAME_LUA:
                     nf = self.prevl(f)
                 else:
-                    if self.is_varg(f):
+                    if (ftsz & FRAME_TYPEP) == FRAME_VARG:
                         skip = True     # the frame below is its vararg pseudo-frame
-                    nf = self.prevd(f)
+                    nf = f - (ftsz & ~FRAME_TYPEP)
                 if nf >= f:
                     raise CorruptError("frame link at 0x%x does not go down the stack (0x%x)"
                                        % (f, ftsz & 0xFFFFFFFFFFFFFFFF), f)

@@ -32,8 +32,9 @@ while JIT-compiled code runs after some returns from C (docs/luajit-
 facts.md).  So a thread is read only while the kernel has it waiting in
 a system call, and twice, kept when both reads agree; a running thread
 cannot be placed: its sample is dropped and counted, never guessed."""
+import bisect
 import time
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple, TYPE_CHECKING
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, TYPE_CHECKING
 
 from .. import consts as C
 from ..errors import CorruptError, FaultError, LjError
@@ -67,19 +68,33 @@ NOT_PLACED = "running (no registers without a stop)"
 
 
 class Moment(object):
-    """Ranges of memory copied into a target's block cache at one stop."""
+    """Ranges of memory copied into a target's block cache at one stop.
+    reread: a function giving the process's mappings as they are now, for
+    an address in none of `maps` (mapped since they were read: the
+    allocator grows, a Lua stack is moved); called once at most."""
 
-    def __init__(self, t: 'Target', maps: List[Tuple[int, int, str]]) -> None:
+    def __init__(self, t: 'Target', maps: List[Tuple[int, int, str]],
+                 reread: Optional[Callable[[], List[Tuple[int, int, str]]]] = None) -> None:
         self.t = t
-        self.maps = sorted((s, e) for s, e, _ in maps)
+        self._set(maps)
+        self.reread = reread
         self.bytes = 0
 
+    def _set(self, maps: List[Tuple[int, int, str]]) -> None:
+        self.maps = sorted((s, e) for s, e, _ in maps)
+        self.starts = [s for s, _ in self.maps]
+
     def mapping(self, addr: int) -> Optional[Tuple[int, int]]:
-        for s, e in self.maps:
-            if s <= addr < e:
-                return s, e
-            if s > addr:
-                break
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i >= 0 and addr < self.maps[i][1]:
+            return self.maps[i]
+        if self.reread is not None:
+            reread, self.reread = self.reread, None
+            try:
+                self._set(reread())
+            except (OSError, LjError):
+                return None
+            return self.mapping(addr)
         return None
 
     def copy(self, lo: int, hi: int) -> bool:
@@ -124,11 +139,14 @@ def _is_thread(t: 'Target', lay: 'Layout', L: int, G: int) -> bool:
 
 def copy_moment(t: 'Target', lay: 'Layout', Gs: Iterable[int], threads: List[Any],
                 recent: Dict[int, List[int]], arch: str, sp_reg: str,
-                maps: List[Tuple[int, int, str]]) -> Tuple[Moment, Dict[int, Set[int]]]:
+                maps: List[Tuple[int, int, str]],
+                reread: Optional[Callable[[], List[Tuple[int, int, str]]]] = None
+                ) -> Tuple[Moment, Dict[int, Set[int]]]:
     """Copy the moment's mutable state (the module's list) into t's block
     cache, while the process is held; ({tid: lua_States copied for it}).
-    recent: lua_States each thread ran in earlier samples."""
-    mom = Moment(t, maps)
+    recent: lua_States each thread ran in earlier samples; maps, reread:
+    as Moment takes them."""
+    mom = Moment(t, maps, reread)
     cfo = CFRAME_OFS.get((arch, lay.gc64))
     states = {}
     Gs = list(Gs)
@@ -264,10 +282,10 @@ class Recorder(object):
         if self.nonblocking:
             return self._sample_nonblocking(out, states)
         start = time.monotonic()
-        with self.proc.stopped():
+        with self.proc.stopped(tids):
             threads = list(self.proc.threads)
             mom, seen = copy_moment(t, self.lay, self.Gs, threads, self.recent, self.arch,
-                                    self.sp_reg, self.proc.mappings())
+                                    self.sp_reg, self.proc.mappings(), self.proc.reread_maps)
         out.pause = time.monotonic() - start
         out.stop_wait = self.proc.stop_wait or 0.0
         out.copied = mom.bytes

@@ -24,12 +24,23 @@ def debug_line(vm: 'VM', pt: Proto, pos: int) -> Optional[int]:
         return first + pt.numline
     if pos == 0:
         return first
-    pos -= 1
+    # (A prototype's line table never changes while it lives: each line is
+    # read once per Proto object.)
+    lines = pt.memo.get("lines")
+    if lines is None:
+        lines = pt.memo["lines"] = {}
+    line = lines.get(pos)
+    if line is not None:
+        return line
+    i = pos - 1
     if pt.numline < 256:
-        return first + vm.t.u8(pt.lineinfo + pos, "lineinfo")
-    if pt.numline < 65536:
-        return first + vm.t.u16(pt.lineinfo + 2 * pos, "lineinfo")
-    return first + vm.t.u32(pt.lineinfo + 4 * pos, "lineinfo")
+        line = first + vm.t.u8(pt.lineinfo + i, "lineinfo")
+    elif pt.numline < 65536:
+        line = first + vm.t.u16(pt.lineinfo + 2 * i, "lineinfo")
+    else:
+        line = first + vm.t.u32(pt.lineinfo + 4 * i, "lineinfo")
+    lines[pos] = line
+    return line
 
 
 def _uleb128(data, i):

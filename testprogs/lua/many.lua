@@ -1,7 +1,7 @@
 -- Many coroutines, as a server keeps them (one per entity or request), in a
 -- few known shapes, for lthreads / lbt --all / --group at scale.
 --
--- Usage: host many.lua EXPECTED_FILE N
+-- Usage: host many.lua EXPECTED_FILE N [wait]
 --   N coroutines: 70% suspended in coroutine.yield inside wait() called by
 --   handle(), 20% suspended in a different place (poll()), 5% never
 --   started, 5% dead; then the main thread stops in ljgdb_stop.
@@ -12,6 +12,8 @@
 --                                          innermost first (debug.getinfo
 --                                          of one coroutine of it)
 --   main   THREAD                          the main thread
+-- wait: after the stop, append "ready" to the file and block in pause(2)
+-- until killed (for python3 -m ljgdb --pid PID, which needs no breakpoint).
 local out = assert(io.open(arg[1], "w"))
 local n = tonumber(arg[2]) or 100000
 local function rec(...) out:write(table.concat({...}, "\t"), "\n") end
@@ -56,3 +58,11 @@ end
 rec("main", tostring(coroutine.running()))
 out:close()
 ljgdb_stop()
+if arg[3] == "wait" then
+  local ffi = require("ffi")
+  ffi.cdef("int pause(void);")
+  local f = assert(io.open(arg[1], "a"))
+  f:write("ready\n")
+  f:close()
+  while true do ffi.C.pause() end
+end

@@ -123,3 +123,28 @@ def test_timer_quiet_when_its_parent_dies(tmp_path):
     finally:
         victim.kill()
         victim.wait()
+
+
+def test_moment_copies_memory_mapped_since_the_maps_were_read():
+    """The recorder's copy at a stop (recorder.Moment): an address in none
+    of the mappings it was given is looked up again in the mappings as
+    they are now (read once a moment), and copied; one in none of those
+    either is not."""
+    from gdb_ext.stack.recorder import Moment
+    from gdb_ext.target import BLOCK, SyntheticTarget
+    old, new = 0x10000, 0x40000
+    t = SyntheticTarget({"types": {}}, [(old, b"a" * 2 * BLOCK), (new, b"b" * BLOCK)])
+    calls = []
+
+    def reread():
+        calls.append(1)
+        return [(old, old + 2 * BLOCK, "rw-p"), (new, new + BLOCK, "rw-p")]
+    mom = Moment(t, [(old, old + 2 * BLOCK, "rw-p")], reread)
+    assert mom.copy(old + 8, old + 16) and mom.bytes == BLOCK
+    assert calls == []
+    assert mom.copy(new, new + 64) and new in t._blocks
+    assert calls == [1]
+    assert not mom.copy(0x90000, 0x90010)
+    assert calls == [1]             # (once a moment)
+    assert mom.mapping(old + 2 * BLOCK) is None
+    assert mom.mapping(old + 2 * BLOCK - 1) == (old, old + 2 * BLOCK)
