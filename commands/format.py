@@ -2,7 +2,7 @@
 
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.vm.objects import Cdata, Func, Proto, Str, Tab, Udata, number_text as number
-from ..gdb_ext.vm.ffitypes import cdata_text
+from ..gdb_ext.vm.ffitypes import cdata_text, ctype_object
 from ..gdb_ext.vm.runtime import builtin_names
 from ..gdb_ext import consts as C
 
@@ -121,6 +121,10 @@ def value_text(vm, v, max_string=200):
                 v.addr, C.UDTYPE_NAMES.get(u.udtype, "udtype %d" % u.udtype), u.len, u.payload)
         if k == "cdata":
             cd = Cdata(vm, v.addr)
+            ctype = ctype_object(vm, cd)
+            if ctype is not None:
+                return "%s: (GCcdata *)0x%x ctypeid %d, the ctype object of CTypeID %d" % (
+                    ctype[0], v.addr, cd.ctypeid, ctype[1])
             size = "size %d" % cd.size if cd.size is not None else "size unknown"
             typ, val = cdata_text(vm, cd)
             return "cdata<%s>: (GCcdata *)0x%x ctypeid %d, %s, data at 0x%x%s" % (

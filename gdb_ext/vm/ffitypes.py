@@ -309,3 +309,14 @@ def cdata_text(vm: 'VM', cd: 'Cdata') -> Tuple[str, Optional[str]]:
         return typ, ct.value(cd.ctypeid, cd.payload, cd.size)
     except (FaultError, CorruptError):
         return typ, None
+
+
+def ctype_object(vm: 'VM', cd: 'Cdata') -> Optional[Tuple[str, int]]:
+    """For a ctype object (what ffi.typeof returns: a cdata of type
+    CTID_CTYPEID whose payload is a CTypeID), (LuaJIT's tostring of it,
+    "ctype<int64_t>", and that CTypeID); None for any other cdata."""
+    ct = ctypes_of(vm)
+    if ct.ctid_ctypeid is None or cd.ctypeid != ct.ctid_ctypeid:
+        return None
+    cid = vm.t.u32(cd.payload, "ctype object's CTypeID")
+    return "ctype<%s>" % ct.repr(cid), cid

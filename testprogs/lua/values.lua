@@ -93,6 +93,11 @@ for i, e in ipairs(ffikeep) do
 end
 ffikeep.vals = ffivals
 rec("ffitab", tostring(ffivals))
+-- ctype objects (what ffi.typeof returns), as tostring names them.
+ctypekeep = {ffi.typeof(1LL), ffi.typeof("struct point"), ffi.typeof("int[4]"),
+             ffi.typeof("enum color"), ffi.typeof("rec_t *"), ffi.typeof("const char *")}
+for i, ct in ipairs(ctypekeep) do rec("ctype", i, tostring(ct)) end
+rec("ctypetab", tostring(ctypekeep))
 for k, v in pairs(t) do
   if type(v) ~= "table" then rec("t", type(k), shown(k), type(v), shown(v)) end
 end

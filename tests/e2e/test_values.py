@@ -19,6 +19,8 @@ HMASK = "print/r ((GCtab *)$tab)->hmask"
 GCTOTAL = "print/r ((double *)L->base)[%d]" % (NSLOTS - 1)
 FFITAB = ('python gdb.execute("ltab --json (GCtab *)" + [l.split()[2] for l in '
           'open("expected.txt") if l.startswith("ffitab")][0])')
+CTYPETAB = ('python gdb.execute("ltab --json (GCtab *)" + [l.split()[2] for l in '
+            'open("expected.txt") if l.startswith("ctypetab")][0])')
 COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
             ["lval --raw L 2", "lval --raw L 23", "lval --raw L 1", "lval --raw L 17",
              "ltab L->base+8", "ltab L->base+8 --depth 2", "ltab L->base+8 --limit 2",
@@ -40,8 +42,8 @@ COMMANDS = (["linfo"] + ["lval L %d" % i for i in range(1, NSLOTS + 1)] +
             ["linfo --json", "ltab --json L->base+8 --depth 2", "lval --json (GCtab *)0"] +
             ["lval --json L %d" % i for i in range(1, NSLOTS + 1)] +
             # The cdata values.lua keeps in a table (its address is in the
-            # expected file, in gdb's working directory).
-            [FFITAB])
+            # expected file, in gdb's working directory), and its ctype objects.
+            [FFITAB, CTYPETAB])
 MODES = ("live", "core")
 
 
@@ -411,6 +413,22 @@ def test_json_error_document(stop, mode):
     d = json.loads(out[0])
     assert d["command"] == "lval" and d["error"].startswith("lval: cannot access memory at 0x0")
     assert out[1] == d["error"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ctype_objects(stop, mode):
+    """A ctype object (ffi.typeof's) as LuaJIT's tostring names it,
+    ctype<int64_t>, then the object and the CTypeID it holds."""
+    want = {int(i): text for i, text in records(stop, "ctype")}
+    assert len(want) == 6
+    doc = json.loads(stop.out(mode, CTYPETAB))
+    got = {}
+    for e in doc["entries"]:
+        m = re.match(r"(ctype<.*>): \(GCcdata \*\)0x[0-9a-f]+ ctypeid \d+, the ctype object of "
+                     r"CTypeID \d+$", e["value"])
+        assert m, e
+        got[int(e["key"].strip("[]"))] = m.group(1)
+    assert got == want
 
 
 @pytest.mark.parametrize("mode", MODES)
