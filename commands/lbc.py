@@ -1,4 +1,6 @@
 """lbc: a prototype's bytecode as `luajit -bl` lists it (gdb_ext.jit.bytecode)."""
+import re
+
 from ..gdb_ext import consts as C
 from ..gdb_ext.jit.bytecode import dump
 from ..gdb_ext.errors import CorruptError, FaultError
@@ -36,12 +38,25 @@ def find_protos(vm, chunk, line):
     return out
 
 
+def _chunk(text):
+    """Whether an argument is a chunk's name alone (app.lua, lib/app.lua):
+    its main function, as chunk:0."""
+    return re.match(r"^[\w./@=+-]+\.lua$", text) is not None and not text.startswith("0x")
+
+
 def proto_of(vm, expr):
     """The prototype an argument names: a Lua function or a prototype (a
-    pointer, a TValue holding it, an address), or chunk:line."""
+    pointer, a TValue holding it, an address), chunk:line, or a chunk's
+    name alone (its main function)."""
     site = _site(expr)
+    bare = site is None and _chunk(expr)
+    if bare:
+        site = (expr, 0)
     if site is not None and not expr.startswith(("0x", "(")):
         found = find_protos(vm, *site)
+        if not found and bare:
+            raise UsageError("no chunk named %s is loaded (give its name as lbt shows it, or the "
+                             "end of its path)" % expr)
         if not found:
             raise UsageError("no prototype is defined at %s (give a function or prototype, or "
                              "chunk:line as lbt shows it with the line of its 'function')"
@@ -71,7 +86,9 @@ are shown as they are in memory, as jit.bc.dump in the process shows them.
           chunk's main function gives the listing of `luajit -bl` for the
           whole file)
 
-Usage: lbc <function | prototype | chunk:line> [--all] [L=<lua_State *>]
+  A chunk's name alone (app.lua) is its main function, app.lua:0.
+
+Usage: lbc <function | prototype | chunk:line | chunk> [--all] [L=<lua_State *>]
 Example:
   (gdb) lbc leak.lua:48
   -- BYTECODE -- leak.lua:48-48
@@ -81,7 +98,7 @@ Example:
     NAME = "lbc"
     SUMMARY = "a function's bytecode, as luajit -bl lists it"
     WORDS = ("--all",)
-    USAGE = "lbc <function | prototype | chunk:line> [--all] [L=<lua_State *>]"
+    USAGE = "lbc <function | prototype | chunk:line | chunk> [--all] [L=<lua_State *>]"
 
     def run(self, arg, from_tty):
         doc = self.data(arg)

@@ -33,8 +33,11 @@ for line in open(os.path.join(os.path.dirname(os.path.abspath(%r)), "expected.tx
         out[r[1]] = gdb.execute("lbc --all " + a, to_string=True)
     except gdb.error as e:
         out[r[1]] = "error: %%s" %% e
+# A chunk's name alone: its main function.
+out["values.lua alone"] = gdb.execute("lbc --all values.lua", to_string=True)
 bad = {}
-for cmd in ("lbc", "lbc 0x8", "lbc nosuch.lua:5", "lbc ljgdb_break", "lbc (GCtab *)0"):
+for cmd in ("lbc", "lbc 0x8", "lbc nosuch.lua:5", "lbc ljgdb_break", "lbc (GCtab *)0",
+            "lbc nosuch.lua"):
     try:
         bad[cmd] = gdb.execute(cmd, to_string=True)
     except gdb.error as e:
@@ -97,6 +100,8 @@ def test_lbc_is_what_luajit_bl_lists(stop):
         assert p.returncode == 0, p.stderr.decode()
         want = lua_text(p.stdout)
         assert got[path] + "\n" == want, (path, got[path][:1500])
+        if path == os.path.join(LUA_DIR, "values.lua"):
+            assert got["values.lua alone"] + "\n" == want, got["values.lua alone"][:1500]
         lines += want.count("\n")
     assert lines > 10000
 
@@ -109,6 +114,7 @@ def test_lbc_bad_input_is_one_line(stop):
         "lbc nosuch.lua:5": "error: lbc: no prototype is defined at nosuch.lua:5",
         "lbc ljgdb_break": "error: lbc: 'ljgdb_break' is not a pointer or an address",
         "lbc (GCtab *)0": "error: lbc: no GC object at 0x0",
+        "lbc nosuch.lua": "error: lbc: no chunk named nosuch.lua is loaded",
     }
     for cmd, start in want.items():
         assert bad[cmd].startswith(start) and "\n" not in bad[cmd].strip(), (cmd, bad[cmd])
