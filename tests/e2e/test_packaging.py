@@ -77,6 +77,15 @@ def test_install_in_a_virtualenv(tmp_path):
         got = subprocess.run([script, cmd, "--help"], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, cwd=str(tmp_path))
         assert got.returncode == 0 and got.stdout.decode().startswith(usage), got.stdout
+    # --auto-load writes a script that gdb runs for a file holding LuaJIT
+    # (here the test host), from a directory of the test's.
+    d = str(tmp_path / "auto-load")
+    subprocess.run([os.path.join(venv, "bin", "ljgdb-gdbinit"), "--auto-load", "--dir", d, host],
+                   check=True, stdout=subprocess.PIPE)
+    out = subprocess.run(["gdb", "-nx", "-batch", "-iex", "set auto-load scripts-directory " + d,
+                          "-iex", "add-auto-load-safe-path " + d, host, "-ex", "help lbt"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout.decode()
+    assert "the Lua backtrace" in out and "Traceback" not in out, out
     # --append adds it to ~/.gdbinit once.
     home = str(tmp_path / "home")
     os.makedirs(home)
