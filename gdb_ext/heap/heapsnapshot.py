@@ -35,13 +35,17 @@ Node types are V8's: table and thread "object", function "closure", string
 "string", proto and trace "code", userdata and cdata "native", upvalue
 "hidden".
 
-Memory: the objects and their sizes are the heap's arrays; the edges are
-kept as one array of 3 integers each until the nodes are written, the
-names once each; the file is written a slice at a time.
+Memory: the objects and their sizes are the heap's arrays, with a name
+and an edge count per object; the edges go to a temporary file as text
+64K at a time (the nodes, which come first in the document, need every
+object's edge count); each name is kept once; the document is written a
+slice at a time.
 """
 from typing import Any, Callable, Dict, IO, List, Optional, TYPE_CHECKING
+import bisect
 import json
 import struct
+import tempfile
 from array import array
 
 from .. import consts as C
@@ -69,6 +73,8 @@ NODE_TYPE_OF = {C.GCT_TAB: _NT["object"], C.GCT_THREAD: _NT["object"],
                 C.GCT_UPVAL: _NT["hidden"]}
 ROOT_NAME = "(Lua roots)"
 NF = len(NODE_FIELDS)
+# Edges (3 numbers each) held before they go to the temporary file.
+_SPILL = 3 << 16
 
 
 def node_id(k: int) -> int:
@@ -342,16 +348,19 @@ class SnapshotWriter(object):
 
     # --- the document ----------------------------------------------------------
     def build(self) -> None:
-        """Every node's name and edges (kept as arrays)."""
+        """Every node's name and edge count (arrays), the edges (the
+        temporary file)."""
         heap = self.heap
         addrs, gcts = heap.index()
         n = len(addrs)
         self.n = n
         self.names = array("I", [0]) * (n + 1)
         self.counts = array("I", [0]) * (n + 1)
-        self.edges = edges = array("I")
+        # The edges as text, in a temporary file a slice at a time.
+        self.edge_file = tempfile.TemporaryFile("w+", encoding="ascii")
+        self.nedges = 0
+        edges = self._edge_buf = array("I")
         pos = heap.position
-        import bisect
         bisect_left = bisect.bisect_left
 
         def add(et, ni, target):
@@ -386,8 +395,20 @@ class SnapshotWriter(object):
             if gct != C.GCT_STR and gct != C.GCT_CDATA:
                 self.edges_of(o, gct, add)
             self.counts[k + 1] = cnt[0]
+            if len(edges) >= _SPILL:
+                self._spill()
             if self.progress is not None and k and k % every == 0:
                 self.progress(k)
+        self._spill()
+
+    def _spill(self):
+        """Append the edges held to the temporary file, as the document's
+        text."""
+        edges = self._edge_buf
+        if edges:
+            self.edge_file.write(("," if self.nedges else "") + ",".join(map(str, edges)))
+            self.nedges += len(edges) // 3
+            del edges[:]
 
     def write(self, f: IO[str]) -> Dict[str, Any]:
         """Write the document to the text file f; returns {"nodes",
@@ -396,7 +417,7 @@ class SnapshotWriter(object):
         addrs, gcts = heap.index()
         sizes = heap.sizes
         n = self.n
-        nedges = len(self.edges) // 3
+        nedges = self.nedges
         meta = {"node_fields": NODE_FIELDS,
                 "node_types": [NODE_TYPES, "string", "number", "number", "number", "number",
                                "number"],
@@ -418,11 +439,14 @@ class SnapshotWriter(object):
                     counts[k + 1]))
             f.write("".join(part))
         f.write('],\n"edges":[')
-        edges = self.edges
-        for first in range(0, len(edges), 3 * step):
-            chunk = edges[first:first + 3 * step]
-            text = ",".join(map(str, chunk))
-            f.write(("," if first else "") + text)
+        ef = self.edge_file
+        ef.seek(0)
+        while True:
+            text = ef.read(1 << 20)
+            if not text:
+                break
+            f.write(text)
+        ef.close()
         f.write('],\n"trace_function_infos":[],"trace_tree":[],"samples":[],"locations":[],\n'
                 '"strings":[')
         for first in range(0, len(self.string_list), step):
