@@ -116,6 +116,7 @@ class SnapshotWriter(object):
         self._mtnames = {}              # metatable -> __name or None
         self._sites = {}                # prototype -> "chunk:line"
         self._uvnames = {}              # prototype -> [upvalue names]
+        self._tab = (0, None)           # (table, its header) last named
         self._Q = struct.Struct("<Q")
 
     def name(self, text: str) -> int:
@@ -127,9 +128,15 @@ class SnapshotWriter(object):
 
     # --- names of nodes ------------------------------------------------------
     def _str_text(self, o: int, limit: int) -> str:
-        s = Str(self.vm, o, limit)
-        text = s.data.decode("utf-8", "replace")
-        return text + "..." if s.truncated else text
+        """The text of the string at o, cut at limit bytes (then "...")."""
+        heap, lay = self.heap, self.heap.lay
+        n = int.from_bytes(heap.read(o + lay.str.len, 4), "little")
+        if n > heap.stat.total:
+            raise CorruptError("string at 0x%x claims length %d, more than g->gc.total"
+                               % (o, n), o)
+        data = heap.read(o + lay.str.size, min(n, limit)) if n else b""
+        text = data.decode("utf-8", "replace")
+        return text + "..." if n > limit else text
 
     def _mt_name(self, mt: int) -> Optional[str]:
         """The __name string of metatable mt, or None."""
@@ -172,7 +179,9 @@ class SnapshotWriter(object):
             if gct == C.GCT_STR:
                 return self._str_text(o, self.max_string)
             if gct == C.GCT_TAB:
-                mt = heap._tab_header(o)[0]
+                hdr = heap._tab_header(o)
+                self._tab = (o, hdr)        # for _table_edges, next
+                mt = hdr[0]
                 return (self._mt_name(mt) if mt else None) or "table"
             if gct == C.GCT_UDATA:
                 mt = heap.ref(o + lay.ud.metatable)
@@ -303,7 +312,8 @@ class SnapshotWriter(object):
         heap, lay = self.heap, self.heap.lay
         name = self.name
         try:
-            mt, asize, hmask, arr, node = heap._tab_header(o)
+            last = self._tab
+            mt, asize, hmask, arr, node = last[1] if last[0] == o else heap._tab_header(o)
         except FaultError:
             return
         wk = wv = False
