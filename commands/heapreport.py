@@ -2,7 +2,7 @@
 lgcstat --save and --diff: what grew between two moments
 (gdb_ext.heap.heapsnap)."""
 from ..gdb_ext import consts as C
-from ..gdb_ext.heap import heapsnap
+from ..gdb_ext.heap import heapsnap, heapsnapshot
 from ..gdb_ext.heap.gcstat import TYPE_ORDER
 from ..gdb_ext.heap.heapdom import Dominators
 from .format import hexa
@@ -137,6 +137,24 @@ def save_data(vm, heap, path, progress=None, max_string=200):
     return {"kind": "save", "file": path, "G": hexa(vm.G), "objects": head["objects"],
             "object_bytes": heap.stat.object_bytes, "gc_total": head["gc_total"],
             "process": head["identity"]["process"]}
+
+
+def heapsnapshot_data(vm, heap, path, progress=None, max_string=200):
+    """lgcstat --save FILE --format heapsnapshot: the heap as a V8 heap
+    snapshot (gdb_ext.heap.heapsnapshot)."""
+    out = heapsnapshot.save(heap, path, max_string, progress)
+    return {"kind": "heapsnapshot", "file": path, "G": hexa(vm.G), "format": "heapsnapshot",
+            "nodes": out["nodes"], "edges": out["edges"], "strings": out["strings"],
+            "self_size": out["self_size"], "object_bytes": out["object_bytes"],
+            "gc_total": out["gc_total"]}
+
+
+def heapsnapshot_report(doc):
+    return ["Wrote a V8 heap snapshot of (global_State *)%s to %s: %d nodes (the root and %d "
+            "objects, %d bytes%s), %d edges, %d strings"
+            % (doc["G"], doc["file"], doc["nodes"], doc["nodes"] - 1, doc["self_size"],
+               "" if doc["self_size"] == doc["object_bytes"] else
+               " but lgcstat counts %d" % doc["object_bytes"], doc["edges"], doc["strings"])]
 
 
 def save_report(doc):

@@ -10,8 +10,8 @@ from ..gdb_ext.vm.objects import Cdata, Proto, Str, Tab, Thread, Udata
 from ..gdb_ext.heap.heapgraph import Heap
 from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
 from .format import chunk_display, func_text, hexa, proto_site, quote
-from .heapreport import (diff_data, diff_report, retained_data, retained_report, save_data,
-                         save_report)
+from .heapreport import (diff_data, diff_report, heapsnapshot_data, heapsnapshot_report,
+                         retained_data, retained_report, save_data, save_report)
 from .lgcref import target_object
 from .host import current
 
@@ -43,6 +43,15 @@ g->gc.total.
                 of this machine; nothing is written into the process), and
                 the retained sizes of the 200 objects that retain the most
                 by their paths
+  --save FILE --format F
+                F: ljgdb (the default), the file --diff reads; or
+                heapsnapshot: the heap as a V8 heap snapshot (the
+                .heapsnapshot JSON of Chrome DevTools' Memory panel and
+                memlab): every object a node (named by its type, a table by
+                its metatable's __name, a Lua function by chunk:line; its
+                size as counted here), every reference an edge named as
+                lgcref names it, the roots under one synthetic root, a weak
+                table's weak side as weak edges
   --diff FILE [--top N] [--list]
                 the heap now against the one saved in FILE: counts and
                 bytes per type then and now, the retained bytes by path of
@@ -53,7 +62,7 @@ g->gc.total.
                 existed before; the N with the most bytes); --list lists
                 every new object
 
-Usage: lgcstat [--top N] [--by-chunk | --retained [OBJECT] | --save FILE | --diff FILE [--list]] [L=<lua_State *>]
+Usage: lgcstat [--top N] [--by-chunk|--retained [OBJ]|--save FILE [--format F]|--diff FILE [--list]] [L=<lua_State *>]
 Example:
   (gdb) lgcstat --top 3
   type           count        bytes      min        avg      max  header (this layout)
@@ -63,10 +72,12 @@ Example:
 
     NAME = "lgcstat"
     SUMMARY = "every GC object and every byte the collector counts"
-    WORDS = ('--top', '--by-chunk', '--retained', '--save', '--diff', '--list')
-    USAGE = ("lgcstat [--top N] [--by-chunk | --retained [OBJECT] | --save FILE | "
-             "--diff FILE [--list]] [L=<lua_State *>]")
-    REPORTS = {"retained": retained_report, "save": save_report, "diff": diff_report}
+    WORDS = ('--top', '--by-chunk', '--retained', '--save', '--diff', '--list', '--format')
+    USAGE = ("lgcstat [--top N] [--by-chunk|--retained [OBJ]|--save FILE [--format F]|--diff FILE "
+             "[--list]] [L=<lua_State *>]")
+    FORMATS = ("ljgdb", "heapsnapshot")
+    REPORTS = {"retained": retained_report, "save": save_report, "diff": diff_report,
+               "heapsnapshot": heapsnapshot_report}
 
     def run(self, arg, from_tty):
         doc = self.data(arg, from_tty)
@@ -77,13 +88,18 @@ Example:
 
     def data(self, arg, from_tty):
         flags, opts, L_expr, rest = split_args(arg, flags=("by-chunk", "retained", "list"),
-                                               options=("top", "save", "diff"))
+                                               options=("top", "save", "diff", "format"))
         modes = [m for m in ("by-chunk", "retained") if m in flags] + \
             [m for m in ("save", "diff") if m in opts]
         if len(modes) > 1:
             raise UsageError("--%s and --%s do not go together" % tuple(modes[:2]))
         if "list" in flags and "diff" not in opts:
             raise UsageError("--list goes with --diff FILE")
+        if "format" in opts:
+            if opts["format"] not in self.FORMATS:
+                raise UsageError("unknown format '%s' (ljgdb or heapsnapshot)" % opts["format"])
+            if "save" not in opts:
+                raise UsageError("--format goes with --save FILE")
         if "retained" in flags:
             return self.retained(opts, L_expr, rest, from_tty)
         if "save" in opts or "diff" in opts:
@@ -120,6 +136,9 @@ Example:
         heap = Heap(vm, max(param("heap-cache"), 4) << 20)
         progress = _Progress("objects followed") if from_tty and _is_terminal() else None
         try:
+            if "save" in opts and opts.get("format") == "heapsnapshot":
+                return heapsnapshot_data(vm, heap, os.path.expanduser(opts["save"]), progress,
+                                         param("max-string"))
             if "save" in opts:
                 return save_data(vm, heap, os.path.expanduser(opts["save"]), progress,
                                  param("max-string"))

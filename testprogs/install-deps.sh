@@ -11,7 +11,9 @@
 # consumers that tests/e2e/test_profout_consumers.py reads commands/profout.py's
 # formats with: jsonschema (pip) and speedscope's schema (the npm package
 # speedscope, with node and npm from Debian where absent), go (for go tool pprof;
-# Debian's golang-go where no go is installed).
+# Debian's golang-go where no go is installed); memlab (the npm package
+# @memlab/core), which tests/e2e/test_heapsnapshot.py reads lgcstat's V8 heap
+# snapshots with.
 set -euo pipefail
 
 SUDO=""
@@ -103,6 +105,25 @@ if ! grep -qs "\"version\": \"$SPEEDSCOPE_VERSION\"" "$SPEEDSCOPE_DIR/package.js
   mkdir -p "$CACHE_DIR/npm"
   npm install --prefix "$CACHE_DIR/npm" --ignore-scripts --no-audit --no-fund --silent \
     "speedscope@$SPEEDSCOPE_VERSION"
+fi
+
+# memlab's heap snapshot parser and dominator tree (@memlab/core), into the
+# same cache folder; --ignore-scripts: no browser is downloaded for its
+# puppeteer dependency, which reading a snapshot file does not use.
+MEMLAB_VERSION=2.0.5
+MEMLAB_DIR="$CACHE_DIR/npm/node_modules/@memlab/core"
+if ! grep -qs "\"version\": \"$MEMLAB_VERSION\"" "$MEMLAB_DIR/package.json"; then
+  node_pkgs=()
+  command -v node >/dev/null 2>&1 || node_pkgs+=(nodejs)
+  command -v npm >/dev/null 2>&1 || node_pkgs+=(npm)
+  if [ ${#node_pkgs[@]} -gt 0 ]; then
+    echo "[deps] apt-get install ${node_pkgs[*]}" >&2
+    apt_install "${node_pkgs[@]}"
+  fi
+  echo "[deps] npm install @memlab/core $MEMLAB_VERSION" >&2
+  mkdir -p "$CACHE_DIR/npm"
+  npm install --prefix "$CACHE_DIR/npm" --ignore-scripts --no-audit --no-fund --silent \
+    "@memlab/core@$MEMLAB_VERSION"
 fi
 
 # go tool pprof reads the pprof profiles: the go on PATH, else /usr/local/go's,

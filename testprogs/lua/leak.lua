@@ -12,6 +12,8 @@
 --                                   constant jit.util.tracek(TRACENO, INDEX)
 --   zombie OBJECT                   a userdata whose __gc stored it in
 --                                   _G.zombie (resurrected)
+--   named OBJECT NAME               a table (_G.named) whose metatable's
+--                                   __name is NAME
 --   retained NAME OBJECT BYTES PATH the bytes the collector freed when the
 --                                   program dropped its one reference to
 --                                   an object built the same way as OBJECT
@@ -166,6 +168,12 @@ local function leak_zombie()
   rec("zombie", tostring(zombie))
 end
 
+-- 10. A table whose metatable has a __name (a heap snapshot names it so).
+local function named_table()
+  named = setmetatable({}, { __name = "ljgdb.Probe" })
+  rec("named", tostring(named), "ljgdb.Probe")
+end
+
 retained("cache", "_G.cache.sessions", leak_cache, function() cache.sessions = nil end)
 retained("closure", "_G.callbacks[2]", leak_closures, function() callbacks[2] = nil end)
 retained("coroutine", "_G.worker", leak_coroutine, function() worker = nil end)
@@ -173,6 +181,7 @@ retained("weak", "_G.keeper.only", leak_weak, function() keeper.only = nil end)
 retained("registry", "registry.hook", leak_registry, function() debug.getregistry().hook = nil end)
 leak_trace()
 leak_zombie()
+named_table()
 collectgarbage("collect")
 orphan()
 dead_key()

@@ -184,7 +184,7 @@ def test_by_chunk(run, variant, mode):
 @pytest.mark.parametrize("variant", ["r21-gc64", "r20-x64"])
 def test_bad_arguments(run, variant):
     r = run(variant)
-    usage = ("Usage: lgcstat [--top N] [--by-chunk | --retained [OBJECT] | --save FILE | "
+    usage = ("Usage: lgcstat [--top N] [--by-chunk|--retained [OBJ]|--save FILE [--format F]|"
              "--diff FILE [--list]] [L=<lua_State *>]")
     for mode in MODES:
         assert r.out(mode, 0, 2).strip() == "lgcstat: unexpected argument 'bogus'. " + usage
