@@ -28,17 +28,22 @@ from support.stop import LOADER, manifest  # noqa: E402
 PROG = os.path.join(ROOT, "testprogs", "lua", "profile.lua")
 
 
-def rate(path, t_from=None):
-    """Rounds a second over the log's lines."""
+def rate(path, t_from=None, t_to=None):
+    """Rounds a second over the log's lines (profile.lua deep's: time,
+    rounds), those from t_from to t_to when given, else all but the first."""
     rows = []
     with open(path) as f:
         for line in f:
             p = line.split()
             if len(p) == 2:
                 rows.append((float(p[0]), int(p[1])))
-    if len(rows) < 3:
+    if t_from is not None:
+        rows = [r for r in rows if t_from <= r[0] <= t_to]
+    else:
+        rows = rows[1:]
+    if len(rows) < 2:
         raise RuntimeError("too few lines in %s" % path)
-    (t0, r0), (t1, r1) = rows[1], rows[-1]
+    (t0, r0), (t1, r1) = rows[0], rows[-1]
     return (r1 - r0) / (t1 - t0)
 
 

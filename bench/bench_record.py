@@ -39,6 +39,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from support.stop import LOADER, manifest  # noqa: E402
+from bench_profile import rate  # noqa: E402
 
 PROG = os.path.join(ROOT, "testprogs", "lua", "profile.lua")
 PY_PROG = r'''
@@ -171,20 +172,6 @@ def busy_seconds():
     return (sum(v[:8]) - v[3] - v[4]) / float(os.sysconf("SC_CLK_TCK"))
 
 
-def speed(path, t_from, t_to):
-    rows = []
-    with open(path) as f:
-        for line in f:
-            p = line.split()
-            if len(p) == 2:
-                rows.append((float(p[0]), int(p[1])))
-    rows = [r for r in rows if t_from <= r[0] <= t_to]
-    if len(rows) < 3:
-        raise RuntimeError("too few lines in %s" % path)
-    (t0, r0), (t1, r1) = rows[0], rows[-1]
-    return (r1 - r0) / (t1 - t0)
-
-
 class Program(object):
     """A fresh program (Lua or Python), warmed up for a second."""
 
@@ -203,7 +190,7 @@ class Program(object):
         # The machine's busy CPU besides the program's (and, sampled, the
         # profiler's: taken off by the caller), in cores.
         self.others = ((b1 - b0) - (c1 - c0)) / (w1 - w0)
-        return (c1 - c0) / (w1 - w0), speed(self.log, m0, m1), got
+        return (c1 - c0) / (w1 - w0), rate(self.log, m0, m1), got
 
     def close(self):
         self.p.kill()

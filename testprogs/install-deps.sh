@@ -89,11 +89,14 @@ if [ ! -x "$CACHE_DIR/cargo/bin/inferno-flamegraph" ]; then
   "$CARGO" install -q --locked inferno --version "$INFERNO_VERSION" --root "$CACHE_DIR/cargo"
 fi
 
-# speedscope's file format schema (the npm package ships it), installed into
-# the cache; node and npm from Debian only where none is installed.
-SPEEDSCOPE_VERSION=1.25.0
-SPEEDSCOPE_DIR="$CACHE_DIR/npm/node_modules/speedscope"
-if ! grep -qs "\"version\": \"$SPEEDSCOPE_VERSION\"" "$SPEEDSCOPE_DIR/package.json"; then
+# npm packages the tests read files with, installed into the cache's npm
+# folder; node and npm from Debian only where none is installed.
+# --ignore-scripts: no install step runs (memlab's puppeteer would download
+# a browser, which reading a snapshot file does not use).
+npm_cache_install() {   # NAME VERSION
+  if grep -qs "\"version\": \"$2\"" "$CACHE_DIR/npm/node_modules/$1/package.json"; then
+    return
+  fi
   node_pkgs=()
   command -v node >/dev/null 2>&1 || node_pkgs+=(nodejs)
   command -v npm >/dev/null 2>&1 || node_pkgs+=(npm)
@@ -101,30 +104,14 @@ if ! grep -qs "\"version\": \"$SPEEDSCOPE_VERSION\"" "$SPEEDSCOPE_DIR/package.js
     echo "[deps] apt-get install ${node_pkgs[*]}" >&2
     apt_install "${node_pkgs[@]}"
   fi
-  echo "[deps] npm install speedscope $SPEEDSCOPE_VERSION" >&2
+  echo "[deps] npm install $1 $2" >&2
   mkdir -p "$CACHE_DIR/npm"
-  npm install --prefix "$CACHE_DIR/npm" --ignore-scripts --no-audit --no-fund --silent \
-    "speedscope@$SPEEDSCOPE_VERSION"
-fi
-
-# memlab's heap snapshot parser and dominator tree (@memlab/core), into the
-# same cache folder; --ignore-scripts: no browser is downloaded for its
-# puppeteer dependency, which reading a snapshot file does not use.
-MEMLAB_VERSION=2.0.5
-MEMLAB_DIR="$CACHE_DIR/npm/node_modules/@memlab/core"
-if ! grep -qs "\"version\": \"$MEMLAB_VERSION\"" "$MEMLAB_DIR/package.json"; then
-  node_pkgs=()
-  command -v node >/dev/null 2>&1 || node_pkgs+=(nodejs)
-  command -v npm >/dev/null 2>&1 || node_pkgs+=(npm)
-  if [ ${#node_pkgs[@]} -gt 0 ]; then
-    echo "[deps] apt-get install ${node_pkgs[*]}" >&2
-    apt_install "${node_pkgs[@]}"
-  fi
-  echo "[deps] npm install @memlab/core $MEMLAB_VERSION" >&2
-  mkdir -p "$CACHE_DIR/npm"
-  npm install --prefix "$CACHE_DIR/npm" --ignore-scripts --no-audit --no-fund --silent \
-    "@memlab/core@$MEMLAB_VERSION"
-fi
+  npm install --prefix "$CACHE_DIR/npm" --ignore-scripts --no-audit --no-fund --silent "$1@$2"
+}
+# speedscope's file format schema (the npm package ships it).
+npm_cache_install speedscope 1.25.0
+# memlab's heap snapshot parser and dominator tree.
+npm_cache_install @memlab/core 2.0.5
 
 # go tool pprof reads the pprof profiles: the go on PATH, else /usr/local/go's,
 # else Debian's golang-go.  Since Go 1.24 `go tool pprof` is built on its first

@@ -415,20 +415,25 @@ def test_json_error_document(stop, mode):
     assert out[1] == d["error"]
 
 
+def array_values(stop, mode, cmd, pattern):
+    """{index: the groups of pattern} of the values in the array ltab
+    --json lists (cmd); every value must match."""
+    got = {}
+    for e in json.loads(stop.out(mode, cmd))["entries"]:
+        m = re.match(pattern, e["value"])
+        assert m, e
+        got[int(e["key"].strip("[]"))] = m.groups()
+    return got
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_ctype_objects(stop, mode):
     """A ctype object (ffi.typeof's) as LuaJIT's tostring names it,
     ctype<int64_t>, then the object and the CTypeID it holds."""
-    want = {int(i): text for i, text in records(stop, "ctype")}
+    want = {int(i): (text,) for i, text in records(stop, "ctype")}
     assert len(want) == 6
-    doc = json.loads(stop.out(mode, CTYPETAB))
-    got = {}
-    for e in doc["entries"]:
-        m = re.match(r"(ctype<.*>): \(GCcdata \*\)0x[0-9a-f]+ ctypeid \d+, the ctype object of "
-                     r"CTypeID \d+$", e["value"])
-        assert m, e
-        got[int(e["key"].strip("[]"))] = m.group(1)
-    assert got == want
+    assert array_values(stop, mode, CTYPETAB, r"(ctype<.*>): \(GCcdata \*\)0x[0-9a-f]+ ctypeid \d+, "
+                        r"the ctype object of CTypeID \d+$") == want
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -437,11 +442,5 @@ def test_cdata_type_and_value(stop, mode):
     its value as the program set it."""
     want = {int(i): (typ, val) for i, typ, val in records(stop, "ffi")}
     assert len(want) == 11
-    doc = json.loads(stop.out(mode, FFITAB))
-    got = {}
-    for e in doc["entries"]:
-        m = re.match(r"cdata<(.*)>: \(GCcdata \*\)0x[0-9a-f]+ ctypeid \d+, size \d+, data at "
-                     r"0x[0-9a-f]+ = (.*)$", e["value"])
-        assert m, e
-        got[int(e["key"].strip("[]"))] = (m.group(1), m.group(2))
-    assert got == want
+    assert array_values(stop, mode, FFITAB, r"cdata<(.*)>: \(GCcdata \*\)0x[0-9a-f]+ ctypeid \d+, "
+                        r"size \d+, data at 0x[0-9a-f]+ = (.*)$") == want
