@@ -860,6 +860,9 @@ class Process(object):
                 pc, "; not found: %s" % ", ".join(self.missing) if self.missing else ""))
         found = img.find_fde(lookup)
         if found is None:
+            plt = self._plt_step(pc, regs, lookup)
+            if plt is not None:
+                return plt, False
             raise _Unwound("no unwind information for 0x%x (in %s)" % (pc, img.path))
         cfi, (cie, begin, _, ins) = found
         arch = self.arch
@@ -908,6 +911,25 @@ class Process(object):
         if out[arch.pc] is None:
             return None, cie["signal"]
         return out, cie["signal"]
+
+    def _plt_step(self, pc, regs, lookup):
+        """The caller's registers when the interrupted pc is in an arm64 PLT
+        stub (memset@plt), which no CFI describes: a stub touches neither
+        the stack nor the link register (it jumps through x16/x17), so the
+        caller returns to lr with the same stack pointer.  None elsewhere
+        (a PLT pc cannot be a return address, and x86-64's PLT has CFI)."""
+        arch = self.arch
+        if arch.name != "aarch64" or lookup != pc or \
+                not (self.symbolize(pc) or "").endswith("@plt"):
+            return None
+        lr = regs.get("x30")
+        if not lr:
+            return None
+        out = {n: regs.get(n) for n in arch.callee_saved}
+        out[arch.sp] = regs.get(arch.sp)
+        out["x30"] = lr
+        out[arch.pc] = lr & USER_VA_MASK
+        return out
 
     def _eval(self, expr, regs, push):
         """Value of a DWARF expression (the few operations CFI uses)."""
