@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from support.stop import BOTH_ARCHES, CACHE, ROOT, Stop, addr_of, manifest, sysroot_args
+from support.stop import BOTH_ARCHES, CACHE, ROOT, Stop, addr_of, driver_command, manifest, sysroot_args
 
 MEMLAB_JS = os.path.join(ROOT, "tests", "memlab_read.js")
 NODE_MODULES = os.path.join(CACHE, "npm", "node_modules")
@@ -81,10 +81,7 @@ def memlab(path, selections):
 @pytest.fixture(scope="module", params=BOTH_ARCHES)
 def stop(request, tmp_path_factory):
     work = str(tmp_path_factory.mktemp(request.param))
-    driver = os.path.join(work, "driver.py")
-    with open(driver, "w") as f:
-        f.write(DRIVER % driver)
-    st = Stop(request.param, "leak.lua", ["python exec(open(%r).read())" % driver], work)
+    st = Stop(request.param, "leak.lua", [driver_command(work, DRIVER)], work)
     st.work = work
     return st
 

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from support.stop import BOTH_ARCHES, LUA_DIR, Stop, addr_of
+from support.stop import BOTH_ARCHES, LUA_DIR, Stop, addr_of, driver_command
 
 # (Less vendor/sha1/lua53_ops.lua: Lua 5.3's bitwise operators, which
 # luacheck loads only on Lua 5.3.)
@@ -51,10 +51,7 @@ print("@@LBC@@" + json.dumps(out))
 def stop(request, tmp_path_factory):
     assert LUACHECK, "lua-check is not installed (testprogs/install-deps.sh installs it)"
     work = str(tmp_path_factory.mktemp("lbc-" + request.param))
-    driver = os.path.join(work, "driver.py")
-    with open(driver, "w") as f:
-        f.write(DRIVER % driver)
-    return Stop(request.param, "bc.lua", ["python exec(open(%r).read())" % driver], work,
+    return Stop(request.param, "bc.lua", [driver_command(work, DRIVER)], work,
                 args=FILES)
 
 

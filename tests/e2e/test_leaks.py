@@ -5,11 +5,10 @@ table that only an upvalue of a function in the registry holds, a table
 only a weak-keyed table holds, and a dead key (its value set to nil).  Every
 variant, live and from the core."""
 import json
-import os
 
 import pytest
 
-from support.stop import BOTH_ARCHES, Stop, addr_of
+from support.stop import BOTH_ARCHES, Stop, addr_of, driver_command
 
 # Runs inside gdb, live and on the core: lgcpath and lgcref (--json) on
 # every object the program recorded (its expected file is beside it).
@@ -58,10 +57,7 @@ print("@@LEAKS@@" + json.dumps(out))
 @pytest.fixture(scope="module", params=BOTH_ARCHES)
 def stop(request, tmp_path_factory):
     work = str(tmp_path_factory.mktemp(request.param))
-    driver = os.path.join(work, "driver.py")
-    with open(driver, "w") as f:
-        f.write(DRIVER % driver)
-    return Stop(request.param, "leak.lua", ["python exec(open(%r).read())" % driver], work)
+    return Stop(request.param, "leak.lua", [driver_command(work, DRIVER)], work)
 
 
 def results(stop, mode):

@@ -103,6 +103,15 @@ def without_frame_names(text):
     return re.sub(r"frame(; frame)+", "frame", _FRAME_NAMED.sub("frame", text))
 
 
+def driver_command(work, template):
+    """Write template, given its own path (template % path), as work's
+    driver.py; the gdb command that runs it at the stop."""
+    driver = os.path.join(work, "driver.py")
+    with open(driver, "w") as f:
+        f.write(template % driver)
+    return "python exec(open(%r).read())" % driver
+
+
 def run_gdb(args, timeout=GDB_TIMEOUT, cwd=None, env=None, gdb="gdb"):
     """Run gdb in batch mode without any init file; return its whole output.
     cwd is where gdb runs: never the checkout, to show that `source` of the
