@@ -14,7 +14,7 @@ import bisect
 import mmap
 import os
 import struct
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import corefile
 from ..layouts.buildid import note_build_id
@@ -569,6 +569,7 @@ class Process(object):
     'process 1234')."""
 
     what = "the process"
+    _uread = None           # the unwinder's memory reader (unwind(read=...))
 
     def _init_files(self, executable, sysroot, debug_dirs):
         self.executable = executable
@@ -821,10 +822,14 @@ class Process(object):
         return best[1] if best else None
 
     # --- unwinding ------------------------------------------------------------
-    def unwind(self, regs: Dict[str, int],
-               max_frames: int = 64) -> Tuple[List[Tuple[Optional[int], Dict[str, int]]], Optional[str]]:
+    def unwind(self, regs: Dict[str, int], max_frames: int = 64,
+               read: Optional[Callable[[int, int], bytes]] = None
+               ) -> Tuple[List[Tuple[Optional[int], Dict[str, int]]], Optional[str]]:
         """(frames, stop_reason): [(pc, regs)] innermost first from regs, and
-        None when the walk reached the outermost frame, else why it stopped."""
+        None when the walk reached the outermost frame, else why it stopped.
+        read(addr, n): where the stack's words are read (default self.read;
+        a live process's sampler gives the copy it made at the stop)."""
+        self._uread = read or self.read
         pcn, spn = self.arch.pc, self.arch.sp
         frames = [(regs.get(pcn), dict(regs))]
         if frames[0][0] is None:
@@ -889,7 +894,7 @@ class Process(object):
             if name is None:
                 continue
             if how == "offset":
-                val = struct.unpack("<Q", self.read((cfa + arg) & 0xffffffffffffffff, 8))[0]
+                val = struct.unpack("<Q", self._uread((cfa + arg) & 0xffffffffffffffff, 8))[0]
             elif how == "val_offset":
                 val = (cfa + arg) & 0xffffffffffffffff
             elif how == "register":
@@ -897,7 +902,7 @@ class Process(object):
             elif how in ("expr", "val_expr"):
                 val = self._eval(cfi.d[arg[0]:arg[1]], regs, cfa)
                 if how == "expr":
-                    val = struct.unpack("<Q", self.read(val, 8))[0]
+                    val = struct.unpack("<Q", self._uread(val, 8))[0]
             elif how == "same":
                 val = regs.get(arch.dwarf_name(reg))
             else:
@@ -950,7 +955,7 @@ class Process(object):
                     raise _Unwound("CFI expression reads register %d, which is not known" % reg)
                 st.append((val + off) & mask)
             elif op == 0x06:                            # deref
-                st.append(struct.unpack("<Q", self.read(st.pop(), 8))[0])
+                st.append(struct.unpack("<Q", self._uread(st.pop(), 8))[0])
             elif op == 0x23:                            # plus_uconst
                 v, p = uleb128(expr, p)
                 st.append((st.pop() + v) & mask)

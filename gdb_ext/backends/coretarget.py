@@ -6,7 +6,7 @@ build-id) or from a shipped layout profile (gdb_ext.layouts.profiles), as the gd
 backend takes one.  Nothing here imports gdb."""
 import json
 import os
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ..layouts import buildid, profiles
 from . import corefile
@@ -94,6 +94,10 @@ class CoreTarget(Target):
         stopping early is kept in self.unwind_stop."""
         return [f[0] for f in self.frame_facts()[:max_frames]]
 
+    def unwind_reader(self) -> Optional[Callable[[int, int], bytes]]:
+        """Where the unwinder reads the stack: None, the core itself."""
+        return None
+
     def select_thread(self, index: int) -> None:
         """Make thread `index` of the process the selected one; its machine
         frames are unwound anew when asked for."""
@@ -111,7 +115,8 @@ class CoreTarget(Target):
         if not threads:
             self.unwind_stop = "the core has no thread"
             return out
-        frames, self.unwind_stop = self.core.unwind(threads[self.thread].regs, 64)
+        frames, self.unwind_stop = self.core.unwind(threads[self.thread].regs, 64,
+                                                    self.unwind_reader())
         for i, (pc, regs) in enumerate(frames):
             # (A caller's pc is a return address: the call is before it.)
             lookup = pc if i == 0 else pc - 1

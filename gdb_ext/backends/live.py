@@ -24,7 +24,7 @@ import os
 import signal
 import struct
 import time
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..errors import FaultError, LjError
 from .coredump import AARCH64, X86_64, Process, Thread
@@ -489,6 +489,12 @@ class LiveTarget(CoreTarget):
         frames (a running process moves on)."""
         super().clear_cache()
         self._frames = None
+
+    def unwind_reader(self) -> Callable[[int, int], bytes]:
+        """The unwinder reads the stack through this target's block cache,
+        where a sampler's copy made at the stop is (recorder.copy_moment):
+        the process has run on since."""
+        return self.read
 
     def mappings(self) -> List[Tuple[int, int, str]]:
         return self.core.mappings()

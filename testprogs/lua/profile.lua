@@ -11,6 +11,7 @@
 --     keeps the thread on a CPU), interp() loops in the interpreter
 --     (jit.off), jitted() runs the same loop JIT-compiled; the file holds
 --     the CPU seconds (os.clock) spent in each.
+--   files: opens and closes /dev/null for ever (record --native's test).
 local ffi = require("ffi")
 ffi.cdef[[
 struct ljgdb_ts { long sec; long nsec; };
@@ -110,6 +111,13 @@ elseif mode == "pipe" then
     rounds = rounds + 1
     if rounds % 10 == 0 then save(t) end
   end
+elseif mode == "files" then
+  -- For record --native: opens and closes /dev/null for ever (io.open and
+  -- a file's close: lib_io.c's C functions, each ending in a system
+  -- call); the file holds the loop's line.
+  lines.files = debug.getinfo(1, "l").currentline + 2
+  save({})
+  while true do local f = assert(io.open("/dev/null")); f:close() end
 elseif mode == "deep" then
   -- For bench/bench_profile.py: spin at the bottom of DEPTH Lua frames
   -- (arg[3], default 200), writing the wall time and the rounds done so

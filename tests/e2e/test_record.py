@@ -248,6 +248,40 @@ def test_native_frames(tmp_path):
         prog.close()
 
 
+def test_native_frames_of_the_moment(tmp_path):
+    """--native's C frames are the stop's: profile.lua `files` opens and
+    closes /dev/null for ever, so a sample finds it in io.open or in a
+    file's close, under the C function lib_io.c runs for it (lj_cf_io_open;
+    lj_cf_io_method_close, or io_file_close, which it tail-calls).  Every
+    sample is kept but for a handful.  (The unwinder once read the stack
+    after the process had run on: callers from another moment, and most
+    samples dropped as having no Lua.)"""
+    prog = Profiled("r21-gc64", tmp_path, "files")
+    try:
+        out = str(tmp_path / "files.folded")
+        status, err = record(prog.pid, out, "--rate", "500", "--duration", "4", "--native",
+                             "--format", "folded")
+        m = SUMMARY.search(err)
+        assert status == 0 and m, err
+        samples, kept = int(m.group(1)), int(m.group(2))
+        assert samples >= 200 and kept >= 0.98 * samples, err
+        stacks = folded(out)
+        line = "%s:%d" % (CHUNK, prog.times()[1]["files"])
+        under = {"[builtin#io.open]": {"lj_cf_io_open"},
+                 "[builtin#io.method.close]": {"lj_cf_io_method_close", "io_file_close"}}
+        seen = 0
+        for s, n in stacks.items():
+            frames = s.split(";")
+            assert line in frames, s
+            after = frames[frames.index(line) + 1:]
+            if len(after) >= 2 and after[0] in under:
+                assert after[1] in under[after[0]], s
+                seen += n
+        assert seen >= kept // 2, stacks
+    finally:
+        prog.close()
+
+
 def test_formats_read_by_their_consumers(tmp_path):
     """One recording in each format, each read by its real consumer: go
     tool pprof -top counts every kept stack and names spin, f1, f2 and f5
