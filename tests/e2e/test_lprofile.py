@@ -85,12 +85,19 @@ def test_busy_shares(variant, mode, tmp_path):
     total = sum(times.values())
     pp = top_rows(pprof(os.path.join(os.path.dirname(fold), "busy.pb.gz"),
                         "-top", "-sample_index=samples")[0])
-    for name in ("f1", "f2", "f5"):
-        label = "function %s:%d" % (CHUNK, lines[name])
+    labels = {name: "function %s:%d" % (CHUNK, lines[name]) for name in ("f1", "f2", "f5")}
+    for label in labels.values():
         assert label in rows, (label, text)
+    # Shares among the three functions' samples: the program's clock covers
+    # their calls only, not the loop between them (where os.clock's system
+    # calls draw more than their share of the samples on a busy machine).
+    ours = sum(rows[label][1] for label in labels.values())
+    theirs = sum(int(pp[label][1]) for label in labels.values())
+    for name, label in labels.items():
         want = 100.0 * times[name] / total
-        assert abs(rows[label][1] - want) <= 3.0, (name, rows[label], want, text)
-        assert abs(100.0 * int(pp[label][1]) / nstacks - want) <= 3.0, (name, pp, want)
+        got = 100.0 * rows[label][1] / ours
+        assert abs(got - want) <= 3.0, (name, got, want, text)
+        assert abs(100.0 * int(pp[label][1]) / theirs - want) <= 3.0, (name, pp, want)
     stacks = folded(fold)
     assert sum(stacks.values()) == nstacks
     assert nstacks >= 2000, text
