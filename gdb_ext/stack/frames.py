@@ -13,7 +13,8 @@ The walk reads the whole stack in one block and is bounded by the stack's
 size: a link that points outside it or does not go down ends the walk with
 a CorruptError naming the bad address.
 """
-from typing import Any, List, Optional, TYPE_CHECKING, Tuple
+from typing import Any, Dict, List, Optional, TYPE_CHECKING, Tuple
+import copy
 import struct
 
 from ..errors import CorruptError, FaultError
@@ -57,6 +58,7 @@ class Frame(object):
         self.nextframe = None       # slot of the frame above (inner), or None
         self.proto = None
         self.entry = False          # the outermost frame of an entry into the VM (from C)
+        self.from_stack = False     # made from stack slots alone (frames._Earlier)
 
     @property
     def base(self) -> int:
@@ -108,6 +110,8 @@ class FrameWalker(object):
         self._funcs = {}            # GCfunc address -> Func (_describe)
         self._ins = {}              # return pc -> the bytecode word before it (prevl)
         self._gcs = {}              # a function slot's 64 bits -> its GC object (frame_gc)
+        self._pc_from_stack = False     # framepc's last answer came from stack slots alone
+        self._common = None             # bytes shared with an earlier walk's stack (_Earlier)
 
     # --- frame link accessors (R lj_frame.h) --------------------------------
     def ftsz(self, f: int) -> int:
@@ -192,7 +196,12 @@ class FrameWalker(object):
     # --- walk ------------------------------------------------------------------
     def walk(self, max_frames: int = 1 << 20) -> Tuple[List[Frame], Optional[Exception]]:
         """All frames, innermost first.  Returns (frames, error) where error
-        is None or the CorruptError/FaultError that ended the walk early."""
+        is None or the CorruptError/FaultError that ended the walk early.
+
+        The outer frames of an earlier walk of the same stack (the VM
+        caches' "walks", kept across the samples of a profile) are taken
+        over when nothing they were made from changed (_Earlier)."""
+        earlier = _Earlier.of(self)
         frames = []
         bot = self.stack.start + 8 * self.fr2
         f = self.base - 8
@@ -210,6 +219,12 @@ class FrameWalker(object):
                 if not self.stack.contains(f):
                     raise CorruptError("frame link at 0x%x is outside the stack [0x%x, 0x%x)"
                                        % (f, self.stack.start, self.stack.end), f)
+                if earlier is not None and not skip and frames:
+                    rest = earlier.rest(self, f, nextframe, level)
+                    if rest is not None:
+                        frames.extend(rest)
+                        _Earlier.keep(self, frames)
+                        return frames[:max_frames], None
                 func = self.frame_gc(f)
                 ftsz = self.ftsz(f)
                 shown = func != L and not skip
@@ -241,6 +256,8 @@ class FrameWalker(object):
                 f = nf
         except (CorruptError, FaultError) as e:
             return frames, e
+        if f <= bot:
+            _Earlier.keep(self, frames)
         return frames, None
 
     def _describe(self, fr):
@@ -258,9 +275,12 @@ class FrameWalker(object):
             fn = funcs[fr.func] = Func(self.vm, fr.func)
         fr.fn = fn
         fr.kind = fn.kind
+        fr.from_stack = True
         if fn.is_lua:
             fr.proto = cached_proto(self.vm, fn.proto)
+            self._pc_from_stack = False
             fr.pos = self.framepc(fn, fr.proto, fr.nextframe)
+            fr.from_stack = self._pc_from_stack
             fr.line = debug_line(self.vm, fr.proto, fr.pos)
 
     def framepc(self, fn: Any, pt: 'Proto', nextframe: Optional[Frame]) -> int:
@@ -288,8 +308,10 @@ class FrameWalker(object):
                 return NO_BCPOS
         elif self.is_lua(nextframe):
             ins = self.frame_pc(nextframe)
+            self._pc_from_stack = True
         elif self.is_cont(nextframe):
             ins = self.frame_contpc(nextframe)
+            self._pc_from_stack = True
         else:
             cf = self.th.cframe & CFRAME_RAWMASK
             f = self.base - 8
@@ -329,7 +351,9 @@ class FrameWalker(object):
                 return NO_BCPOS
         pos = (ins - pt.bc) // 4 - 1
         if pos < 0 or pos > pt.sizebc:
-            # R: undo lj_trace_exit for JLOOP; otherwise punt.
+            # R: undo lj_trace_exit for JLOOP; otherwise punt.  (A trace's
+            # memory, not the stack's, gives it.)
+            self._pc_from_stack = False
             return self._jloop_pos(pt, ins)
         return pos
 
@@ -346,6 +370,110 @@ class FrameWalker(object):
         T = ins - 4 - lay.trace.startins
         startpc = self.vm.t.uint(T + lay.trace.startpc, lay.mref_size, "trace startpc")
         return (startpc - pt.bc) // 4
+
+
+class _Earlier(object):
+    """The last whole walk of one lua_State's stack (same stack address),
+    kept in the VM caches (of the WALKS stacks walked last): its stack's
+    bytes, its frames, and the slots of the frames that, with all older
+    ones, were made from the stack's slots alone (fr.from_stack: no C
+    frame's saved pc, no trace).
+
+    rest(): when the walk at slot f (the frame made before it at
+    nextframe) meets such a slot with the same nextframe, and the stack's
+    bytes below nextframe's link are the ones the earlier walk read, the
+    frames from there on are the earlier walk's: a walk from f reads only
+    slots below nextframe + 8 (links and function slots; the pc of f's
+    frame is nextframe's link), and bytecode, line tables and prototypes,
+    which do not change while a function lives.  The functions are read
+    again (one cannot be freed while its frame lives, but its memory could
+    have been reused by the time the same slot holds the same address
+    again).  Frames are shared between walks when their levels agree,
+    copied and renumbered otherwise; nothing changes a Frame once made."""
+
+    WALKS = 64
+
+    def __init__(self, data: bytes, frames: List[Frame], at: Dict[int, int]) -> None:
+        self.data = data
+        self.frames = frames
+        self.at = at
+
+    @staticmethod
+    def _key(walker: FrameWalker) -> Tuple[int, int]:
+        return (walker.th.addr, walker.stack.start)
+
+    @classmethod
+    def of(cls, walker: FrameWalker) -> Optional['_Earlier']:
+        cache = getattr(walker.vm, "cache", None)
+        if cache is None:
+            return None
+        return cache("walks").get(cls._key(walker))
+
+    @classmethod
+    def keep(cls, walker: FrameWalker, frames: List[Frame]) -> None:
+        cache = getattr(walker.vm, "cache", None)
+        if cache is None or not frames:
+            return
+        at = {}
+        for i in range(len(frames) - 1, -1, -1):
+            if not frames[i].from_stack:
+                break
+            at[frames[i].slot] = i
+        walks = cache("walks")
+        key = cls._key(walker)
+        walks.pop(key, None)
+        while len(walks) >= cls.WALKS:
+            walks.pop(next(iter(walks)))
+        walks[key] = cls(walker.stack.data, frames, at)
+
+    def _common(self, walker: FrameWalker) -> int:
+        """How many leading bytes the walker's stack shares with the
+        earlier walk's (worked out once per walk)."""
+        got = walker._common
+        if got is None:
+            a, b = self.data, walker.stack.data
+            lo, hi = 0, min(len(a), len(b))
+            if a[:hi] == b[:hi]:
+                lo = hi
+            while lo < hi:          # (the first lo bytes match)
+                mid = (lo + hi + 1) // 2
+                if a[lo:mid] == b[lo:mid]:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            got = walker._common = lo
+        return got
+
+    def rest(self, walker: FrameWalker, f: int, nextframe: int,
+             level: int) -> Optional[List[Frame]]:
+        i = self.at.get(f)
+        if i is None:
+            return None
+        old = self.frames[i]
+        if old.nextframe != nextframe or \
+                self._common(walker) < nextframe + 8 - walker.stack.start:
+            return None
+        checked = set()
+        for fr in self.frames[i:]:
+            if fr.fn in checked:
+                continue
+            fn = walker._funcs.get(fr.func)
+            if fn is None:
+                try:
+                    fn = walker._funcs[fr.func] = Func(walker.vm, fr.func)
+                except (CorruptError, FaultError):
+                    return None
+            if (fn.ffid, fn.pc, fn.cfunc) != (fr.fn.ffid, fr.fn.pc, fr.fn.cfunc):
+                return None
+            checked.add(fr.fn)
+        if old.level == level:
+            return self.frames[i:]
+        out = []
+        for fr in self.frames[i:]:
+            new = copy.copy(fr)
+            new.level = fr.level - old.level + level
+            out.append(new)
+        return out
 
 
 def _bc_isret(vm, op):
