@@ -33,7 +33,7 @@ class FrameNames(object):
     def learn(self, keys: Sequence[Tuple[Any, ...]], G: Optional[int] = None) -> None:
         """Name the frames of one stack of VM G (default: the only one)."""
         G = next(iter(self.vms)) if G is None else G
-        for k in keys:
+        for k in set(keys):         # (a deep recursion repeats a few keys)
             if k not in self.facts:
                 self.facts[k] = self._facts(k, G)
             fk = function_key(k)

@@ -340,23 +340,25 @@ def _split_by_entry(vm, b):
     walker = b.walker
     chain = _cframe_chain(vm, walker, b.th)
     out = {cf: [] for cf in chain}
+    n = len(chain)
     ci = 0
     stack = walker.stack.start
-    nres_of = {}        # (each C frame's nres read once, not once a frame)
+    nres = None         # chain[ci]'s nres (each C frame's read once, when reached)
     for fr in b.frames:
-        while ci < len(chain):
-            nres = nres_of.get(ci)
+        while ci < n:
             if nres is None:
-                nres = nres_of[ci] = walker._cf_read(chain[ci], "nres")
-            if nres < 0 and fr.slot < stack + (-nres):
+                nres = walker._cf_read(chain[ci], "nres")
+            if nres < 0 and fr.slot < stack - nres:
                 ci += 1
+                nres = None
                 continue
             break
-        if ci >= len(chain):
+        if ci >= n:
             break
         out[chain[ci]].append(fr)
         if fr.entry:
             ci += 1
+            nres = None
     return chain, out
 
 

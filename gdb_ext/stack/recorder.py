@@ -321,7 +321,7 @@ class Recorder(object):
                 return self._drop(out, th.tid, UNREADABLE)
             if keys is None:
                 continue
-            self.protos.check(t, self.caches[G], set(k[1] for k in keys if k[0] == "L"))
+            self.protos.check(t, self.caches[G], set(k[1] for k in set(keys) if k[0] == "L"))
             old = [L for L in self.recent.get(th.tid, []) if L not in walked]
             self.recent[th.tid] = (sorted(walked) + old)[:RECENT_STATES]
             if not self.native:
