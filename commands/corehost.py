@@ -20,7 +20,7 @@ from ..gdb_ext.errors import LjError
 from .base import CommandError, UsageError, help_text
 from .host import SETTINGS, Host, Operand, install
 
-USAGE = ("python3 -m ljgdb [--set NAME=VALUE] [--thread N] [--sysroot DIR] CORE [BINARY] COMMAND "
+USAGE = ("python3 -m ljgdb [--set NAME=VALUE] [--thread N] [--frame N] [--sysroot DIR] CORE [BINARY] COMMAND "
          "[ARGS...]  (or --help)")
 
 
@@ -159,11 +159,11 @@ def commands():
     return {c.NAME: c for c in command_classes(with_gdb_only=False)}
 
 
-def take_options(argv, names=("--set", "--thread", "--sysroot")):
+def take_options(argv, names=("--set", "--thread", "--frame", "--sysroot")):
     """Pops the leading options among `names` off argv: {'settings': {...},
     'thread': N, 'sysroot': DIR, 'pid': PID (--pid)}; ValueError(line) for
     a bad one."""
-    opts = {"settings": {}, "thread": 1, "sysroot": "/", "pid": None}
+    opts = {"settings": {}, "thread": 1, "frame": 0, "sysroot": "/", "pid": None}
     while argv and argv[0].startswith(tuple(names)):
         opt = argv.pop(0)
         key = opt.split("=", 1)[0]
@@ -180,6 +180,11 @@ def take_options(argv, names=("--set", "--thread", "--sysroot")):
                 raise ValueError("--thread takes a thread's number (1 is the %s's first)"
                                  % ("process" if "--pid" in names else "core"))
             opts["thread"] = int(val)
+        elif key == "--frame":
+            if not val.isdigit():
+                raise ValueError("--frame takes a Lua frame's number, as lbt numbers them (0 is "
+                                 "the innermost), not '%s'" % val)
+            opts["frame"] = int(val)
         elif key == "--pid":
             if not val.isdigit() or int(val) < 1:
                 raise ValueError("--pid takes a process id, not '%s'" % val)
@@ -194,6 +199,8 @@ def take_options(argv, names=("--set", "--thread", "--sysroot")):
                 opts["settings"][name] = value == "on"
             elif kind == "uint" and value.isdigit():
                 opts["settings"][name] = int(value)
+            elif kind == "string":
+                opts["settings"][name] = value
             else:
                 raise ValueError("--set %s takes %s" % (name, "on or off" if kind == "bool"
                                                         else "a number"))
@@ -236,7 +243,9 @@ def main(argv=None):
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write("usage: %s\n\n%s\n\nOptions before CORE: --set NAME=VALUE (%s); "
                          "--thread N, the thread to look at (gdb's numbers: 1 is the "
-                         "core's first, the one that got the signal); --sysroot DIR, where "
+                         "core's first, the one that got the signal); --frame N, the Lua frame "
+                         "lframe, llocals, lprint and llist start from (lbt's numbers); "
+                         "--sysroot DIR, where "
                          "the core's files are (gdb's set sysroot).\nA running process: "
                          "python3 -m ljgdb --pid PID COMMAND [ARGS...] (--pid PID --help "
                          "tells more); every thread's Lua backtrace: python3 -m ljgdb dump "
@@ -260,7 +269,8 @@ def main(argv=None):
     for path, what in ((core, "core file"), (binary, "binary")):
         if path is not None and not os.path.isfile(path):
             return _fail("%s '%s' does not exist or is not a file" % (what, path))
-    install(CoreHost(core, binary, settings, thread, sysroot))
+    host = install(CoreHost(core, binary, settings, thread, sysroot))
+    host.start_frame = opts["frame"]
     if argv and argv[0] in ("-h", "--help"):
         sys.stdout.write((cmds[name].__doc__ or "").replace("(gdb) ", "$ ") + "\n")
         return 0

@@ -144,7 +144,7 @@ def register_params():
         return
     _Prefix("set")
     _Prefix("show")
-    kinds = {"uint": gdb.PARAM_ZUINTEGER, "bool": gdb.PARAM_BOOLEAN}
+    kinds = {"uint": gdb.PARAM_ZUINTEGER, "bool": gdb.PARAM_BOOLEAN, "string": gdb.PARAM_STRING}
     for name, (kind, default, doc, set_doc, show_doc) in SETTINGS.items():
         PARAMS[name] = _Param(name, kinds[kind], default, doc, set_doc, show_doc)
 
@@ -167,7 +167,10 @@ def _clear_layouts(*_):
 
 
 def connect_events():
+    from .lframe import forget
     gdb.events.new_objfile.connect(_clear_layouts)
+    gdb.events.cont.connect(forget)         # (a selected Lua frame is the stop's)
+    gdb.events.exited.connect(forget)
     if hasattr(gdb.events, "clear_objfiles"):
         gdb.events.clear_objfiles.connect(_clear_layouts)
 

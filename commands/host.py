@@ -23,7 +23,7 @@ from its surroundings goes through the one Host that is current:
                         [lo, hi), or None where there is no disassembler
 """
 
-# name -> (kind, default, doc, set_doc, show_doc); kind is 'uint' or 'bool'.
+# name -> (kind, default, doc, set_doc, show_doc); kind is 'uint', 'bool' or 'string'.
 SETTINGS = {
     "max-string": (
         "uint", 200,
@@ -44,6 +44,11 @@ SETTINGS = {
         "Off: read it anyway (a core from before a library upgrade, a debug file added by\n"
         "add-symbol-file); structures that changed between the two builds read wrong.",
         "Set whether ljgdb checks a core's build-ids.", "Whether ljgdb checks a core's build-ids"),
+    "source-path": (
+        "string", "",
+        "Directories, separated by ':', where llist looks for a chunk's source file\n"
+        "when its name does not lead to it from the working directory.",
+        "Set where llist looks for Lua source files.", "Where llist looks for Lua source files"),
     "debug": (
         "bool", False,
         "Show a Python traceback when an ljgdb command fails unexpectedly.",

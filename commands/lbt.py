@@ -215,47 +215,68 @@ class BtFormat(object):
 
     def thread_data(self, L, full=False, max_frames=None):
         """Thread L's backtrace as data: the document of lbt --json."""
-        vm = self.vm
         b = self.bt.backtrace(L)
         doc = {"L": hexa(L), "who": b.who, "status": b.status,
                "fiber": b.fiber.describe() if b.fiber else None}
         if b.status == "running":
             doc["vmstate"] = self.state_line()
-        maxs = param("max-string")
-        snap = b.start.trace if b.start is not None else None
         frames = b.frames if max_frames is None else b.frames[:max_frames]
-        out = []
-        for i, fr in enumerate(frames):
-            d = {"level": fr.level + b.hidden_top}
-            d.update(self.key_json(self.bt.frame_key(fr)))
-            if fr.kind in ("builtin", "c"):
-                co = self.bt.resumed_thread(b.walker, fr)
-                if co:
-                    d["resumed"] = hexa(co)
-            if i == 0 and not b.hidden_top and snap is not None and fr.kind == "lua":
-                # From the trace's snapshot in effect at the machine pc:
-                # the line of its last guard, at or before the line executing.
-                d["trace"] = {"number": snap.traceno,
-                              "line_from": "last snapshot" if snap.exact else "trace start"}
-            if full and fr.kind == "lua":
-                loc = []
-                for name, v, addr in frame_locals(b.walker, fr, b.frame_top(i), with_addr=True):
-                    if addr is not None and self.bt.in_trace_value(b, fr, addr):
-                        loc.append({"name": name, "value": None, "stale": (
-                            "in trace %d: kept in a register or spill slot, the stack slot is "
-                            "stale" % snap.traceno)})
-                    else:
-                        loc.append({"name": name, "value": _val(vm, v, maxs)})
-                d["locals"] = loc
-                d["upvalues"] = [{"name": n, "value": _val(vm, v, maxs)}
-                                 for n, v in frame_upvalues(vm, fr)]
-            out.append(d)
+        out = [self.frame_data(b, i, full) for i in range(len(frames))]
         doc["frames"] = out
         doc["more_frames"] = len(b.frames) - len(frames)
         doc["caller"] = hexa(b.caller) if b.caller else None
         doc["warning"] = b.warning
         doc["error"] = error_text(b.error)
         return doc
+
+    def frame_data(self, b, i, full=False):
+        """Frame i of Backtrace b as data: one of thread_data's "frames"."""
+        vm = self.vm
+        fr = b.frames[i]
+        snap = b.start.trace if b.start is not None else None
+        d = {"level": fr.level + b.hidden_top}
+        d.update(self.key_json(self.bt.frame_key(fr)))
+        if fr.kind in ("builtin", "c"):
+            co = self.bt.resumed_thread(b.walker, fr)
+            if co:
+                d["resumed"] = hexa(co)
+        if i == 0 and not b.hidden_top and snap is not None and fr.kind == "lua":
+            # From the trace's snapshot in effect at the machine pc:
+            # the line of its last guard, at or before the line executing.
+            d["trace"] = {"number": snap.traceno,
+                          "line_from": "last snapshot" if snap.exact else "trace start"}
+        if full and fr.kind == "lua":
+            maxs = param("max-string")
+            loc = []
+            for name, v, addr in frame_locals(b.walker, fr, b.frame_top(i), with_addr=True):
+                if addr is not None and self.bt.in_trace_value(b, fr, addr):
+                    loc.append({"name": name, "value": None, "stale": (
+                        "in trace %d: kept in a register or spill slot, the stack slot is "
+                        "stale" % snap.traceno)})
+                else:
+                    loc.append({"name": name, "value": _val(vm, v, maxs)})
+            d["locals"] = loc
+            d["upvalues"] = [{"name": n, "value": _val(vm, v, maxs)}
+                             for n, v in frame_upvalues(vm, fr)]
+        return d
+
+    @staticmethod
+    def frame_lines(d):
+        """The text of one frame_data document (its line, its variables)."""
+        text = d["text"]
+        if "resumed" in d:
+            text += " -> resumed (lua_State *)%s" % d["resumed"]
+        if "trace" in d:
+            text += " (in trace %d, %s)" % (d["trace"]["number"], "at its last snapshot"
+                                            if d["trace"]["line_from"] == "last snapshot"
+                                            else "at its start")
+        out = ["#%-3d %s" % (d["level"], text)]
+        for loc in d.get("locals", ()):
+            out.append("      %s = %s" % (loc["name"], loc["value"] if loc["value"] is not None
+                                          else "<%s>" % loc["stale"]))
+        for up in d.get("upvalues", ()):
+            out.append("      upvalue %s = %s" % (up["name"], up["value"]))
+        return out
 
     def lines(self, L, full=False, max_frames=None, header=True):
         return self.data_lines(self.thread_data(L, full, max_frames), header)
@@ -269,19 +290,7 @@ class BtFormat(object):
                 head += "; VM state: " + doc["vmstate"]
             out.append(head)
         for d in doc["frames"]:
-            text = d["text"]
-            if "resumed" in d:
-                text += " -> resumed (lua_State *)%s" % d["resumed"]
-            if "trace" in d:
-                text += " (in trace %d, %s)" % (d["trace"]["number"], "at its last snapshot"
-                                                if d["trace"]["line_from"] == "last snapshot"
-                                                else "at its start")
-            out.append("#%-3d %s" % (d["level"], text))
-            for loc in d.get("locals", ()):
-                out.append("      %s = %s" % (loc["name"], loc["value"] if loc["value"] is not None
-                                              else "<%s>" % loc["stale"]))
-            for up in d.get("upvalues", ()):
-                out.append("      upvalue %s = %s" % (up["name"], up["value"]))
+            out.extend(self.frame_lines(d))
         if doc["more_frames"]:
             out.append("... %d more frames" % doc["more_frames"])
         if not doc["frames"] and doc["error"] is None and doc["warning"] is None:

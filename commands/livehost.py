@@ -14,8 +14,8 @@ from ..gdb_ext.errors import LjError
 from .corehost import CoreHost, commands, run_command, settings_text, take_options, usage_text
 from .host import install
 
-USAGE = "python3 -m ljgdb [--set NAME=VALUE] [--thread N] --pid PID COMMAND [ARGS...]"
-OPTIONS = ("--set", "--thread", "--pid")
+USAGE = "python3 -m ljgdb [--set NAME=VALUE] [--thread N] [--frame N] --pid PID COMMAND [ARGS...]"
+OPTIONS = ("--set", "--thread", "--frame", "--pid")
 
 
 class LiveHost(CoreHost):
@@ -64,7 +64,8 @@ def main(argv):
         sys.stdout.write("usage: %s\n\n%s\n\nThe process is stopped while the command reads, "
                          "then left running as it was.  Options before the command: --set "
                          "NAME=VALUE (%s); --thread N, the thread to look at (gdb's numbers: 1 "
-                         "is the main thread).\n"
+                         "is the main thread); --frame N, the Lua frame lframe, llocals, "
+                         "lprint and llist start from (lbt's numbers).\n"
                          % (USAGE, usage_text(cmds, "--pid PID COMMAND --help tells more"),
                             settings_text()))
         return 0 if argv else 2
@@ -80,7 +81,8 @@ def main(argv):
     except LjError as e:
         sys.stderr.write("ljgdb: %s\n" % e)
         return 1
-    install(LiveHost(process, opts["settings"], opts["thread"]))
+    host = install(LiveHost(process, opts["settings"], opts["thread"]))
+    host.start_frame = opts["frame"]
     try:
         with process.stopped():
             status = run_command(cmds, name, argv)

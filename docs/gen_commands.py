@@ -40,6 +40,8 @@ STOPS = (
                "lthreads", "lgcstat --top 3", "lgcref L->base", "lgcpath L->base+2", "lstates",
                "lbc testprogs/lua/demo.lua:15", "lheap", "lstr --top 2"]),
     (("testprogs/lua/jit_traces.lua", "main"), ["ltrace", "ltrace 1", "lir 1", "lmcode"]),
+    (("testprogs/lua/frames.lua",), ["lframe 1", "lup", "ldown", "llocals", "lprint shared",
+                                     "llist 5"]),
 )
 # Commands without a generated example, and what stands in its place.
 NO_RUN = {"lprofile": ("lprofile --seconds 10 --folded app.folded",
