@@ -415,6 +415,41 @@ conditions and scripts:
             raise gdb.GdbError("$lua_value: %s" % e)
 
 
+class LuaLocal(gdb.Function):
+    """$lua_local("name"): the value a name has in the selected Lua frame
+(lframe), resolved as lprint resolves it (local, upvalue, global), as lval
+prints it, for conditions and scripts:
+  break lj_tab_new if $_streq($lua_local("label"), "\"mid\"")"""
+
+    def __init__(self):
+        super().__init__("lua_local")
+
+    def invoke(self, name):
+        from .lframe import local_text
+        try:
+            return local_text(name.string())
+        except (LjError, UsageError, FaultError, CorruptError, gdb.error) as e:
+            raise gdb.GdbError("$lua_local: %s" % e)
+
+
+class LuaFrameLine(gdb.Function):
+    """$lua_frame_line([N]): the line the selected Lua frame (lframe), or
+frame N, is at, as a number:
+  break lj_tab_new if $lua_frame_line(1) == 65"""
+
+    def __init__(self):
+        super().__init__("lua_frame_line")
+
+    def invoke(self, *level):
+        from .lframe import frame_line
+        try:
+            if len(level) > 1:
+                raise UsageError("one frame number at most")
+            return frame_line(int(level[0]) if level else None)
+        except (LjError, UsageError, FaultError, CorruptError, gdb.error) as e:
+            raise gdb.GdbError("$lua_frame_line: %s" % e)
+
+
 def register(classes):
     """Install the settings, the commands (instances of `classes`), the
     help, the convenience functions, the frame filter and the printers."""
@@ -426,6 +461,8 @@ def register(classes):
     HelpCommand(classes)
     LuaWhere()
     LuaValue()
+    LuaLocal()
+    LuaFrameLine()
     from . import gdbframes, printers
     gdbframes.LuaFrameFilter()
     printers.register()

@@ -73,7 +73,7 @@ on the selected frame; gdb forgets the selection when the program runs.
 Usage: lframe [N] [L=<lua_State *>]
 Example:
   (gdb) lframe 1
-  #1   testprogs/lua/frames.lua:59"""
+  #1   testprogs/lua/frames.lua:60"""
 
     NAME = "lframe"
     SUMMARY = "select a Lua frame by its number in lbt and print it"
@@ -95,7 +95,7 @@ the selected frame) and print it, as gdb's up does for C frames.
 Usage: lup [N] [L=<lua_State *>]
 Example:
   (gdb) lup
-  #2   testprogs/lua/frames.lua:65"""
+  #2   testprogs/lua/frames.lua:66"""
 
     NAME = "lup"
     SUMMARY = "select the Lua frame that called the selected one (N levels out)"
@@ -124,7 +124,7 @@ selected frame called) and print it, as gdb's down does for C frames.
 Usage: ldown [N] [L=<lua_State *>]
 Example:
   (gdb) ldown
-  #1   testprogs/lua/frames.lua:59"""
+  #1   testprogs/lua/frames.lua:60"""
 
     NAME = "ldown"
     SUMMARY = "select the Lua frame the selected one called (N levels in)"
@@ -141,10 +141,10 @@ stale.
 Usage: llocals [L=<lua_State *>]
 Example:
   (gdb) llocals
-  #2   testprogs/lua/frames.lua:65
+  #2   testprogs/lua/frames.lua:66
         n = 7
         label = "mid"
-        upvalue inner = function: (GCfuncL *)0x7ffff7cbe5a8 testprogs/lua/frames.lua:55"""
+        upvalue inner = function: (GCfuncL *)0x7ffff7cbe578 testprogs/lua/frames.lua:56"""
 
     NAME = "llocals"
     SUMMARY = "the selected Lua frame's locals, varargs and upvalues"
@@ -169,7 +169,7 @@ it, to --depth levels.
 Usage: lprint NAME [--depth N] [L=<lua_State *>]
 Example:
   (gdb) lprint x
-  x = 24 (local of #1 testprogs/lua/frames.lua:59)"""
+  x = 24 (local of #1 testprogs/lua/frames.lua:60)"""
 
     NAME = "lprint"
     SUMMARY = "a variable of the selected Lua frame by its name: local, upvalue or global"
@@ -225,10 +225,10 @@ DIR[:DIR...]'.  A chunk loaded from a string has no file to list.
 Usage: llist [N] [L=<lua_State *>]
 Example:
   (gdb) llist 3
-  testprogs/lua/frames.lua:59 (testprogs/lua/frames.lua)
-  58       local t = shared
-  59   >   record_stack(); ljgdb_stop()
-  60       return x, t"""
+  testprogs/lua/frames.lua:60 (testprogs/lua/frames.lua)
+  59       local t = shared
+  60   >   record_stack(); ljgdb_stop()
+  61       return x, t"""
 
     NAME = "llist"
     SUMMARY = "the source lines around the selected Lua frame's line"
@@ -266,3 +266,28 @@ Example:
             raise LjError("frame #%d (%s): %s" % (p.level, text, warning))
         return {"level": p.level, "frame": text, "file": path, "line": fr.line,
                 "lines": [{"line": k, "text": t} for k, t in lines]}
+
+
+def local_text(name):
+    """$lua_local(name): the value `name` has in the selected Lua frame, as
+    lprint resolves it, in lval's text; LjError when it cannot be known."""
+    vm, fmt = _vm_and_format(None)
+    p = _picked(fmt)
+    r = resolve(fmt.bt, p, name)
+    if r.value is None:
+        if r.nil:
+            return "nil"
+        raise LjError("%s in #%d: %s" % (name, p.level, r.note))
+    return value_text(vm, r.value, param("max-string"))
+
+
+def frame_line(level=None):
+    """$lua_frame_line([N]): the current line of the selected Lua frame (or
+    of frame N, which stays unselected); LjError for a frame without one."""
+    _, fmt = _vm_and_format(None)
+    vm = fmt.vm
+    p = pick(fmt.bt, vm.L, _selected.get((vm.G, vm.L), _start()) if level is None else level)
+    if p.fr.kind != "lua" or p.fr.line is None:
+        raise LjError("frame #%d (%s) has no current line" % (
+            p.level, fmt.key_text(fmt.bt.frame_key(p.fr))))
+    return p.fr.line

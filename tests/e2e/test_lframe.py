@@ -16,11 +16,14 @@ import pytest
 from support.stop import (ALL_VARIANTS, LOADER, LUA_DIR, ROOT, Stop, chunk_display, manifest,
                           read_expected, run_gdb, value_regex)
 from test_corereader import core_reader, differs
+from test_live import Waiting, assert_left_alone, live
 
 PROG = os.path.join(LUA_DIR, "frames.lua")
 # In this order, in one session: each command moves from the selection the
 # one before left.
-CMDS = ["lframe", "lframe 1", "llocals", "lprint x", "lprint a", "lprint shared",
+CMDS = ["lframe", "lframe 1", 'print $lua_local("x")', 'print $lua_local("nosuch")',
+        "print $lua_frame_line(2)", "print $lua_frame_line()", "llocals", "lprint x",
+        "lprint a", "lprint shared",
         "lprint counter", "lprint nosuch", "llist 5", "lup", "llocals", "lup 2", "lup",
         "ldown 3", "lframe 9", "lprint 1x", "llist 0", "lup -1", "lframe --json",
         "lframe 0", "lprint x", "llist", "lframe 2 --json"]
@@ -72,6 +75,12 @@ def test_frames_as_luajit_sees_them(stop, mode):
     assert out("lframe") == "#0   C:ljgdb_stop"
     assert out("lframe 1") == frame_line(1, view)
     check_locals(out("llocals"), 1, view)
+    # The convenience functions (gdb's): lval's text, the lines as numbers.
+    xs = [s for n, t, s in view[1]["locals"] if n == "x"]
+    assert re.match(r'^\$\d+ = "%s"$' % xs[1], out('print $lua_local("x")'))
+    assert re.match(r'^\$\d+ = "nil"$', out('print $lua_local("nosuch")'))
+    assert re.match(r"^\$\d+ = %d$" % view[2]["line"], out("print $lua_frame_line(2)"))
+    assert re.match(r"^\$\d+ = %d$" % view[1]["line"], out("print $lua_frame_line()"))
     # The x declared last (the second of the two LuaJIT lists), a, an
     # upvalue, a global, a name nothing holds.
     xs = [s for n, t, s in view[1]["locals"] if n == "x"]
@@ -122,9 +131,10 @@ def test_core_reader_as_gdb(stop):
     """The core reader, the same commands in one process, gdb's text on the
     core; --frame 2 on the real command line starts at frame 2."""
     m = manifest()[stop.variant]
-    got = core_reader(stop.core, m["host"], CMDS)
+    cmds = [c for c in CMDS if not c.startswith("print ")]         # (gdb's own)
+    got = core_reader(stop.core, m["host"], cmds)
     seen = {}
-    for cmd, res in zip(CMDS, got):
+    for cmd, res in zip(cmds, got):
         nth = seen.get(cmd, 0)
         seen[cmd] = nth + 1
         d = differs(res, stop.out("core", cmd, nth), cmd)
@@ -156,3 +166,21 @@ def test_selection_forgotten_when_the_program_runs(tmp_path):
     top = [r for r in read_expected(expected) if r[0] == "top"][0]
     lines = [ln for ln in after.split("\n") if ln.startswith("#")]
     assert lines == ["#0   C:ljgdb_stop", "#1   %s:%s" % (chunk_display(top[1]), top[2])], after
+
+
+def test_live_process(tmp_path):
+    """python3 -m ljgdb --pid: lframe N and --frame N on a running program
+    blocked in a read (wait.lua, as test_live uses it), at the levels and
+    lines it recorded with debug.getinfo; the process is left running."""
+    prog = Waiting("r21-gc64", tmp_path)
+    try:
+        frames = prog.frames()
+        assert len(frames) >= 2, frames
+        for level, source, line in frames[:2]:
+            status, out, err = live(prog.pid, ["lframe", str(level)])
+            assert status == 0 and out == "#%-3d %s:%d\n" % (level, source, line), (out, err)
+            status, out, err = live(prog.pid, ["lframe"], options=["--frame", str(level)])
+            assert status == 0 and out == "#%-3d %s:%d\n" % (level, source, line), (out, err)
+        assert_left_alone(prog.pid)
+    finally:
+        prog.stop()
