@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from support.stop import (ALL_VARIANTS, LOADER, LUA_DIR, ROOT, Stop, chunk_display, manifest,
-                          read_expected, run_gdb, value_regex)
+from support.stop import (BOTH_ARCHES, LOADER, LUA_DIR, ROOT, Stop, chunk_display, manifest,
+                          read_expected, run_gdb, sysroot_args, value_regex)
 from test_corereader import core_reader, differs
 from test_live import Waiting, assert_left_alone, live
 
@@ -30,7 +30,7 @@ CMDS = ["lframe", "lframe 1", 'print $lua_local("x")', 'print $lua_local("nosuch
 MODES = ("live", "core")
 
 
-@pytest.fixture(scope="module", params=ALL_VARIANTS)
+@pytest.fixture(scope="module", params=BOTH_ARCHES)
 def stop(request, tmp_path_factory):
     work = str(tmp_path_factory.mktemp("lframe-" + request.param))
     return Stop(request.param, "frames.lua", CMDS, work)
@@ -132,16 +132,16 @@ def test_core_reader_as_gdb(stop):
     core; --frame 2 on the real command line starts at frame 2."""
     m = manifest()[stop.variant]
     cmds = [c for c in CMDS if not c.startswith("print ")]         # (gdb's own)
-    got = core_reader(stop.core, m["host"], cmds)
+    got = core_reader(stop.core, m["host"], cmds, build=m)
     seen = {}
     for cmd, res in zip(cmds, got):
         nth = seen.get(cmd, 0)
         seen[cmd] = nth + 1
         d = differs(res, stop.out("core", cmd, nth), cmd)
         assert d is None, d
-    p = subprocess.run([sys.executable, "-m", "ljgdb", "--frame", "2", stop.core, m["host"],
-                        "llocals"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-                       timeout=120)
+    p = subprocess.run([sys.executable, "-m", "ljgdb", "--frame", "2"] + sysroot_args(m) +
+                       [stop.core, m["host"], "llocals"], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, cwd=ROOT, timeout=120)
     assert p.returncode == 0, p.stderr.decode()
     check_locals(p.stdout.decode().rstrip("\n"), 2, luajit_view(stop))
     p = subprocess.run([sys.executable, "-m", "ljgdb", "--frame", "x", stop.core, "llocals"],
