@@ -5,11 +5,11 @@ COMMANDS lists them for any host (commands.host)."""
 def command_classes(with_gdb_only=True):
     """The command classes; lprofile (it runs the process) only in gdb."""
     from . import (linfo, lval, ltab, lbt, lthreads, lgcstat, lgcref, lmcode, ltrace, lstates,
-                   lbc, lheap, lir, lstr, lframe)
+                   lbc, lheap, lir, lstr, lframe, lmalloc)
     classes = [linfo.LInfo, lval.LVal, ltab.LTab, lbt.LBt, lthreads.LThreads, lgcstat.LGcStat,
                lgcref.LGcRef, lgcref.LGcPath, lmcode.LMcode, ltrace.LTrace, lstates.LStates,
                lbc.LBc, lheap.LHeap, lir.LIr, lstr.LStr, lframe.LFrame, lframe.LUp,
-               lframe.LDown, lframe.LLocals, lframe.LPrint, lframe.LList]
+               lframe.LDown, lframe.LLocals, lframe.LPrint, lframe.LList, lmalloc.LMalloc]
     if with_gdb_only:
         from . import lprofile
         classes.append(lprofile.LProfile)

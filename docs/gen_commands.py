@@ -42,6 +42,7 @@ STOPS = (
     (("testprogs/lua/jit_traces.lua", "main"), ["ltrace", "ltrace 1", "lir 1", "lmcode"]),
     (("testprogs/lua/frames.lua",), ["lframe 1", "lup", "ldown", "llocals", "lprint shared",
                                      "llist 5"]),
+    (("testprogs/lua/malloc.lua",), ["lmalloc"]),
 )
 # Commands without a generated example, and what stands in its place.
 NO_RUN = {"lprofile": ("lprofile --seconds 10 --folded app.folded",
@@ -130,6 +131,8 @@ def header(c):
         c["usage"],
         "```",
         "",
+        "It reads glibc's heap, no Lua state's: no `L=` or `G=`; `--json` gives its data "
+        "([json.md](../json.md))." if c["name"] == "lmalloc" else
         "Every command also takes `G=<global_State *>` in place of `L=`, and `--json` "
         "([json.md](../json.md)).",
         "",
@@ -196,7 +199,8 @@ def drift():
         name = c["name"]
         if "Usage: " + c["usage"] not in (c["doc"] or "").split("\n"):
             bad.append("%s: its help text has no line 'Usage: %s'" % (name, c["usage"]))
-        if "[L=<lua_State *>]" not in c["usage"] and name != "lstates":
+        # (lstates lists the states; lmalloc reads glibc's heap, no Lua state's.)
+        if "[L=<lua_State *>]" not in c["usage"] and name not in ("lstates", "lmalloc"):
             bad.append("%s: USAGE does not say L=<lua_State *>" % name)
         for ex in ([example_of(name)] + examples().get(name, [])[1:]):
             if ex.split()[0] != name:

@@ -222,6 +222,13 @@ class Target(object):
     def type_info(self, name: str) -> Optional[TypeInfo]:
         return self.types.type_info(name)
 
+    def types_of(self, symbol: str, cu_name: str) -> Optional[TypeSource]:
+        """The types of the file that defines `symbol`, as its compile unit
+        `cu_name` declares them (glibc's, for its allocator's structs:
+        LuaJIT's lj_alloc.c has a struct malloc_state of its own), or None
+        where its debug info is not at hand."""
+        return None
+
     def constant(self, name: str) -> Optional[int]:
         return self.types.constant(name)
 

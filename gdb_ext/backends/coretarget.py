@@ -51,6 +51,7 @@ class CoreTarget(Target):
         self.unwind_stop = None
         self._dwarf_blocks = {}      # file -> framevars.DwarfBlocks (not Target._blocks: memory)
         self._chains = {}            # Image -> {link-time pc (hex): chain}
+        self._unit_types = {}        # (DWARF file, compile unit) -> DwarfTypes (types_of)
 
     def read_raw(self, addr: int, n: int) -> bytes:
         return self.core.read(addr, n)
@@ -93,6 +94,21 @@ class CoreTarget(Target):
         inlined at a pc (as gdb shows them); the unwinder's reason for
         stopping early is kept in self.unwind_stop."""
         return [f[0] for f in self.frame_facts()[:max_frames]]
+
+    def types_of(self, symbol: str, cu_name: str) -> Optional[Any]:
+        addr = self.core.symbol(symbol)
+        img = self.core.image_of(addr) if addr is not None else None
+        path = img.dwarf_file() if img is not None else None
+        if path is None:
+            return None
+        key = (path, cu_name)
+        if key not in self._unit_types:
+            from ..layouts.elfdwarf import DwarfTypes
+            try:
+                self._unit_types[key] = DwarfTypes(path, cu_name)
+            except (OSError, ValueError):
+                self._unit_types[key] = None
+        return self._unit_types[key]
 
     def unwind_reader(self) -> Optional[Callable[[int, int], bytes]]:
         """Where the unwinder reads the stack: None, the core itself."""

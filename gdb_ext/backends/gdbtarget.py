@@ -45,6 +45,48 @@ def _flatten(t, base, prefix, out, depth):
             _flatten(st, off, path + ".", out, depth + 1)
 
 
+class _ScopedTypes(TypeSource):
+    """Structs as one compile unit's scope (a gdb block) names them: first
+    the struct of a symbol of that unit and the structs its members point
+    to (gdb's lookup of "struct malloc_state" finds LuaJIT's lj_alloc.c one
+    even from glibc's block), then what the block's lookup finds."""
+
+    def __init__(self, block: Any, sym_type: Any) -> None:
+        self.block = block
+        self._types = {}
+        self._reach = {}
+        self._collect(sym_type, 2)
+
+    def _collect(self, t, depth):
+        t = t.strip_typedefs()
+        while t.code in (gdb.TYPE_CODE_PTR, gdb.TYPE_CODE_ARRAY):
+            t = t.target().strip_typedefs()
+        if t.code not in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION) or not t.tag or \
+                t.tag in self._reach:
+            return
+        self._reach[t.tag] = t
+        if depth > 0:
+            for f in t.fields():
+                self._collect(f.type, depth - 1)
+
+    def type_info(self, name: str) -> Optional[TypeInfo]:
+        if name not in self._types:
+            t = self._reach.get(name)
+            for n in (() if t is not None else (name, "struct " + name)):
+                try:
+                    t = gdb.lookup_type(n, self.block).strip_typedefs()
+                    break
+                except gdb.error:
+                    continue
+            info = None
+            if t is not None and t.code in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION):
+                fields = {}
+                _flatten(t, 0, "", fields, 0)
+                info = TypeInfo(name, t.sizeof, fields)
+            self._types[name] = info
+        return self._types[name]
+
+
 class GdbTypes(TypeSource):
     """LuaJIT's types from the DWARF gdb has loaded; where gdb knows no such
     type or enumerator, from fallback() (a TypeSource or None: the active
@@ -153,6 +195,14 @@ class GdbTarget(Target):
         if name not in cache:
             cache[name] = self._lookup(name)
         return cache[name]
+
+    def types_of(self, symbol: str, cu_name: str) -> Optional[TypeSource]:
+        try:
+            sym = gdb.lookup_static_symbol(symbol) or gdb.lookup_global_symbol(symbol)
+            block = sym.symtab.static_block() if sym is not None and sym.symtab else None
+        except (gdb.error, RuntimeError, AttributeError):
+            block = None
+        return _ScopedTypes(block, sym.type) if block is not None else None
 
     def _lookup(self, name):
         addr = self._lookup_gdb(name)

@@ -18,9 +18,13 @@ class DwarfTypes(TypeSource):
     """Types of one ELF file with DWARF.  ptr_size, type_info, constant,
     enum_members and symbol answer as GdbTarget's do (a Layout reads it)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, cu_name: Optional[str] = None) -> None:
+        """cu_name: index only the first compile unit of that file name
+        (glibc's malloc.c in libc's debug file: its 2000 units take
+        seconds to index whole)."""
         from elftools.elf.elffile import ELFFile
         self.path = path
+        self.cu_name = cu_name
         self._f = open(path, "rb")
         self.elf = ELFFile(self._f)
         if not self.elf.has_dwarf_info():
@@ -39,6 +43,10 @@ class DwarfTypes(TypeSource):
     # --- index --------------------------------------------------------------
     def _index(self):
         for cu in self.dwarf.iter_CUs():
+            if self.cu_name is not None:
+                name = die_name(cu.get_top_DIE()) or ""
+                if name != self.cu_name and not name.endswith("/" + self.cu_name):
+                    continue
             for die in cu.iter_DIEs():
                 tag = die.tag
                 if tag == "DW_TAG_typedef":
@@ -55,6 +63,8 @@ class DwarfTypes(TypeSource):
                     if name and name not in self.enumerators:
                         self.enumerators[name] = (die.attributes["DW_AT_const_value"].value,
                                                   die.get_parent())
+            if self.cu_name is not None:
+                break
 
     # --- type helpers -------------------------------------------------------
     @staticmethod

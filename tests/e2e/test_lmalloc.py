@@ -1,0 +1,93 @@
+"""lmalloc against glibc's own report: testprogs/lua/malloc.lua fragments
+glibc's heap (thousands of blocks of many sizes, most freed; small ones
+freed past the tcache into the fastbins; a thread's own arena; a chunk
+mmapped on its own), writes malloc_info()'s XML, and stops with nothing
+allocated or freed in between.  Every arena's figures must be the
+report's: its fastbins, its "rest" (top and bins), each bin's
+from/to/total/count, its system memory and address space, and the mmapped
+chunks; live and from the core in gdb, and in the core reader (gdb's
+text on the core).  On arm64 the cross libc has no debug info: one line
+says so."""
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from support.stop import ARM64_VARIANTS, Stop, manifest
+from test_corereader import core_reader, differs
+
+CMDS = ["lmalloc --json", "lmalloc", "lmalloc --bins", "lmalloc extra", "lmalloc L=0x8"]
+MODES = ("live", "core")
+
+
+@pytest.fixture(scope="module", params=["r21-gc64", "r20-x64", "deb-x64"])
+def stop(request, tmp_path_factory):
+    work = str(tmp_path_factory.mktemp("lmalloc-" + request.param))
+    return Stop(request.param, "malloc.lua", CMDS, work)
+
+
+def report(stop):
+    """malloc_info's XML as {"heaps": [...], totals}."""
+    path = [r[1] for r in stop.expected if r[0] == "xml"][0]
+    root = ET.parse(path).getroot()
+    heaps = []
+    for h in root.findall("heap"):
+        def total(kind, tag="total", h=h):
+            e = [x for x in h.findall(tag) if x.get("type") == kind][0]
+            return {k: int(v) for k, v in e.attrib.items() if k != "type"}
+        sizes = [{k: int(v) for k, v in e.attrib.items()}
+                 for e in h.find("sizes") if e.tag in ("size", "unsorted")]
+        unsorted = [e for e in h.find("sizes") if e.tag == "unsorted"]
+        heaps.append({"fast": total("fast"), "rest": total("rest"),
+                      "system": total("current", "system")["size"],
+                      "max_system": total("max", "system")["size"],
+                      "aspace": total("total", "aspace")["size"],
+                      "aspace_mprotect": total("mprotect", "aspace")["size"],
+                      "sizes": sizes, "has_unsorted": bool(unsorted)})
+    mmap = [x for x in root.findall("total") if x.get("type") == "mmap"][0]
+    return heaps, {"count": int(mmap.get("count")), "size": int(mmap.get("size"))}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_as_malloc_info_reports(stop, mode):
+    heaps, mmap = report(stop)
+    doc = json.loads(stop.out(mode, "lmalloc --json"))
+    assert doc["glibc"] and doc["mmap"] == mmap
+    assert len(doc["arenas"]) == len(heaps) >= 2
+    assert heaps[0]["fast"]["count"] >= 50           # (the workload did reach the fastbins)
+    for a, h in zip(doc["arenas"], heaps):
+        for k in ("fast", "rest", "system", "max_system", "aspace", "aspace_mprotect"):
+            assert a[k] == h[k], (a["number"], k, a[k], h[k])
+        # malloc_info prints the unsorted bin after the others.
+        bins = [b for b in a["bins"] if b["kind"] != "unsorted"] + \
+            [b for b in a["bins"] if b["kind"] == "unsorted"]
+        assert [{"from": b["from"], "to": b["to"], "total": b["total"], "count": b["count"]}
+                for b in bins] == h["sizes"], a["number"]
+        assert a["free"] <= a["fast"]["size"] + a["rest"]["size"]
+        assert a["in_use"] == a["system"] - a["free"]
+        assert sum(c["count"] for c in a["free_size_classes"]) == \
+            a["fast"]["count"] + a["rest"]["count"] - 1
+    assert doc["arenas"][0]["main"] and not doc["arenas"][1]["main"]
+    text = stop.out(mode, "lmalloc").split("\n")
+    assert text[0].startswith("glibc %s malloc: %d arenas; 1 chunk mmapped on its own (%d bytes)"
+                              % (doc["glibc"], len(heaps), mmap["size"]))
+    assert stop.out(mode, "lmalloc extra").startswith(
+        "lmalloc: unexpected argument 'extra'. Usage: lmalloc [--bins]")
+    assert stop.out(mode, "lmalloc L=0x8").startswith("lmalloc: unexpected argument")
+
+
+def test_core_reader_as_gdb(stop):
+    m = manifest()[stop.variant]
+    for cmd, res in zip(CMDS, core_reader(stop.core, m["host"], CMDS)):
+        d = differs(res, stop.out("core", cmd), cmd)
+        assert d is None, d
+
+
+@pytest.mark.parametrize("variant", ARM64_VARIANTS[:1])
+def test_without_libc_debug_info(variant, tmp_path):
+    """The arm64 cross libc has neither the symbols nor the debug info: one
+    line saying what is missing, live and from the core."""
+    stop = Stop(variant, "malloc.lua", ["lmalloc"], str(tmp_path))
+    for mode in MODES:
+        out = stop.out(mode, "lmalloc").strip()
+        assert out.startswith("lmalloc: ") and "libc6-dbg" in out and "\n" not in out, out
