@@ -40,9 +40,10 @@ apt_install() {
 # Real hosts, and the tools to rebuild Debian's LuaJIT packages.  (Debian's
 # luajit conflicts with libluajit2-5.1-2: debs.py unpacks it instead.)
 # lua-check: a real Lua program no one here wrote, for lbc's listings.
+# libc6-dbg: glibc's types and static symbols (main_arena), for lmalloc.
 # The arm64 variants: a cross compiler and C library, qemu-user to run them,
 # gdb-multiarch to debug them through qemu's gdb stub.
-for pkg in tarantool nginx libnginx-mod-http-lua debuginfod curl dpkg-dev debhelper lua-check \
+for pkg in tarantool nginx libnginx-mod-http-lua debuginfod curl dpkg-dev debhelper lua-check libc6-dbg \
            gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gdb-multiarch; do
   dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || apt_pkgs+=("$pkg")
 done
