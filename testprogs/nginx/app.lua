@@ -95,4 +95,24 @@ function M.busy()
   ngx.say("busy ", c())
 end
 
+-- What a large configuration's load and reload do to glibc's heap
+-- (tests/e2e/test_lmalloc.py): each request to /frag?n=N allocates N
+-- blocks of many sizes with malloc, frees most of them and keeps every
+-- tenth for the life of the worker, and answers "frag N".
+local ffi = require("ffi")
+ffi.cdef[[
+void *malloc(size_t n);
+void free(void *p);
+]]
+M.kept = {}
+function M.frag()
+  local n = tonumber(ngx.var.arg_n) or 2000
+  local ptrs = {}
+  for i = 1, n do ptrs[i] = ffi.C.malloc(16 + (i * 53) % 4000) end
+  for i = 1, n do
+    if i % 10 ~= 0 then ffi.C.free(ptrs[i]) else M.kept[#M.kept + 1] = ptrs[i] end
+  end
+  ngx.say("frag ", n)
+end
+
 return M

@@ -9,6 +9,8 @@ chunks; live and from the core in gdb, and in the core reader (gdb's
 text on the core).  On arm64 the cross libc has no debug info: one line
 says so."""
 import json
+import os
+import socket
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -27,8 +29,12 @@ def stop(request, tmp_path_factory):
 
 
 def report(stop):
-    """malloc_info's XML as {"heaps": [...], totals}."""
-    path = [r[1] for r in stop.expected if r[0] == "xml"][0]
+    """malloc_info's XML the program wrote: parse_report's."""
+    return parse_report([r[1] for r in stop.expected if r[0] == "xml"][0])
+
+
+def parse_report(path):
+    """malloc_info's XML as ([per heap: its figures], mmap totals)."""
     root = ET.parse(path).getroot()
     heaps = []
     for h in root.findall("heap"):
@@ -48,13 +54,10 @@ def report(stop):
     return heaps, {"count": int(mmap.get("count")), "size": int(mmap.get("size"))}
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_as_malloc_info_reports(stop, mode):
-    heaps, mmap = report(stop)
-    doc = json.loads(stop.out(mode, "lmalloc --json"))
+def check_arenas(doc, heaps, mmap):
+    """lmalloc's document holds malloc_info's figures, heap by heap."""
     assert doc["glibc"] and doc["mmap"] == mmap
-    assert len(doc["arenas"]) == len(heaps) >= 2
-    assert heaps[0]["fast"]["count"] >= 50           # (the workload did reach the fastbins)
+    assert len(doc["arenas"]) == len(heaps)
     for a, h in zip(doc["arenas"], heaps):
         for k in ("fast", "rest", "system", "max_system", "aspace", "aspace_mprotect"):
             assert a[k] == h[k], (a["number"], k, a[k], h[k])
@@ -67,7 +70,16 @@ def test_as_malloc_info_reports(stop, mode):
         assert a["in_use"] == a["system"] - a["free"]
         assert sum(c["count"] for c in a["free_size_classes"]) == \
             a["fast"]["count"] + a["rest"]["count"] - 1
-    assert doc["arenas"][0]["main"] and not doc["arenas"][1]["main"]
+    assert doc["arenas"][0]["main"] and not any(a["main"] for a in doc["arenas"][1:])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_as_malloc_info_reports(stop, mode):
+    heaps, mmap = report(stop)
+    doc = json.loads(stop.out(mode, "lmalloc --json"))
+    check_arenas(doc, heaps, mmap)
+    assert heaps[0]["fast"]["count"] >= 50           # (the workload did reach the fastbins)
+    assert len(heaps) >= 2
     text = stop.out(mode, "lmalloc").split("\n")
     assert text[0].startswith("glibc %s malloc: %d arenas; 1 chunk mmapped on its own (%d bytes)"
                               % (doc["glibc"], len(heaps), mmap["size"]))
@@ -91,3 +103,44 @@ def test_without_libc_debug_info(variant, tmp_path):
     for mode in MODES:
         out = stop.out(mode, "lmalloc").strip()
         assert out.startswith("lmalloc: ") and "libc6-dbg" in out and "\n" not in out, out
+
+
+@pytest.mark.slow
+def test_nginx_worker(tmp_path):
+    """An nginx worker (lua-nginx-module) after five requests to /frag, each
+    leaving a fragmented heap as a configuration's load does: gdb attached
+    has the worker write malloc_info's report (unbuffered, so that writing
+    it allocates nothing), and lmalloc in that gdb, then python3 -m ljgdb
+    --pid on the idle worker once gdb is gone, give its figures."""
+    from test_nginx import NGINX, LUA_MODULE, start_nginx
+    from test_live import live
+    if not (os.path.exists(NGINX) and os.path.exists(LUA_MODULE)):
+        pytest.fail("nginx and libnginx-mod-http-lua are not installed "
+                    "(testprogs/install-deps.sh installs them)")
+    d = str(tmp_path)
+    p, port = start_nginx(d, os.path.join(d, "expected.txt"))
+    try:
+        for _ in range(5):
+            c = socket.create_connection(("127.0.0.1", port), 10)
+            c.sendall(b"GET /frag?n=3000 HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            body = b""
+            while True:
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                body += chunk
+            c.close()
+            assert body.endswith(b"frag 3000\n"), body
+        xml = os.path.join(d, "malloc.xml")
+        cmds = ['call (void *) fopen("%s", "w")' % xml, "call (int) setvbuf($1, (char *) 0, 2, 0)",
+                "call (int) malloc_info(0, $1)", "lmalloc --json"]
+        out = dict(p.attach(cmds))
+        assert out["call (int) malloc_info(0, $1)"].strip().endswith("= 0"), out
+        heaps, mmap = parse_report(xml)
+        check_arenas(json.loads(out["lmalloc --json"]), heaps, mmap)
+        assert heaps[0]["rest"]["count"] >= 100, heaps[0]
+        status, text, err = live(p.pid, ["lmalloc", "--json"])
+        assert status == 0, err
+        check_arenas(json.loads(text), heaps, mmap)
+    finally:
+        p.stop()
