@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Corruption fuzzer: every ljgdb command on cores with damaged LuaJIT memory.
+"""Corruption fuzzer: every ljgdb command on cores with damaged LuaJIT memory
+(and damaged glibc heap: its arenas and free chunks, for lmalloc).
 
 A core of testprogs/lua/fuzz.lua (a small heap with a bit of everything,
 stopped in nested Lua calls inside a coroutine) is written once per build
 variant.  ljgdb itself then lists where the VM's memory is: every GC object
 on the root list and in the string table (its header struct), the array and
 hash parts of tables, whole prototypes, each thread's Lua stack, the
-global_State and jit_State.  Each trial copies the core and overwrites 1 to 3
+global_State and jit_State; and glibc's arenas with the headers of their
+largest free chunks and top chunk.  Each trial copies the core and overwrites 1 to 3
 random 8-byte words in those ranges (file offsets from the core's PT_LOAD
 headers) with a random value, a flipped bit, 0, all ones, an unmapped
 address, the word's own address or another object's (cycles), a huge
@@ -64,6 +66,7 @@ COMMANDS = (
     "lgcstat --retained --top 3",
     "lbc fuzz.lua:0 --all",
     "lheap",
+    "lmalloc --bins",
 )
 FAIL_RE = re.compile(r"Traceback|internal error|Python Exception|Error occurred in Python")
 _BEGIN = "@@FZ-BEGIN %d %d@@"
@@ -138,6 +141,16 @@ if lay.jit and lay.J is not None:
         mcode = ts[0].mcode + 4 if ts else 0
     except Exception:
         pass
+# glibc's heap (lmalloc): the arenas and the free chunks' headers.
+try:
+    from ljgdb.gdb_ext.heap.glibc import read_heap
+    for ar in read_heap(vm.t).arenas:
+        add(ar.addr, 2200, "glibc-arena")
+        add(ar.top, 16, "glibc-chunk")
+        for _, p in ar.largest:
+            add(p, 32, "glibc-chunk")
+except Exception:
+    pass
 env = Thread(vm, vm.main_L).env
 print("@@REGIONS@@" + json.dumps({"regions": R, "env": env, "mcode": mcode, "gc64": lay.gc64}))
 '''
@@ -176,9 +189,9 @@ def regions(variant, core):
 WEIGHTS = {"thread": 4, "stack-used": 6, "stack": 1, "func": 3, "proto": 3, "proto-body": 3,
            "table": 3, "node": 3, "array": 1, "str": 2, "strtab": 1, "upval": 1,
            "udata": 1, "cdata": 1, "trace": 3, "trace-table": 1, "snapshots": 1,
-           "mclink": 1, "state": 5}
+           "mclink": 1, "state": 5, "glibc-arena": 2, "glibc-chunk": 2}
 NOT_OBJECTS = ("stack-used", "stack", "proto-body", "node", "array", "strtab", "trace-table",
-               "snapshots", "mclink", "state")
+               "snapshots", "mclink", "state", "glibc-arena", "glibc-chunk")
 
 
 class Mutator(object):

@@ -207,10 +207,12 @@ def _read_arena(t: 'Target', lay: Layout, arena: Arena, safe: bool, budget: List
             continue
         b = Bin(i, "fast")
         size = _chunk_size(t, lay, p)
+        seen = set()
         try:
             while p:
                 if p % MALLOC_ALIGNMENT:
                     raise CorruptError("fastbin %d holds a misaligned chunk 0x%x" % (i, p), p)
+                _once(seen, p)
                 _spend(budget, p)
                 b.count += 1
                 free.append((size, p))
@@ -229,10 +231,12 @@ def _read_arena(t: 'Target', lay: Layout, arena: Arena, safe: bool, budget: List
             continue
         b = Bin(i, "unsorted" if i == 1 else ("small" if i < 64 else "large"))
         b.frm = None
+        seen = set()
         try:
             while r != head:
                 if r % MALLOC_ALIGNMENT:
                     raise CorruptError("a misaligned chunk 0x%x" % r, r)
+                _once(seen, r)
                 _spend(budget, r)
                 size = t.u64(r + lay.size_off)            # (chunksize_nomask, as malloc_info)
                 b.count += 1
@@ -257,6 +261,12 @@ def _read_arena(t: 'Target', lay: Layout, arena: Arena, safe: bool, budget: List
             mprot = t.u64(hp + lay.off("heap_info", "mprotect_size"))
             arena.heaps.append((hp, size, mprot))
             hp = t.u64(hp + lay.off("heap_info", "prev"))
+
+
+def _once(seen: set, p: int) -> None:
+    if p in seen:
+        raise CorruptError("chunk 0x%x comes twice: the chain loops" % p, p)
+    seen.add(p)
 
 
 def _spend(budget: List[int], p: int) -> None:
