@@ -10,7 +10,9 @@ testprogs/lua/heap.lua builds a heap of about N GC objects (tables,
 strings, closures with upvalues, coroutines) and one probe table, the last
 entry of a table that a local of the main chunk holds, and stops.  Inside
 gdb, after one `linfo` (the DWARF layout, once per session), `lgcpath` and
-`lgcref` of the probe are timed with time.perf_counter; each reads the
+`lgcref` of the probe are timed with time.perf_counter, then
+`lgcstat --retained`, `--save`, `--diff` and `--save --format
+heapsnapshot` (the V8 heap snapshot: its file's size is printed too); each reads the
 whole heap (every object found, sorted; lgcpath then searches breadth
 first from the roots, lgcref searches every object's memory for the
 probe's bytes, lgcstat --retained builds the dominator tree of every
@@ -37,7 +39,8 @@ from support.stop import LOADER, LUA_DIR, manifest, read_expected  # noqa: E402
 # The commands timed: (command, whether the probe is its argument).  The
 # --save and --diff pair compares the heap with itself (nothing new).
 COMMANDS = (("lgcpath", True), ("lgcref", True), ("lgcstat --retained", True),
-            ("lgcstat --save SNAP", False), ("lgcstat --diff SNAP", False))
+            ("lgcstat --save SNAP", False), ("lgcstat --diff SNAP", False),
+            ("lgcstat --save SNAP.heapsnapshot --format heapsnapshot", False))
 
 
 def answer(cmd, out):
@@ -112,7 +115,10 @@ def run(variant, n, work):
                                             cmd.replace("SNAP", os.path.join(work, "snap-core")),
                                             [probe] if with_probe else [])
     os.unlink(core)
-    return rows, int(rec["made"]), probe
+    files = {w: os.path.getsize(os.path.join(work, "snap-%s.heapsnapshot" % tag))
+             for w, tag in (("gdb (live)", "gdb"), ("core reader", "core"))
+             if os.path.exists(os.path.join(work, "snap-%s.heapsnapshot" % tag))}
+    return rows, int(rec["made"]), probe, files
 
 
 def check(cmd, first, probe):
@@ -124,6 +130,9 @@ def check(cmd, first, probe):
         return first.startswith("Saved ")
     if cmd == "lgcstat --diff SNAP":
         return first == "New objects: none"
+    if cmd.endswith("--format heapsnapshot"):
+        # (every object a node, and their bytes lgcstat's count)
+        return first.startswith("Wrote a V8 heap snapshot") and " but lgcstat counts " not in first
     return first == "references to table (GCtab *)%s: 1" % probe
 
 
@@ -142,11 +151,13 @@ def main(argv):
     for v in variants or ["r21-gc64"]:
         for n in sizes:
             with tempfile.TemporaryDirectory(prefix="ljgdb-bench-") as work:
-                rows, made, probe = run(v, n, work)
+                rows, made, probe, files = run(v, n, work)
             for (where, cmd), (secs, rss, first) in sorted(rows.items()):
+                right = "yes" if check(cmd, first, probe) else "NO: " + first
+                if cmd.endswith("heapsnapshot") and where in files:
+                    right += " (a file of %.0f MB)" % (files[where] / 1048576.0)
                 print("| %s | %d | %s | %s | %.1f | %.0f | %s |" % (
-                    v, made, where, cmd, secs, rss / 1024.0,
-                    "yes" if check(cmd, first, probe) else "NO: " + first))
+                    v, made, where, cmd, secs, rss / 1024.0, right))
             sys.stdout.flush()
 
 

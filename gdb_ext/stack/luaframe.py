@@ -125,7 +125,7 @@ def source_file(chunk: str, dirs: Sequence[str]) -> Tuple[Optional[str], str]:
         if os.path.isfile(path):
             return path, ""
     return None, "no file %s%s" % (name, " (nor under %s)" % ", ".join(dirs) if dirs else
-                                   " (set ljgdb source-path DIRS names where to look)")
+                                   " (name where to look: set ljgdb source-path DIR[:DIR...])")
 
 
 def source_lines(path: str, line: int, count: int) -> Tuple[List[Tuple[int, str]], Optional[str]]:

@@ -380,7 +380,8 @@ def test_help_and_settings_listed():
     for name in ("linfo", "lval", "ltab", "lbt", "lthreads", "lgcstat", "lmcode", "ltrace",
                  "lstates"):
         assert re.search(r"^  %s\s+\S" % name, helptext, re.M), helptext
-    for name in ("max-string", "max-entries", "heap-cache", "check-build-id", "debug"):
+    for name in ("max-string", "max-entries", "heap-cache", "check-build-id", "debug",
+                 "source-path"):
         assert re.search(r"^%s:  " % name, show, re.M), show
     assert re.search(r"^max-string:  7 ", show, re.M), show
 

@@ -184,3 +184,26 @@ def test_live_process(tmp_path):
         assert_left_alone(prog.pid)
     finally:
         prog.stop()
+
+
+def test_llist_source_path(tmp_path):
+    """A chunk named relative to where the program started: from another
+    directory llist says the file is not there and how to name where to
+    look; with set ljgdb source-path (a missing directory first) it lists
+    the file's own lines."""
+    m = manifest()["r21-gc64"]
+    rel = os.path.relpath(PROG, ROOT)
+    text = run_gdb(["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run",
+                    "-ex", "lframe 1", "-ex", "cd " + str(tmp_path), "-ex", "llist 3",
+                    "-ex", "set ljgdb source-path %s:%s" % (tmp_path / "none", ROOT),
+                    "-ex", "llist 3", "-ex", "kill",
+                    "--args", m["host"], rel, str(tmp_path / "expected.txt")], cwd=ROOT)
+    line = [int(r[4]) for r in read_expected(str(tmp_path / "expected.txt"))
+            if r[:2] == ["frame", "1"]][0]
+    assert "llist: frame #1 (%s:%d): no file %s (name where to look: set ljgdb source-path " \
+        "DIR[:DIR...])" % (rel, line, rel) in text, text
+    with open(PROG) as f:
+        src = f.read().split("\n")
+    want = "%s:%d (%s)\n" % (rel, line, os.path.join(ROOT, rel)) + "\n".join(
+        "%-5d%s %s" % (n, ">" if n == line else " ", src[n - 1]) for n in range(line - 1, line + 2))
+    assert want in text, text
