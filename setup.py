@@ -25,7 +25,7 @@ setup(
     package_dir=dict({"ljgdb": "pkg", "ljgdb.gdb_ext": "gdb_ext", "ljgdb.commands": "commands"},
                      **{"ljgdb.gdb_ext." + s: "gdb_ext/" + s for s in ENGINE_WINGS}),
     # The shipped layout profiles (testprogs/make_profiles.py writes them).
-    package_data={"ljgdb": ["profiles/*.json"]},
+    package_data={"ljgdb": ["profiles/*.json", "profiles/glibc/*.json"]},
     # ljgdb: the core reader and the live commands (python3 -m ljgdb's).
     entry_points={"console_scripts": ["ljgdb-gdbinit = ljgdb.install:main",
                                       "ljgdb = ljgdb.commands.cli:console"]},

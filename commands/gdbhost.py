@@ -435,7 +435,7 @@ prints it, for conditions and scripts:
 class LuaFrameLine(gdb.Function):
     """$lua_frame_line([N]): the line the selected Lua frame (lframe), or
 frame N, is at, as a number:
-  break lj_tab_new if $lua_frame_line(1) == 65"""
+  break lj_tab_new if $lua_frame_line(2) == 67"""
 
     def __init__(self):
         super().__init__("lua_frame_line")

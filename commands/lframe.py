@@ -53,6 +53,14 @@ def _count(rest, name):
 class _FrameCommand(LjCommand):
     """A command that shows the selected frame, as lbt prints it."""
 
+    def count_and_format(self, arg):
+        """(the count N the command was given, or None; a BtFormat)."""
+        _, _, L_expr, rest = split_args(arg)
+        n = _count(rest, self.NAME)
+        if n is not None and n < 0:
+            raise UsageError("N counts frames: at least 0")
+        return n, _vm_and_format(L_expr)[1]
+
     def frame_doc(self, fmt, p, full=False):
         d = fmt.frame_data(p.b, p.i, full)
         return {"L": hexa(p.L), "level": p.level, "first": p.first, "last": p.last, "frame": d}
@@ -73,18 +81,14 @@ on the selected frame; gdb forgets the selection when the program runs.
 Usage: lframe [N] [L=<lua_State *>]
 Example:
   (gdb) lframe 1
-  #1   testprogs/lua/frames.lua:60"""
+  #1   testprogs/lua/frames.lua:61"""
 
     NAME = "lframe"
     SUMMARY = "select a Lua frame by its number in lbt and print it"
     USAGE = "lframe [N] [L=<lua_State *>]"
 
     def run_json(self, arg, from_tty):
-        _, _, L_expr, rest = split_args(arg)
-        n = _count(rest, "lframe")
-        if n is not None and n < 0:
-            raise UsageError("frames are numbered from 0")
-        _, fmt = _vm_and_format(L_expr)
+        n, fmt = self.count_and_format(arg)
         return self.frame_doc(fmt, _picked(fmt, n))
 
 
@@ -95,7 +99,7 @@ the selected frame) and print it, as gdb's up does for C frames.
 Usage: lup [N] [L=<lua_State *>]
 Example:
   (gdb) lup
-  #2   testprogs/lua/frames.lua:66"""
+  #2   testprogs/lua/frames.lua:67"""
 
     NAME = "lup"
     SUMMARY = "select the Lua frame that called the selected one (N levels out)"
@@ -103,14 +107,9 @@ Example:
     SIGN = 1
 
     def run_json(self, arg, from_tty):
-        _, _, L_expr, rest = split_args(arg)
-        n = _count(rest, self.NAME)
-        n = 1 if n is None else n
-        if n < 0:
-            raise UsageError("N counts frames: at least 0")
-        _, fmt = _vm_and_format(L_expr)
+        n, fmt = self.count_and_format(arg)
         p = _picked(fmt)
-        want = p.level + self.SIGN * n
+        want = p.level + self.SIGN * (1 if n is None else n)
         if want > p.last or want < p.first:
             raise LjError("no frame %s #%d: the frames are #%d to #%d, #%d is selected" % (
                 "out from" if self.SIGN > 0 else "in from", p.level, p.first, p.last, p.level))
@@ -124,7 +123,7 @@ selected frame called) and print it, as gdb's down does for C frames.
 Usage: ldown [N] [L=<lua_State *>]
 Example:
   (gdb) ldown
-  #1   testprogs/lua/frames.lua:60"""
+  #1   testprogs/lua/frames.lua:61"""
 
     NAME = "ldown"
     SUMMARY = "select the Lua frame the selected one called (N levels in)"
@@ -141,10 +140,10 @@ stale.
 Usage: llocals [L=<lua_State *>]
 Example:
   (gdb) llocals
-  #2   testprogs/lua/frames.lua:66
+  #2   testprogs/lua/frames.lua:67
         n = 7
         label = "mid"
-        upvalue inner = function: (GCfuncL *)0x7ffff7cbe578 testprogs/lua/frames.lua:56"""
+        upvalue inner = function: (GCfuncL *)0x7ffff7cbecf0 testprogs/lua/frames.lua:57"""
 
     NAME = "llocals"
     SUMMARY = "the selected Lua frame's locals, varargs and upvalues"
@@ -169,7 +168,7 @@ it, to --depth levels.
 Usage: lprint NAME [--depth N] [L=<lua_State *>]
 Example:
   (gdb) lprint x
-  x = 24 (local of #1 testprogs/lua/frames.lua:60)"""
+  x = 24 (local of #1 testprogs/lua/frames.lua:61)"""
 
     NAME = "lprint"
     SUMMARY = "a variable of the selected Lua frame by its name: local, upvalue or global"
@@ -225,10 +224,10 @@ DIR[:DIR...]'.  A chunk loaded from a string has no file to list.
 Usage: llist [N] [L=<lua_State *>]
 Example:
   (gdb) llist 3
-  testprogs/lua/frames.lua:60 (testprogs/lua/frames.lua)
-  59       local t = shared
-  60   >   record_stack(); ljgdb_stop()
-  61       return x, t"""
+  testprogs/lua/frames.lua:61 (testprogs/lua/frames.lua)
+  60       local t = shared
+  61   >   record_stack(); ljgdb_stop()
+  62       return x, t"""
 
     NAME = "llist"
     SUMMARY = "the source lines around the selected Lua frame's line"

@@ -16,7 +16,8 @@ them (fastbins; the top chunk and the unsorted, small and large bins), the
 bytes in use, the free chunks by size class (powers of two), the largest
 free chunks, and a fragmentation figure: free bytes outside the top chunk
 over the arena's memory.  Chunks in a thread's tcache are in use, as
-malloc_info counts them.  --json gives malloc_info's own figures too
+malloc_info counts them.  Without libc's debug info, a layout profile of the
+same libc build (pkg/profiles/glibc/) serves, and a line says so.  --json gives malloc_info's own figures too
 ("fast", "rest", each bin's from/to/total/count: sizes with their flag
 bits, as it prints them).  The layout comes from libc's debug info
 (Debian's libc6-dbg).  --bins lists every bin with chunks, as malloc_info's
@@ -28,8 +29,7 @@ Example:
   glibc 2.36 malloc: 2 arenas; 1 chunk mmapped on its own (303104 bytes)
   arena 0 (main_arena, 0x7ffff7ea8c60): 4488.0 KB from the system (max 4488.0 KB)
     free 3802.3 KB: 93 in fastbins (3056 bytes), 298 in bins (3797.6 KB), top 1712 bytes
-    in use 685.7 KB; fragmentation 84.7% (free outside top / arena)
-  ..."""
+    in use 685.7 KB; fragmentation 84.7% (free outside top / arena)"""
 
     NAME = "lmalloc"
     SUMMARY = "glibc's malloc: arenas, free chunks by bin and size, fragmentation"
@@ -53,6 +53,8 @@ Example:
             doc["glibc"] or "(version unknown)", n, "" if n == 1 else "s", mm["count"],
             "" if mm["count"] == 1 else "s", "its" if mm["count"] == 1 else "their",
             mm["size"])]
+        if doc["layout_from"] != "libc's debug info":
+            out.append("(glibc's layout from %s)" % doc["layout_from"])
         for a in doc["arenas"]:
             where = "main_arena, %s" % a["address"] if a["main"] else \
                 "%s, %d heap%s, %s of address space" % (

@@ -17,6 +17,10 @@ they describe, with python3 -m ljgdb.profile's reader:
                                  (tests/e2e/test_nginx.py runs the official
                                  library through this profile)
 
+  glibc/debian-libc6_<version>_amd64.json   the machine's glibc (Debian's
+                                 libc6): lmalloc's layout of its malloc, from
+                                 libc6-dbg, for a libc without its debug file
+
   python3 testprogs/make_profiles.py [--check]
 
 --check writes nothing and exits 1 when a shipped profile differs from what
@@ -72,6 +76,44 @@ def debian_libluajit2():
     return "debian-libluajit2_%s.json" % version.replace("~", "-"), debug, libs[0]
 
 
+LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+GLIBC_OUT = os.path.join(OUT, "glibc")
+
+
+def glibc_profile():
+    """(profile name, its JSON text) of the machine's libc: the layout of
+    the structs lmalloc reads (gdb_ext/heap/glibc.py) from libc6-dbg's
+    debug file (the malloc.c unit), its symbols main_arena, mp_ and
+    __libc_version as ELF addresses, and malloc's (the anchor: exported by
+    every libc), for a libc without its debug file."""
+    from elftools.elf.elffile import ELFFile
+    sys.path.insert(0, ROOT)
+    __import__("ljgdb")
+    from ljgdb.gdb_ext.heap.glibc import Layout
+    from ljgdb.gdb_ext.layouts.elfdwarf import DwarfTypes
+    note = subprocess.run(["readelf", "-n", LIBC], stdout=subprocess.PIPE).stdout.decode()
+    bid = note.split("Build ID: ")[1].split()[0]
+    debug = "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:])
+    if not os.path.exists(debug):
+        raise SystemExit("make_profiles: no debug file for %s (%s): apt install libc6-dbg"
+                         % (LIBC, debug))
+    version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "libc6"],
+                             stdout=subprocess.PIPE).stdout.decode().strip()
+    types = DwarfTypes(debug, "malloc.c")
+    symtab = types.elf.get_section_by_name(".symtab")
+    with open(LIBC, "rb") as f:
+        dynsym = ELFFile(f).get_section_by_name(".dynsym")
+        symbols = {"malloc": dynsym.get_symbol_by_name("malloc")[0]["st_value"]}
+    for n in ("main_arena", "mp_", "__libc_version"):
+        symbols[n] = symtab.get_symbol_by_name(n)[0]["st_value"]
+    doc = {"kind": "glibc malloc layout", "libc": "libc6 %s amd64" % version, "build_id": bid,
+           "symbols": symbols,
+           "types": {n: types.type_info(n).to_json() for n in Layout.NEEDED}}
+    types.close()
+    return "debian-libc6_%s_amd64.json" % version.replace("~", "-").replace("+", "-"), \
+        json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
 def profile_text(debug, binary):
     p = subprocess.run([sys.executable, "-m", "ljgdb.profile", debug, "--binary", binary],
                        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -98,6 +140,19 @@ def main():
                 stale.append(path)
             continue
         os.makedirs(OUT, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        print("wrote %s" % path)
+    name, text = glibc_profile()
+    path = os.path.join(GLIBC_OUT, name)
+    if a.check:
+        # (A machine whose libc has no shipped profile is not a stale one.)
+        if os.path.exists(path):
+            with open(path) as f:
+                if json.load(f) != json.loads(text):
+                    stale.append(path)
+    else:
+        os.makedirs(GLIBC_OUT, exist_ok=True)
         with open(path, "w") as f:
             f.write(text)
         print("wrote %s" % path)

@@ -11,12 +11,16 @@ it prints them; a chunk in a thread's tcache is in use for glibc's report
 and here too.  The structs' layout comes from libc's own debug info
 (Debian's libc6-dbg: the compile unit malloc.c), found through the
 target (Target.types_of): LuaJIT's lj_alloc.c has a struct malloc_state
-of its own.
+of its own.  Without it, a layout profile of the same libc build
+(shipped_layout: its structs, and main_arena's and mp_'s places as
+offsets from malloc) serves.
 
 Every walk is bounded (MAX_CHUNKS chunks, each aligned and readable, no
 chain longer than its bound); a damaged chain ends that bin's walk with
 one line naming the chunk, and the rest is still read."""
 from typing import Any, Dict, List, Optional, Tuple, TYPE_CHECKING
+import json
+import os
 
 from ..errors import CorruptError, FaultError, LjError
 
@@ -62,9 +66,8 @@ class Layout(object):
         return self.f[(struct, name)]
 
 
-def libc_version(t: 'Target') -> Optional[Tuple[int, int]]:
-    """glibc's version from its __libc_version string, or None."""
-    addr = t.symbol("__libc_version")
+def libc_version(t: 'Target', addr: Optional[int]) -> Optional[Tuple[int, int]]:
+    """glibc's version from its __libc_version string at addr, or None."""
     if addr is None:
         return None
     try:
@@ -138,9 +141,11 @@ class Arena(object):
 
 
 class Heap(object):
-    """glibc's allocator of a process: arenas, mmapped chunks, version."""
+    """glibc's allocator of a process: arenas, mmapped chunks, version,
+    and where the layout came from."""
 
     def __init__(self) -> None:
+        self.layout_from = None
         self.arenas = []
         self.mmaps = 0
         self.mmapped = 0
@@ -151,18 +156,21 @@ class Heap(object):
 def read_heap(t: 'Target') -> Heap:
     """glibc's allocator as the process's memory holds it; LjError when the
     process has no glibc malloc, or its debug info is not at hand."""
-    main = t.symbol("main_arena")
-    mp = t.symbol("mp_")
-    if main is None or mp is None:
-        raise LjError("no glibc malloc here: main_arena and mp_ are not among the symbols "
-                      "(they are in libc's debug file: Debian's libc6-dbg)")
-    types = t.types_of("main_arena", "malloc.c")
-    if types is None:
-        raise LjError("libc's debug info is not at hand (Debian: apt install libc6-dbg); the "
-                      "layout of glibc's malloc_state comes from it")
+    syms = {n: t.symbol(n) for n in ("main_arena", "mp_", "__libc_version")}
+    types = t.types_of("main_arena", "malloc.c") if syms["main_arena"] is not None else None
+    source = "libc's debug info"
+    if syms["main_arena"] is None or syms["mp_"] is None or types is None:
+        shipped = shipped_layout(t)
+        if shipped is None:
+            raise LjError("no layout of glibc's malloc here: libc's debug info is not at hand "
+                          "(main_arena, mp_ and struct malloc_state are in it: Debian's "
+                          "libc6-dbg) and no shipped profile is for this libc's build-id")
+        types, syms, source = shipped
+    main, mp = syms["main_arena"], syms["mp_"]
     lay = Layout(types)
     h = Heap()
-    h.version = libc_version(t)
+    h.layout_from = source
+    h.version = libc_version(t, syms.get("__libc_version"))
     safe = h.version is None or h.version >= (2, 32)
     try:
         h.mmaps = t.i32(mp + lay.off("malloc_par", "n_mmaps"))
@@ -187,6 +195,47 @@ def read_heap(t: 'Target') -> Heap:
             break
         a = nxt
     return h
+
+
+def profile_dirs() -> List[str]:
+    """Where glibc's layout profiles are: glibc/ in each directory of layout
+    profiles (LuaJIT's: gdb_ext.layouts.profiles)."""
+    from ..layouts.profiles import profile_dirs as dirs
+    return [os.path.join(d, "glibc") for d in dirs()]
+
+
+def shipped_layout(t: 'Target') -> Optional[Tuple[Any, Dict[str, int], str]]:
+    """(types, {symbol: address}, what it is) from a glibc layout profile
+    (testprogs/make_profiles.py writes them from libc6-dbg) whose build-id
+    is the one of the libc that holds malloc; None when there is none.  Its
+    symbols are offsets from malloc, which every libc exports."""
+    from ..backends.coredump import _Elf, _map
+    from ..target import DictTypes
+    malloc = t.symbol("malloc")
+    path = t.objfile_of(malloc) if malloc is not None else None
+    try:
+        bid = _Elf(_map(path)).build_id() if path else None
+    except (OSError, ValueError, TypeError):
+        bid = None
+    if not bid:
+        return None
+    for d in profile_dirs():
+        try:
+            names = sorted(n for n in os.listdir(d) if n.endswith(".json"))
+        except OSError:
+            continue
+        for n in names:
+            try:
+                with open(os.path.join(d, n)) as f:
+                    doc = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if doc.get("build_id") != bid:
+                continue
+            base = malloc - doc["symbols"]["malloc"]
+            return (DictTypes(doc), {k: base + v for k, v in doc["symbols"].items()},
+                    "the layout profile %s (libc build-id %s)" % (n, bid))
+    return None
 
 
 def _chunk_size(t: 'Target', lay: Layout, p: int) -> int:
@@ -319,5 +368,5 @@ def heap_data(h: Heap) -> Dict[str, Any]:
                                   for k, n, by in size_classes(a.free_sizes)],
             "largest_free": [{"size": s, "address": "0x%x" % p} for s, p in a.largest],
             "errors": a.errors})
-    return {"glibc": "%d.%d" % h.version if h.version else None,
+    return {"glibc": "%d.%d" % h.version if h.version else None, "layout_from": h.layout_from,
             "arenas": arenas, "mmap": {"count": h.mmaps, "size": h.mmapped}}

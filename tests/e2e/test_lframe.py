@@ -154,14 +154,23 @@ def test_selection_forgotten_when_the_program_runs(tmp_path):
     """frames.lua stops a second time, in its main chunk: after `continue`,
     lframe is frame 0 again, not the #3 selected at the first stop (the
     second stop has frames #0 and #1 only), and lup goes to the main chunk
-    at the line LuaJIT gave."""
+    at the line LuaJIT gave.  Its third stop is in a chunk loaded from a
+    string: llist says there is no file, lprint still reads its local."""
     m = manifest()["r21-gc64"]
     expected = str(tmp_path / "expected.txt")
     text = run_gdb(["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run",
                     "-ex", "lframe 3", "-ex", "continue", "-ex", "lframe", "-ex", "lup",
+                    "-ex", "continue", "-ex", "lup", "-ex", "llist", "-ex", "lprint s",
                     "-ex", "kill", "--args", m["host"], PROG, expected], cwd=str(tmp_path))
-    assert text.count("Breakpoint 1, ") == 2, text
-    first, after = text.split("Breakpoint 1, ")[1:]
+    assert text.count("Breakpoint 1, ") == 3, text
+    first, after, third = text.split("Breakpoint 1, ")[1:]
+    # The third stop: in a chunk loaded from a string, no file to list.
+    chunk = [r[1] for r in read_expected(expected) if r[0] == "string"][0]
+    frame = '[string "%s"]:1' % chunk
+    assert "#1   %s\n" % frame in third, third
+    assert "llist: frame #1 (%s): the chunk \"%s\" was loaded from a string, not a file" % (
+        frame, chunk) in third, third
+    assert "s = \"from a string\" (local of #1 %s)" % frame in third, third
     assert [ln for ln in first.split("\n") if ln.startswith("#")][0].startswith("#3   "), first
     top = [r for r in read_expected(expected) if r[0] == "top"][0]
     lines = [ln for ln in after.split("\n") if ln.startswith("#")]

@@ -23,6 +23,9 @@ def test_wheel_contents(tmp_path):
     shipped = sorted(f for f in os.listdir(os.path.join(ROOT, "pkg", "profiles"))
                      if f.endswith(".json"))
     assert shipped and all("ljgdb/profiles/" + f in names for f in shipped), shipped
+    glibc = sorted(f for f in os.listdir(os.path.join(ROOT, "pkg", "profiles", "glibc"))
+                   if f.endswith(".json"))
+    assert glibc and all("ljgdb/profiles/glibc/" + f in names for f in glibc), glibc
 
 
 def test_install_in_a_virtualenv(tmp_path):
