@@ -169,10 +169,14 @@ def _clear_layouts(*_):
 def connect_events():
     from .lframe import forget
     gdb.events.new_objfile.connect(_clear_layouts)
-    gdb.events.cont.connect(forget)         # (a selected Lua frame is the stop's)
+    # (A selected Lua frame is the stop's: forgotten when the program runs,
+    # ends, or another program or core is loaded.)
+    gdb.events.cont.connect(forget)
     gdb.events.exited.connect(forget)
+    gdb.events.new_objfile.connect(forget)
     if hasattr(gdb.events, "clear_objfiles"):
         gdb.events.clear_objfiles.connect(_clear_layouts)
+        gdb.events.clear_objfiles.connect(forget)
 
 
 def get_target_and_layout():

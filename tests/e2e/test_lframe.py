@@ -15,7 +15,7 @@ import pytest
 
 from support.stop import (BOTH_ARCHES, LOADER, LUA_DIR, ROOT, Stop, chunk_display, manifest,
                           read_expected, run_gdb, sysroot_args, value_regex)
-from test_corereader import core_reader, differs
+from test_corereader import core_reader, differs, gdb_on_core
 from test_live import Waiting, assert_left_alone, live
 
 PROG = os.path.join(LUA_DIR, "frames.lua")
@@ -216,3 +216,12 @@ def test_llist_source_path(tmp_path):
     want = "%s:%d (%s)\n" % (rel, line, os.path.join(ROOT, rel)) + "\n".join(
         "%-5d%s %s" % (n, ">" if n == line else " ", src[n - 1]) for n in range(line - 1, line + 2))
     assert want in text, text
+
+
+def test_selection_forgotten_with_another_core(stop, tmp_path):
+    """Loading a core again (another program or core) forgets the frame
+    selected on the one before: lframe is frame 0 again."""
+    m = manifest()[stop.variant]
+    cmds = ["lframe 2", "core-file " + stop.core, "lframe"]
+    outs = gdb_on_core(stop.core, m["host"], cmds, str(tmp_path), build=m)
+    assert outs[0].startswith("#2   ") and outs[2].strip() == "#0   C:ljgdb_stop", outs
