@@ -26,7 +26,8 @@ Then one more record run at the first rate, its pause split into phases
 (PHASES below), timed by wrappers this script puts around the live
 backend's calls (the product is not changed; the wrappers cost a few
 microseconds a call, so that run's pause is a little longer).
-Prints Markdown tables (docs/benchmarks.md has the figures)."""
+Prints Markdown tables (docs/benchmarks.md has the figures).  py-spy is
+the one on PATH (pip install py-spy)."""
 import argparse
 import os
 import re
