@@ -45,6 +45,16 @@ def _flatten(t, base, prefix, out, depth):
             _flatten(st, off, path + ".", out, depth + 1)
 
 
+def _struct_info(name: str, t: Any) -> Optional[TypeInfo]:
+    """gdb type t (typedefs stripped) as a TypeInfo named name, when it is
+    a struct or union; else None."""
+    if t is None or t.code not in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION):
+        return None
+    fields = {}
+    _flatten(t, 0, "", fields, 0)
+    return TypeInfo(name, t.sizeof, fields)
+
+
 class _ScopedTypes(TypeSource):
     """Structs as one compile unit's scope (a gdb block) names them: first
     the struct of a symbol of that unit and the structs its members point
@@ -78,12 +88,7 @@ class _ScopedTypes(TypeSource):
                     break
                 except gdb.error:
                     continue
-            info = None
-            if t is not None and t.code in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION):
-                fields = {}
-                _flatten(t, 0, "", fields, 0)
-                info = TypeInfo(name, t.sizeof, fields)
-            self._types[name] = info
+            self._types[name] = _struct_info(name, t)
         return self._types[name]
 
 
@@ -110,11 +115,9 @@ class GdbTypes(TypeSource):
                     t = gdb.lookup_type("struct " + name).strip_typedefs()
                 except gdb.error:
                     t = None
-        if t is not None and t.code in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION):
-            fields = {}
-            _flatten(t, 0, "", fields, 0)
-            info = TypeInfo(name, t.sizeof, fields)
-        elif t is None:
+        if t is not None:
+            info = _struct_info(name, t)
+        else:
             prof = self.fallback()
             info = prof.type_info(name) if prof is not None else None
         self._types[name] = info

@@ -150,7 +150,6 @@ class Heap(object):
         self.mmaps = 0
         self.mmapped = 0
         self.version = None
-        self.errors = []
 
 
 def read_heap(t: 'Target') -> Heap:

@@ -66,10 +66,10 @@ class Resolved(object):
         self.nil = False            # absent, and so nil in Lua (value None, note says why)
 
 
-def resolve(bt: 'Backtracer', p: Picked, name: str) -> Optional[Resolved]:
-    """Name `name` in frame p, as the frame's code would read it; None
-    when it names nothing (a global absent from an environment table
-    without a metatable is a Resolved 'global' whose value is nil)."""
+def resolve(bt: 'Backtracer', p: Picked, name: str) -> Resolved:
+    """Name `name` in frame p, as the frame's code would read it (a name
+    that is no local or upvalue is a global: absent from an environment
+    table without a metatable, its Resolved has nil set)."""
     vm = bt.vm
     fr = p.fr
     if fr.kind != "lua":
