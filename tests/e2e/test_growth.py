@@ -131,7 +131,9 @@ def test_snapshot_of_another_process_compares_types_only(run, tmp_path):
     snap = str(tmp_path / "snap")
     reader(run, *core_of(run, 0), "lgcstat", "--save", snap)
     data = open(snap, "rb").read()
-    head_at = data.index(b"{")
+    # The magic line, an 8-byte length, the JSON header.  (Not the first
+    # "{": the length's own bytes can hold one.)
+    head_at = data.index(b"\n") + 1 + 8
     n = int.from_bytes(data[head_at - 8:head_at], "little")
     head = json.loads(data[head_at:head_at + n])
     head["identity"]["process"] += 1
