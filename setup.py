@@ -7,7 +7,31 @@ prints the line for ~/.gdbinit, `source .../site-packages/ljgdb/gdbinit.py`
 (`ljgdb-gdbinit --append` adds it).  No bare top-level `commands` module is
 installed: both parts live under `ljgdb`.
 """
+import os
+import subprocess
+import sys
+
 from setuptools import setup
+from setuptools.command.build_py import build_py
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+class BuildWithSampler(build_py):
+    """Also build record's C sampler (gdb_ext/backends/ptstop.c) beside its
+    loader, where a compiler is at hand; without one, ljgdb builds it into
+    its cache at first use, or samples in Python."""
+
+    def run(self):
+        build_py.run(self)
+        from gdb_ext.backends import ptstop
+        dest = os.path.join(self.build_lib, "ljgdb", "gdb_ext", "backends")
+        try:
+            ptstop.build(dest)
+        except (OSError, subprocess.CalledProcessError) as e:
+            print("ljgdb: record's C sampler not built (%s); it is built at first use where "
+                  "a C compiler is found" % e, file=sys.stderr)
+
 
 # The engine's subpackages (gdb_ext/<wing>/; docs/architecture.md).
 ENGINE_WINGS = ("layouts", "vm", "stack", "heap", "jit", "backends")
@@ -25,7 +49,9 @@ setup(
     package_dir=dict({"ljgdb": "pkg", "ljgdb.gdb_ext": "gdb_ext", "ljgdb.commands": "commands"},
                      **{"ljgdb.gdb_ext." + s: "gdb_ext/" + s for s in ENGINE_WINGS}),
     # The shipped layout profiles (testprogs/make_profiles.py writes them).
-    package_data={"ljgdb": ["profiles/*.json", "profiles/glibc/*.json"]},
+    package_data={"ljgdb": ["profiles/*.json", "profiles/glibc/*.json"],
+                  "ljgdb.gdb_ext.backends": ["ptstop.c"]},
+    cmdclass={"build_py": BuildWithSampler},
     # ljgdb: the core reader and the live commands (python3 -m ljgdb's).
     entry_points={"console_scripts": ["ljgdb-gdbinit = ljgdb.install:main",
                                       "ljgdb = ljgdb.commands.cli:console"]},

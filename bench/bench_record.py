@@ -22,10 +22,12 @@ seconds and measures, from the program itself and /proc/PID/stat:
   - for record: the time the process was held in a sample, median and
     99th percentile (record's own count, from before the first ptrace
     request to after the last).
-Then one more record run at the first rate, its pause split into phases
-(PHASES below), timed by wrappers this script puts around the live
-backend's calls (the product is not changed; the wrappers cost a few
-microseconds a call, so that run's pause is a little longer).
+record stops the process with its C sampler (gdb_ext/backends/ptstop.c)
+where it can build it; one more run at the first rate uses the Python
+sampler (LJGDB_SAMPLER=python), and one more has the Python sampler's
+pause split into phases (PHASES below), timed by wrappers this script puts
+around the live backend's calls (the product is not changed; the wrappers
+cost a few microseconds a call, so that run's pause is a little longer).
 Prints Markdown tables (docs/benchmarks.md has the figures).  py-spy is
 the one on PATH (pip install py-spy)."""
 import argparse
@@ -233,14 +235,14 @@ def main():
                 f.write(PY_PROG)
             return Program([sys.executable, script, log, str(a.depth)], log, tmp)
 
-        def measure(name, make, argv_of, parse=None, cwd=ROOT):
+        def measure(name, make, argv_of, parse=None, cwd=ROOT, env=None):
             prog = make(name.replace(" ", "-"))
             try:
                 alone = prog.window(None, a.seconds)
                 others = [prog.others]
                 # (From the checkout: `python3 -m ljgdb` finds the package there.)
                 share, rate, (out, cpu, wall) = prog.window(
-                    lambda: child_cpu(argv_of(prog.p.pid), cwd=cwd), a.seconds)
+                    lambda: child_cpu(argv_of(prog.p.pid), cwd=cwd, env=env), a.seconds)
                 others.append(prog.others - cpu / wall)
                 extra = parse(out) if parse else ""
                 rows.append((name, alone, (share, rate), (100.0 * cpu / wall, extra), others))
@@ -296,8 +298,11 @@ def main():
         measure("lprofile 100 Hz (gdb)", lua, lprofile_argv, lprofile_stats)
         measure("py-spy record 100 Hz (Python)", py, pyspy_argv)
         first = float(a.rates.split(",")[0])
-        measure("ljgdb record %g Hz, phases timed" % first, lua, record_argv(first, True),
-                record_phases("this"))
+        in_python = dict(os.environ, LJGDB_SAMPLER="python")
+        measure("ljgdb record %g Hz, Python sampler" % first, lua, record_argv(first),
+                record_pause, env=in_python)
+        measure("ljgdb record %g Hz, Python sampler, phases timed" % first, lua,
+                record_argv(first, True), record_phases("this"), env=in_python)
         if a.baseline:
             base = os.path.abspath(a.baseline)
             measure("baseline record %g Hz" % first, lua, record_argv(first), record_pause,

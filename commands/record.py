@@ -187,6 +187,8 @@ class Session(object):
                  if p and not self.opts["nonblocking"] else "")
         why = ", ".join("%d %s" % (prof.dropped[r], r) for r in self.rec_reasons() if prof.dropped[r])
         last = " (the last: %s)" % self.last_error if self.errors else ""
+        if pause and self.proc.c_sampler_why:
+            pause += "; stopped in Python: %s" % self.proc.c_sampler_why
         return ("%d samples in %.1f s, %d thread stacks kept, %d not kept%s, %d errors%s%s"
                 % (prof.samples, self.wall, prof.threads, dropped, " (%s)" % why if why else "",
                    self.errors, last, pause))

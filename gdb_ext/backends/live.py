@@ -5,7 +5,7 @@ ljgdb --pid PID ...): the core reader's code over live memory.
   registers    ptrace: PTRACE_SEIZE and PTRACE_INTERRUPT of every thread,
                waitpid for the stop, PTRACE_GETREGSET (NT_PRSTATUS), then
                PTRACE_DETACH; only while LiveProcess.stopped() holds them
-  memory       process_vm_readv, else pread of /proc/PID/mem
+  memory       pread of /proc/PID/mem, else process_vm_readv
   files        /proc/PID/maps (through /proc/PID/root/<path> when the file
                at <path> is not the one mapped: another mount namespace)
   layout, C frames, symbols
@@ -241,10 +241,13 @@ class LiveProcess(Process):
         if emulated:
             raise LjError(emulated)
         self._mem_fd = None
+        self._no_mem = False            # /proc/PID/mem could not be opened
         self._vm_readv = True
         self._sigwait = False           # _wait sleeps in sigtimedwait (stopped() blocked SIGCHLD)
         self.held_seconds = None        # how long the last stopped() held the process
         self.stop_wait = None           # of which waiting for the threads to stop
+        self._stopper = None            # ptstop.Stopper; False: none (c_sampler_why)
+        self.c_sampler_why = ""
         self.threads = []               # Thread of each OS thread, inside stopped() only
         self.files = [(s, e, off, name) for s, e, _, off, inode, name in self.maps
                       if inode and name.startswith("/")]
@@ -277,10 +280,18 @@ class LiveProcess(Process):
 
     # --- memory ---------------------------------------------------------------
     def read(self, addr: int, n: int) -> bytes:
-        """n bytes at addr; FaultError at the first byte that cannot be read."""
+        """n bytes at addr; FaultError at the first byte that cannot be read.
+        pread of /proc/PID/mem (a third of process_vm_readv's time through
+        ctypes), else process_vm_readv where /proc/PID/mem cannot be
+        opened."""
         if n <= 0:
             return b""
-        if self._vm_readv:
+        if self._mem_fd is None and not self._no_mem:
+            try:
+                self._mem_fd = os.open("/proc/%d/mem" % self.pid, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self._no_mem = True
+        if self._mem_fd is None and self._vm_readv:
             buf = ctypes.create_string_buffer(n)
             local = _Iovec(ctypes.cast(buf, ctypes.c_void_p), n)
             remote = _Iovec(addr, n)
@@ -296,7 +307,7 @@ class LiveProcess(Process):
             else:
                 raise FaultError("cannot access memory at 0x%x" % (addr + got), addr + got)
         if self._mem_fd is None:
-            self._mem_fd = os.open("/proc/%d/mem" % self.pid, os.O_RDONLY)
+            self._mem_fd = os.open("/proc/%d/mem" % self.pid, os.O_RDONLY | os.O_CLOEXEC)
         try:
             data = os.pread(self._mem_fd, n, addr)
         except (OSError, OverflowError):
@@ -367,10 +378,72 @@ class LiveProcess(Process):
                     ptrace(PTRACE_DETACH, tid, 0, sig or 0)
                 except OSError:
                     pass        # (exited; or never stopped: the kernel detaches when we exit)
-            if old_mask is not None:
-                self._sigwait = False
-                signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            self._unblock_sigchld(old_mask)
             self.held_seconds = time.monotonic() - start
+
+    @contextlib.contextmanager
+    def sigchld_blocked(self) -> Iterator[bool]:
+        """SIGCHLD blocked in this thread while inside, where that is
+        safe (_block_sigchld); yields whether it is (a wait for a stop may
+        sleep in sigtimedwait)."""
+        old_mask = self._block_sigchld()
+        try:
+            yield old_mask is not None
+        finally:
+            self._unblock_sigchld(old_mask)
+
+    def _unblock_sigchld(self, old_mask: Optional[Set[int]]) -> None:
+        if old_mask is not None:
+            self._sigwait = False
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+    def stop_and_copy(self, ranges: List[Tuple[int, int]], below: int, above: int
+                      ) -> Optional[Tuple[Dict[int, Tuple[Optional[str], bool]],
+                                          List[Tuple[int, bytes]], List[Tuple[int, int]]]]:
+        """One stop made by the C sampler (ptstop): the threads listed and
+        their scheduling states read, every thread held, its registers read
+        into self.threads, the ranges [(lo, hi)] and each thread's stack
+        from below its stack pointer to above it copied, every thread let
+        go; held_seconds and stop_wait as stopped() sets them.  ({tid:
+        (state letter before the stop, on a CPU)}, [(lo, bytes read from
+        lo)], [(lo, hi) tried]), or None when there is no C sampler
+        (c_sampler_why says why) or this stop is beyond it (more threads
+        than it holds): stop in Python then.  LjError as stopped() raises
+        it."""
+        from .ptstop import Stopper, StopFailed, load
+        if self._stopper is None:
+            lib, why = load()
+            if lib is None:
+                self._stopper, self.c_sampler_why = False, why
+            else:
+                sp = "rsp" if self.arch is X86_64 else "sp"
+                self._stopper = Stopper(lib, self.pid, self.arch.pr_regs, sp, below, above,
+                                        STOP_TIMEOUT)
+        if self._stopper is False:
+            return None
+        with self.sigchld_blocked() as sigwait:
+            try:
+                st = self._stopper.stop(ranges, sigwait)
+            except StopFailed as e:
+                if e.errno == errno.ENOSYS:     # (no process_vm_readv: /proc/PID/mem in Python)
+                    self._stopper, self.c_sampler_why = False, "no process_vm_readv"
+                    return None
+                if e.errno == errno.E2BIG:
+                    return None
+                if e.errno == errno.ESRCH and e.tid == 0:
+                    raise LjError("process %d is gone" % self.pid)
+                if e.errno == errno.ETIMEDOUT:
+                    raise LjError("thread %d of process %d did not stop in %.0f s after "
+                                  "PTRACE_INTERRUPT" % (e.tid, self.pid, STOP_TIMEOUT))
+                raise LjError(refusal(self.pid, OSError(e.errno, os.strerror(e.errno))))
+        self.held_seconds, self.stop_wait = st.held, st.wait
+        pc = self.arch.pc
+        self.threads = [Thread(tid, regs, 0, regs[pc]) for tid, regs in st.threads]
+        if not self.threads:
+            raise LjError("process %d has no thread left to read" % self.pid)
+        tried = list(ranges) + [(lo, hi) for lo, hi, _ in st.stacks.values()]
+        return (st.states, st.ranges + [(lo, data) for lo, _, data in st.stacks.values()],
+                tried)
 
     def _block_sigchld(self) -> Optional[Set[int]]:
         """Block SIGCHLD in this thread for _wait's sleep (the old mask), or

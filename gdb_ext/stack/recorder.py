@@ -33,8 +33,10 @@ facts.md).  So a thread is read only while the kernel has it waiting in
 a system call, and twice, kept when both reads agree; a running thread
 cannot be placed: its sample is dropped and counted, never guessed."""
 import bisect
+import contextlib
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple, TYPE_CHECKING
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple,
+                    TYPE_CHECKING)
 
 from .. import consts as C
 from ..errors import CorruptError, FaultError, LjError
@@ -74,11 +76,18 @@ class Moment(object):
     allocator grows, a Lua stack is moved); called once at most."""
 
     def __init__(self, t: 'Target', maps: List[Tuple[int, int, str]],
-                 reread: Optional[Callable[[], List[Tuple[int, int, str]]]] = None) -> None:
+                 reread: Optional[Callable[[], List[Tuple[int, int, str]]]] = None,
+                 tried: Optional[List[Tuple[int, int]]] = None) -> None:
         self.t = t
         self._set(maps)
         self.reread = reread
         self.bytes = 0
+        # The ranges copied, the threads' stacks apart: what the next stop
+        # copies before anything is decoded (the plan of Recorder._fast).
+        self.ranges = []
+        # Checking a copy made already (Recorder._fast): the ranges it
+        # tried to read; a range in none of them is a Miss.
+        self.tried = tried
 
     def _set(self, maps: List[Tuple[int, int, str]]) -> None:
         self.maps = sorted((s, e) for s, e, _ in maps)
@@ -97,9 +106,19 @@ class Moment(object):
             return self.mapping(addr)
         return None
 
-    def copy(self, lo: int, hi: int) -> bool:
+    def holds(self, lo: int, hi: int) -> bool:
+        """Whether [lo, hi) can be read from the block cache without a
+        read: always while the process is held (a read then is of the
+        moment), only what the copy holds when checking one."""
+        if self.tried is None:
+            return True
+        blocks = self.t._blocks
+        return all((b in blocks) for b in range(lo & ~(BLOCK - 1), hi, BLOCK))
+
+    def copy(self, lo: int, hi: int, stack: bool = False) -> bool:
         """Copy [lo, hi) (widened to whole blocks, clipped to its mapping)
-        into the block cache in one read; False when it cannot be read."""
+        into the block cache in one read; False when it cannot be read.
+        stack: a thread's stack around its stack pointer (not in ranges)."""
         m = self.mapping(lo)
         if m is None:
             return False
@@ -107,9 +126,15 @@ class Moment(object):
         hi = min((hi + BLOCK - 1) & ~(BLOCK - 1), m[1])
         if hi <= lo:
             return False
+        if not stack:
+            self.ranges.append((lo, hi))
         blocks = self.t._blocks
         if all((b in blocks) for b in range(lo, hi, BLOCK)):
             return True
+        if self.tried is not None:
+            if any(a <= lo and hi <= b for a, b in self.tried):
+                return False            # (tried at the stop: not readable then)
+            raise Miss(lo, hi)
         try:
             data = self.t.read_raw(lo, hi - lo)
         except FaultError:
@@ -118,6 +143,25 @@ class Moment(object):
         for b in range(lo, hi, BLOCK):
             blocks[b] = data[b - lo:b - lo + BLOCK]
         return True
+
+
+class Miss(Exception):
+    """A range the copy being checked does not hold."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        Exception.__init__(self, "0x%x-0x%x not copied" % (lo, hi))
+        self.lo, self.hi = lo & ~(BLOCK - 1), (hi + BLOCK - 1) & ~(BLOCK - 1)
+
+
+def merged(ranges: Iterable[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    """ranges sorted, with those that overlap or touch made one."""
+    out = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
 
 
 def _ref(t: 'Target', lay: 'Layout', addr: int) -> int:
@@ -140,13 +184,15 @@ def _is_thread(t: 'Target', lay: 'Layout', L: int, G: int) -> bool:
 def copy_moment(t: 'Target', lay: 'Layout', Gs: Iterable[int], threads: List[Any],
                 recent: Dict[int, List[int]], arch: str, sp_reg: str,
                 maps: List[Tuple[int, int, str]],
-                reread: Optional[Callable[[], List[Tuple[int, int, str]]]] = None
+                reread: Optional[Callable[[], List[Tuple[int, int, str]]]] = None,
+                tried: Optional[List[Tuple[int, int]]] = None
                 ) -> Tuple[Moment, Dict[int, Set[int]]]:
     """Copy the moment's mutable state (the module's list) into t's block
     cache, while the process is held; ({tid: lua_States copied for it}).
-    recent: lua_States each thread ran in earlier samples; maps, reread:
-    as Moment takes them."""
-    mom = Moment(t, maps, reread)
+    recent: lua_States each thread ran in earlier samples; maps, reread,
+    tried: as Moment takes them (tried: check a copy already in the cache,
+    Miss when it lacks a range; nothing is read then)."""
+    mom = Moment(t, maps, reread, tried)
     cfo = CFRAME_OFS.get((arch, lay.gc64))
     states = {}
     Gs = list(Gs)
@@ -166,20 +212,29 @@ def copy_moment(t: 'Target', lay: 'Layout', Gs: Iterable[int], threads: List[Any
     Lsize = lay.L.size
     for th in threads:
         sp = th.regs.get(sp_reg) or 0
-        mom.copy(sp - RED_ZONE, sp + CSTACK)
+        mom.copy(sp - RED_ZONE, sp + CSTACK, stack=True)
         todo = list(base) + list(recent.get(th.tid, ()))
+        guess = None
         if cfo is not None:
             try:
-                todo.append(_ref(t, lay, sp + cfo["L"]))     # (the interpreter's C frame)
+                # The L of the interpreter's C frame, if the thread is in
+                # the interpreter (else whatever is there).  Where the VM
+                # keeps g->cur_L that L is in base already, so a check
+                # does not stop again for an address the copy lacks.
+                guess = _ref(t, lay, sp + cfo["L"])
+                todo.append(guess)
             except FaultError:
                 pass
         seen = set()
         while todo and len(seen) < MAX_CHAIN:
             L = todo.pop()
-            if L in seen or not any(_is_thread(t, lay, L, G) for G in Gs):
+            if L == guess and lay.has_cur_L and not mom.holds(L, L + Lsize):
+                continue
+            # (copied before it is looked at: a check reads only the copy)
+            if L in seen or not L or L & 7 or not mom.copy(L, L + Lsize) or \
+                    not any(_is_thread(t, lay, L, G) for G in Gs):
                 continue
             seen.add(L)
-            mom.copy(L, L + Lsize)
             try:
                 stack = t.uint(L + lay.L.stack, lay.mref_size)
                 size = t.u32(L + lay.L.stacksize)
@@ -259,35 +314,44 @@ class Recorder(object):
         self.waiting = set()        # threads runnable, not on a CPU, at this sample
         self.resumers = {}          # G -> threads seen resuming a coroutine (nonblocking)
         self.runnable = 0           # stacks kept of such threads
+        self.plan = None            # what the C sampler copies (the last moment's ranges)
+        self.fast = 0               # samples stopped by the C sampler
+        self.retakes = 0            # its stops made again (the copy lacked a range)
 
     # --- one sample ---------------------------------------------------------
     def sample(self) -> Sample:
         """Take one sample: every thread's state, a stop, the copy, the
         decode.  LjError when the process is gone."""
         out = Sample()
-        pid = self.proc.pid
-        try:
-            tids = self.proc.task_ids()
-        except LjError:
-            raise
-        # The scheduling state before the stop (the stop makes every thread
-        # 't'), and, of the runnable ones, which were on a CPU at that
-        # moment (the others waited for one: they show where they were
-        # preempted).
-        states = {tid: thread_state(pid, tid) for tid in tids}
-        self.waiting = set(tid for tid, st in states.items()
-                           if st == "R" and not on_a_cpu(pid, tid))
         t = self.t
         t.clear_cache()
-        if self.nonblocking:
-            return self._sample_nonblocking(out, states)
-        start = time.monotonic()
-        with self.proc.stopped(tids):
-            threads = list(self.proc.threads)
-            mom, seen = copy_moment(t, self.lay, self.Gs, threads, self.recent, self.arch,
-                                    self.sp_reg, self.proc.mappings(), self.proc.reread_maps)
-        out.pause = time.monotonic() - start
-        out.stop_wait = self.proc.stop_wait or 0.0
+        got = None
+        if self.plan is not None and not self.nonblocking:
+            got = self._fast(out)
+        if got is None:
+            t.clear_cache()         # (a copy _fast did not take: of another moment)
+            # The scheduling state before the stop (the stop makes every
+            # thread 't'), and, of the runnable ones, which were on a CPU
+            # at that moment (the others waited for one: they show where
+            # they were preempted).  (The C sampler reads them itself.)
+            pid = self.proc.pid
+            tids = self.proc.task_ids()
+            states = {tid: thread_state(pid, tid) for tid in tids}
+            self.waiting = set(tid for tid, st in states.items()
+                               if st == "R" and not on_a_cpu(pid, tid))
+            if self.nonblocking:
+                return self._sample_nonblocking(out, states)
+            start = time.monotonic()
+            with self.proc.stopped(tids):
+                threads = list(self.proc.threads)
+                mom, seen = copy_moment(t, self.lay, self.Gs, threads, self.recent, self.arch,
+                                        self.sp_reg, self.proc.mappings(), self.proc.reread_maps)
+            out.pause += time.monotonic() - start
+            out.stop_wait += self.proc.stop_wait or 0.0
+        else:
+            threads, mom, seen, states = got
+            self.fast += 1
+        self.plan = merged(mom.ranges)
         out.copied = mom.bytes
         self.proc.threads = threads
         self.prof.samples += 1
@@ -295,6 +359,43 @@ class Recorder(object):
             self._one_thread(out, i, th, states.get(th.tid), seen.get(th.tid, ()))
         self.proc.threads = []
         return out
+
+    def _fast(self, out: Sample) -> Optional[Tuple[List[Any], Moment, Dict[int, Set[int]],
+                                                   Dict[int, Optional[str]]]]:
+        """The moment by the C sampler: the threads' scheduling states, then
+        the ranges of the last moment (self.plan) and each thread's stack
+        copied in one stop; copy_moment checks that copy, reading nothing;
+        a range it lacks (another coroutine runs, a stack was moved) joins
+        the plan and the stop is made again, once.  (threads, moment,
+        {tid: lua_States copied}, {tid: state letter}), or None (stop in
+        Python)."""
+        t = self.t
+        for _ in range(2):
+            got = self.proc.stop_and_copy(self.plan, RED_ZONE, CSTACK)
+            if got is None:
+                return None
+            out.pause += self.proc.held_seconds
+            out.stop_wait += self.proc.stop_wait
+            cpu, copied, tried = got
+            t.clear_cache()
+            blocks = t._blocks
+            for lo, data in copied:
+                for k in range(0, len(data) - BLOCK + 1, BLOCK):
+                    blocks[lo + k] = data[k:k + BLOCK]
+            threads = list(self.proc.threads)
+            try:
+                with _copy_only(t):
+                    mom, seen = copy_moment(t, self.lay, self.Gs, threads, self.recent,
+                                            self.arch, self.sp_reg, self.proc.mappings(),
+                                            self.proc.reread_maps, tried)
+            except Miss as m:
+                self.plan = merged(self.plan + [(m.lo, m.hi)])
+                self.retakes += 1
+                continue
+            mom.bytes = sum(len(data) for _, data in copied)
+            self.waiting = set(tid for tid, (st, on) in cpu.items() if st == "R" and not on)
+            return threads, mom, seen, {tid: st for tid, (st, _) in cpu.items()}
+        return None
 
     def _one_thread(self, out: Sample, index: int, th: Any, state: Optional[str],
                     seen: Iterable[int]) -> None:
@@ -405,6 +506,19 @@ class Recorder(object):
                     vm.t.uint(L + lay.L.base, lay.ptr_size))
         except (FaultError, CorruptError):
             return None
+
+
+@contextlib.contextmanager
+def _copy_only(t: 'Target') -> Iterator[None]:
+    """t reads only its block cache while inside: a read beyond it is a
+    Miss, never a read of the process (which has run on)."""
+    def refuse(addr: int, n: int) -> bytes:
+        raise Miss(addr, addr + n)
+    t.read_raw = refuse
+    try:
+        yield
+    finally:
+        del t.read_raw
 
 
 def chain_keys(vm: VM, L: int, resumers: Set[int]) -> Optional[List[Tuple[Any, ...]]]:

@@ -47,13 +47,17 @@ GOOD = ["lbt", "lbt full", "lbt --all", "lbt --all --group", "lbt --json", "linf
 # takes an address without gdb: `lval L` is refused, as in the core reader.)
 BAD = ["lval nosuch", "lval L", "lbt --bogus", "lthreads extra", "lgcstat --top many", "ltrace notanumber",
        "lstates L=x", "nosuchcommand"]
-# Other entry points: (argv after "-m ljgdb" with PID for the pid, output file or None).
-OTHERS = [(["dump", "--pid", "PID", "--all", "--locals"], None),
-          (["dump", "--pid", "PID", "--json"], None),
+# Other entry points: (argv after "-m ljgdb" with PID for the pid, output
+# file or None, environment added).  record stops the process with its C
+# sampler, and with the Python one when told to.
+OTHERS = [(["dump", "--pid", "PID", "--all", "--locals"], None, {}),
+          (["dump", "--pid", "PID", "--json"], None, {}),
           (["record", "--pid", "PID", "--duration", "1", "--idle", "--format", "folded",
-            "-o", "OUT"], "folded.txt"),
+            "-o", "OUT"], "folded.txt", {}),
+          (["record", "--pid", "PID", "--duration", "1", "--idle", "--format", "folded",
+            "-o", "OUT"], "python.txt", {"LJGDB_SAMPLER": "python"}),
           (["record", "--pid", "PID", "--duration", "1", "--nonblocking", "--idle",
-            "--format", "folded", "-o", "OUT"], "nonblocking.txt")]
+            "--format", "folded", "-o", "OUT"], "nonblocking.txt", {})]
 
 
 def snapshot(pid):
@@ -96,9 +100,10 @@ def snapshot(pid):
     return h.hexdigest(), n, threads
 
 
-def run(argv):
+def run(argv, env=None):
     p = subprocess.run([sys.executable, "-m", "ljgdb"] + argv, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, cwd=ROOT, timeout=300)
+                       stderr=subprocess.PIPE, cwd=ROOT, timeout=300,
+                       env=dict(os.environ, **(env or {})))
     return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 
@@ -122,10 +127,10 @@ def test_live_commands_never_change_the_process(variant, tmp_path):
             lines = err.splitlines()
             if code != 1 or out or len(lines) != 1 or TRACEBACK in err:
                 failures.append((cmd, code, out[-500:], err))
-        for argv, outfile in OTHERS:
+        for argv, outfile, env in OTHERS:
             path = str(tmp_path / outfile) if outfile else None
             argv = [str(prog.pid) if a == "PID" else path if a == "OUT" else a for a in argv]
-            code, out, err = run(argv)
+            code, out, err = run(argv, env)
             if code != 0 or TRACEBACK in out + err or (not out.strip() and not path):
                 failures.append((" ".join(argv), code, out[-500:], err))
             elif path and not os.path.exists(path):

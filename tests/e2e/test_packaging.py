@@ -26,6 +26,11 @@ def test_wheel_contents(tmp_path):
     glibc = sorted(f for f in os.listdir(os.path.join(ROOT, "pkg", "profiles", "glibc"))
                    if f.endswith(".json"))
     assert glibc and all("ljgdb/profiles/glibc/" + f in names for f in glibc), glibc
+    # record's C sampler: its source, and the library built beside it for
+    # this machine (a compiler is at hand here).
+    assert "ljgdb/gdb_ext/backends/ptstop.c" in names
+    built = [n for n in names if n.startswith("ljgdb/gdb_ext/backends/ptstop-")]
+    assert len(built) == 1 and built[0].endswith("-%s.so" % os.uname().machine), built
 
 
 def test_install_in_a_virtualenv(tmp_path):
@@ -60,6 +65,15 @@ def test_install_in_a_virtualenv(tmp_path):
                           stderr=subprocess.STDOUT, cwd=str(tmp_path), env=env)
     assert prof.returncode == 0 and b'"build_id"' in prof.stdout, prof.stdout[-2000:]
     assert os.path.isdir(os.path.join(site, "profiles"))
+    # record's C sampler is the one the wheel carries: nothing is built
+    # into the (empty) cache.
+    cache = str(tmp_path / "cache")
+    lib = subprocess.run([py, "-c", "from ljgdb.gdb_ext.backends import ptstop; "
+                          "print(ptstop.load()[0]._name)"], check=True, stdout=subprocess.PIPE,
+                         cwd=str(tmp_path), env=dict(os.environ, XDG_CACHE_HOME=cache)
+                         ).stdout.decode().strip()
+    assert lib.startswith(os.path.join(site, "gdb_ext", "backends", "ptstop-")), lib
+    assert not os.path.exists(cache)
     # The installed core reader (python3 -m ljgdb CORE ...) prints what the
     # checkout's prints, on a core of that host.
     stop = Stop("r21-gc64", "bt.lua", ["lbt"], str(tmp_path / "run"),

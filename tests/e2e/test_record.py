@@ -75,8 +75,9 @@ def share(stacks, frame):
     return 100.0 * sum(n for s, n in stacks.items() if frame in s.split(";")) / total
 
 
-def record(pid, out, *args, timeout=120):
-    status, so, se = ljgdb(["record", "--pid", str(pid), "-o", out] + list(args), timeout=timeout)
+def record(pid, out, *args, timeout=120, env=None):
+    status, so, se = ljgdb(["record", "--pid", str(pid), "-o", out] + list(args), timeout=timeout,
+                           env=dict(os.environ, **(env or {})))
     assert "Traceback" not in se, se
     return status, se
 
@@ -249,21 +250,28 @@ def test_native_frames(tmp_path):
         prog.close()
 
 
-def test_native_frames_of_the_moment(tmp_path):
+@pytest.mark.parametrize("sampler", ["C", "Python"])
+def test_native_frames_of_the_moment(sampler, tmp_path):
     """--native's C frames are the stop's: profile.lua `files` opens and
     closes /dev/null for ever, so a sample finds it in io.open or in a
     file's close, under the C function lib_io.c runs for it (lj_cf_io_open;
     lj_cf_io_method_close, or io_file_close, which it tail-calls).  Every
     sample is kept but for a handful.  (The unwinder once read the stack
     after the process had run on: callers from another moment, and most
-    samples dropped as having no Lua.)"""
+    samples dropped as having no Lua.)  With record's C sampler (built
+    here), and with its Python one; the summary says which stopped the
+    process."""
     prog = Profiled("r21-gc64", tmp_path, "files")
     try:
         out = str(tmp_path / "files.folded")
         status, err = record(prog.pid, out, "--rate", "500", "--duration", "4", "--native",
-                             "--format", "folded")
+                             "--format", "folded",
+                             env={"LJGDB_SAMPLER": "python"} if sampler == "Python" else None)
         m = SUMMARY.search(err)
         assert status == 0 and m, err
+        said = "; stopped in Python: LJGDB_SAMPLER=python"
+        assert (said in err) == (sampler == "Python"), err
+        assert ("stopped in Python" in err) == (sampler == "Python"), err
         samples, kept = int(m.group(1)), int(m.group(2))
         assert samples >= 200 and kept >= 0.98 * samples, err
         stacks = folded(out)

@@ -148,3 +148,36 @@ def test_moment_copies_memory_mapped_since_the_maps_were_read():
     assert calls == [1]             # (once a moment)
     assert mom.mapping(old + 2 * BLOCK) is None
     assert mom.mapping(old + 2 * BLOCK - 1) == (old, old + 2 * BLOCK)
+
+
+def test_moment_checks_a_copy_without_reading():
+    """Checking a copy the C sampler made (Moment with `tried`): what the
+    copy holds passes, a range tried at the stop but not read then is
+    unreadable (False, as a failed read at the stop is), a range it never
+    tried is a Miss naming the whole blocks to copy next time; no read
+    reaches the target's memory meanwhile (recorder._copy_only), and the
+    ranges asked for are the next stop's plan (merged, the threads' stacks
+    apart)."""
+    from gdb_ext.stack.recorder import Miss, Moment, _copy_only, merged
+    from gdb_ext.target import BLOCK, SyntheticTarget
+    a, b = 0x10000, 0x20000
+    t = SyntheticTarget({"types": {}}, [(a, b"a" * 4 * BLOCK), (b, b"b" * 2 * BLOCK)])
+    maps = [(a, a + 4 * BLOCK, "rw-p"), (b, b + 2 * BLOCK, "rw-p")]
+    t._blocks[a] = b"x" * BLOCK                 # (the copy: block a, not a + BLOCK)
+    mom = Moment(t, maps, tried=[(a, a + 2 * BLOCK)])
+    with _copy_only(t):
+        assert mom.copy(a + 8, a + 64)
+        assert t.u8(a + 8) == ord("x")          # (the copy's bytes, not memory's)
+        assert not mom.copy(a + BLOCK, a + BLOCK + 8)
+        assert mom.copy(a + 10, a + 20, stack=True)
+        with pytest.raises(Miss) as e:
+            mom.copy(b + 100, b + BLOCK + 1)
+        assert (e.value.lo, e.value.hi) == (b, b + 2 * BLOCK)
+        with pytest.raises(Miss) as e:
+            t.u8(a + 3 * BLOCK + 5)
+        assert (e.value.lo, e.value.hi) == (a + 3 * BLOCK, a + 4 * BLOCK)
+        assert not mom.holds(a + 3 * BLOCK, a + 3 * BLOCK + 8) and mom.holds(a, a + 8)
+    assert a + 3 * BLOCK not in t._blocks and t.u8(a + 3 * BLOCK) == ord("a")
+    assert mom.ranges == [(a, a + BLOCK), (a + BLOCK, a + 2 * BLOCK), (b, b + 2 * BLOCK)]
+    assert merged(mom.ranges) == [(a, a + 2 * BLOCK), (b, b + 2 * BLOCK)]
+    assert merged([(5, 9), (1, 3), (3, 4), (8, 12)]) == [(1, 4), (5, 12)]

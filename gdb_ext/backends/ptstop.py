@@ -1,0 +1,209 @@
+"""A sample's stop in C (ptstop.c): the same ptrace requests and reads as
+LiveProcess.stopped() and the recorder's copy, made in one call.
+
+The library is built once from ptstop.c with the system's C compiler ($CC,
+cc, gcc or clang) into ljgdb's cache ($XDG_CACHE_HOME/ljgdb, else
+~/.cache/ljgdb), named by the source's hash and the machine, and loaded
+with ctypes; an installed package carries it built beside ptstop.c where
+pip had a compiler (setup.py).  Without either, load() says why and the
+recorder stops the process in Python.  LJGDB_SAMPLER=python chooses the
+Python sampler (benchmarks, tests)."""
+import ctypes
+import errno
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from typing import List, Optional, Sequence, Tuple
+
+from ..errors import LjError
+
+NREGS = 64
+MAX_THREADS = 1024
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptstop.c")
+
+
+class _Thread(ctypes.Structure):
+    _fields_ = [("tid", ctypes.c_int32), ("state", ctypes.c_int32), ("sig", ctypes.c_int32),
+                ("nregs", ctypes.c_int32), ("sched", ctypes.c_char), ("running", ctypes.c_char),
+                ("pad", ctypes.c_char * 6), ("regs", ctypes.c_uint64 * NREGS),
+                ("stack_lo", ctypes.c_uint64), ("stack_got", ctypes.c_int64)]
+
+
+class _Range(ctypes.Structure):
+    _fields_ = [("lo", ctypes.c_uint64), ("hi", ctypes.c_uint64), ("offset", ctypes.c_uint64),
+                ("got", ctypes.c_int64)]
+
+
+class _Result(ctypes.Structure):
+    _fields_ = [("nthreads", ctypes.c_int32), ("err", ctypes.c_int32),
+                ("err_tid", ctypes.c_int32), ("pad", ctypes.c_int32),
+                ("held_ns", ctypes.c_uint64), ("wait_ns", ctypes.c_uint64)]
+
+
+def _cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ljgdb")
+
+
+def _library_name() -> str:
+    with open(SOURCE, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    return "ptstop-%s-%s.so" % (digest, os.uname().machine)
+
+
+def build(dest_dir: str) -> str:
+    """Compile ptstop.c into dest_dir (the library's path); OSError or
+    CalledProcessError when it cannot be."""
+    path = os.path.join(dest_dir, _library_name())
+    if os.path.exists(path):
+        return path
+    os.makedirs(dest_dir, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=dest_dir)
+    os.close(fd)
+    cc = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang")
+               if c and shutil.which(c)), "cc")
+    try:
+        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, SOURCE], check=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        os.rename(tmp, path)           # (atomic: a concurrent build wrote the same)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+_loaded = None      # (the library or None, why not)
+
+
+def load() -> Tuple[Optional[ctypes.CDLL], str]:
+    """(the library, "") or (None, why record samples in Python)."""
+    global _loaded
+    if _loaded is not None:
+        return _loaded
+    if os.environ.get("LJGDB_SAMPLER") == "python":
+        _loaded = (None, "LJGDB_SAMPLER=python")
+        return _loaded
+    try:
+        beside = os.path.join(os.path.dirname(SOURCE), _library_name())
+        path = beside if os.path.exists(beside) else build(_cache_dir())
+        lib = ctypes.CDLL(path)
+    except FileNotFoundError as e:
+        _loaded = (None, "no C sampler's source (%s)" % SOURCE if e.filename == SOURCE else
+                   "no C compiler (%s) to build the C sampler" % (e.filename or "cc"))
+        return _loaded
+    except (OSError, subprocess.CalledProcessError) as e:
+        why = e.stderr.decode(errors="replace").strip().splitlines()[:1] \
+            if isinstance(e, subprocess.CalledProcessError) else [str(e)]
+        _loaded = (None, "the C sampler could not be built (%s)" % (why[0] if why else e))
+        return _loaded
+    lib.pts_sample.restype = ctypes.c_int
+    lib.pts_sample.argtypes = (
+        ctypes.c_int, ctypes.POINTER(_Thread),
+        ctypes.c_int, ctypes.POINTER(_Range), ctypes.c_int, ctypes.c_char_p,
+        ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_uint64,
+        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Result))
+    _loaded = (lib, "")
+    return _loaded
+
+
+class Stopped(object):
+    """What one stop read: threads [(tid, {reg: value})] in the order
+    listed (main thread first); states {tid: (state letter or None, on a
+    CPU)} of every thread held, from before the stop; the ranges [(lo,
+    bytes)] (each as much as could be read from lo); stacks {tid: (lo, hi
+    tried, bytes)}; held and wait in seconds."""
+
+    def __init__(self) -> None:
+        self.threads = []
+        self.states = {}
+        self.ranges = []
+        self.stacks = {}
+        self.held = 0.0
+        self.wait = 0.0
+
+
+class Stopper(object):
+    """pts_sample over one process; below/above: the stack copied around
+    each thread's stack pointer; sp_index: its word in NT_PRSTATUS."""
+
+    def __init__(self, lib: ctypes.CDLL, pid: int, reg_names: Sequence[str], sp_name: str,
+                 below: int, above: int, timeout: float) -> None:
+        self.lib, self.pid, self.names = lib, pid, list(reg_names)
+        self.sp_index = self.names.index(sp_name)
+        self.below, self.above = below, above
+        self.slot = below + above + 2 * 4096
+        self.timeout_ms = int(timeout * 1000)
+        self.nthreads = 16          # room for so many threads (grown when a stop needs more)
+        self.threads = (_Thread * self.nthreads)()
+        self.stacks = ctypes.create_string_buffer(self.nthreads * self.slot)
+        self.ranges = (_Range * 0)()
+        self.plan = None            # the ranges the buffers are laid out for
+        self.buf = ctypes.create_string_buffer(1)
+        self.result = _Result()
+
+    def _lay_out(self, ranges: List[Tuple[int, int]]) -> None:
+        if ranges == self.plan:
+            return
+        rs = (_Range * max(len(ranges), 1))()
+        off = 0
+        for i, (lo, hi) in enumerate(ranges):
+            rs[i].lo, rs[i].hi, rs[i].offset = lo, hi, off
+            off += hi - lo
+        self.ranges, self.plan = rs, list(ranges)
+        if len(self.buf) < off:
+            self.buf = ctypes.create_string_buffer(off)
+
+    def stop(self, ranges: List[Tuple[int, int]], sigwait: bool) -> Stopped:
+        """One stop: the threads' states, then registers of every thread,
+        the ranges [(lo, hi)] and each thread's stack.  StopFailed when the
+        C side failed (every thread let go)."""
+        self._lay_out(ranges)
+        rs, r = self.ranges, self.result
+        while True:
+            rc = self.lib.pts_sample(self.pid, self.threads, self.nthreads, rs, len(ranges),
+                                     self.buf, self.below, self.above, self.stacks, self.slot,
+                                     self.sp_index, int(sigwait), self.timeout_ms,
+                                     ctypes.byref(r))
+            if rc == 0 or r.err != errno.E2BIG or self.nthreads >= MAX_THREADS:
+                break
+            self.nthreads = min(MAX_THREADS, 4 * self.nthreads)     # (and again)
+            self.threads = (_Thread * self.nthreads)()
+            self.stacks = ctypes.create_string_buffer(self.nthreads * self.slot)
+        if rc != 0:
+            raise StopFailed(r.err, r.err_tid)
+        out = Stopped()
+        out.held, out.wait = r.held_ns / 1e9, r.wait_ns / 1e9
+        buf = self.buf
+        for i in range(len(ranges)):
+            got = rs[i].got
+            if got > 0:
+                off = rs[i].offset
+                out.ranges.append((rs[i].lo, buf[off:off + got]))
+        stacks, slot, names, sp = self.stacks, self.slot, self.names, self.sp_index
+        k = len(names)
+        for i in range(r.nthreads):
+            th = self.threads[i]
+            state = th.sched.decode() if th.sched != b"\0" else None
+            out.states[th.tid] = (state, bool(th.running[0]) if state == "R" else False)
+            if th.state != 0:
+                continue
+            regs = th.regs[:min(th.nregs, k)]
+            out.threads.append((th.tid, dict(zip(names, regs))))
+            if th.stack_got > 0:
+                start = i * slot
+                hi = min((regs[sp] + self.above + 4095) & ~4095, th.stack_lo + slot)
+                out.stacks[th.tid] = (th.stack_lo, hi, stacks[start:start + th.stack_got])
+        out.threads.sort(key=lambda t: (t[0] != self.pid, t[0]))
+        return out
+
+
+class StopFailed(LjError):
+    def __init__(self, err: int, tid: int) -> None:
+        LjError.__init__(self, "%s (thread %d)" % (os.strerror(err), tid))
+        self.errno, self.tid = err, tid
+
+    @property
+    def no_vm_readv(self) -> bool:
+        return self.errno == errno.ENOSYS
