@@ -265,14 +265,16 @@ class Target(object):
                              "corrupt length?)" % (n, addr, MAX_READ >> 20), addr, what)
         if n == 0:
             return b""
-        if n >= _BIG:
+        first = addr & ~(BLOCK - 1)
+        last = (addr + n - 1) & ~(BLOCK - 1)
+        # A big read goes past the cache, unless the cache holds all of it
+        # (a sampler's copy of the moment: the process has run on since).
+        if n >= _BIG and not all(b in self._blocks for b in range(first, last + 1, BLOCK)):
             try:
                 self.reads += 1
                 return bytes(self.read_raw(addr, n))
             except FaultError as e:
                 raise FaultError("cannot read %d bytes at 0x%x" % (n, addr), e.address, what)
-        first = addr & ~(BLOCK - 1)
-        last = (addr + n - 1) & ~(BLOCK - 1)
         try:
             if first == last:
                 b = self._block(first)

@@ -181,3 +181,17 @@ def test_moment_checks_a_copy_without_reading():
     assert mom.ranges == [(a, a + BLOCK), (a + BLOCK, a + 2 * BLOCK), (b, b + 2 * BLOCK)]
     assert merged(mom.ranges) == [(a, a + 2 * BLOCK), (b, b + 2 * BLOCK)]
     assert merged([(5, 9), (1, 3), (3, 4), (8, 12)]) == [(1, 4), (5, 12)]
+
+
+def test_a_big_read_of_a_copied_range_comes_from_the_copy():
+    """A read of 64 KB or more goes past the block cache, except when the
+    cache holds all of it: a sampler's copy of a big Lua stack is the
+    moment's, and the process has run on since."""
+    from gdb_ext.target import _BIG, BLOCK, SyntheticTarget
+    a, n = 0x100000, _BIG + 2 * BLOCK
+    t = SyntheticTarget({"types": {}}, [(a, b"m" * n)])
+    for b in range(a, a + n, BLOCK):
+        t._blocks[b] = b"c" * BLOCK
+    assert t.read(a + 8, _BIG) == b"c" * _BIG
+    del t._blocks[a + BLOCK]
+    assert t.read(a + 8, _BIG) == b"m" * _BIG
