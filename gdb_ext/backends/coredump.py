@@ -570,6 +570,7 @@ class Process(object):
 
     what = "the process"
     _uread = None           # the unwinder's memory reader (unwind(read=...))
+    _rules_at = None        # lookup address -> its unwind rules (_step)
 
     def _init_files(self, executable, sysroot, debug_dirs):
         self.executable = executable
@@ -859,19 +860,30 @@ class Process(object):
     def _step(self, pc, regs, lookup):
         """(the caller's registers or None at the outermost frame, whether
         this frame is a signal frame)."""
-        img = self.image_of(lookup)
-        if img is None:
-            raise _Unwound("no unwind information for 0x%x (not in a mapped ELF file%s)" % (
-                pc, "; not found: %s" % ", ".join(self.missing) if self.missing else ""))
-        found = img.find_fde(lookup)
-        if found is None:
-            plt = self._plt_step(pc, regs, lookup)
-            if plt is not None:
-                return plt, False
-            raise _Unwound("no unwind information for 0x%x (in %s)" % (pc, img.path))
-        cfi, (cie, begin, _, ins) = found
+        # The rules at an address, worked out once (a profiler unwinds
+        # from the same addresses again and again; the files do not change).
+        cache = self._rules_at
+        if cache is None:
+            cache = self._rules_at = {}
+        got = cache.get(lookup)
+        if got is None:
+            img = self.image_of(lookup)
+            if img is None:
+                raise _Unwound("no unwind information for 0x%x (not in a mapped ELF file%s)" % (
+                    pc, "; not found: %s" % ", ".join(self.missing) if self.missing else ""))
+            found = img.find_fde(lookup)
+            if found is None:
+                plt = self._plt_step(pc, regs, lookup)
+                if plt is not None:
+                    return plt, False
+                raise _Unwound("no unwind information for 0x%x (in %s)" % (pc, img.path))
+            cfi, (cie, begin, _, ins) = found
+            got = (cfi, cie) + tuple(_run_cfa(cfi, cie, begin, ins, lookup - img.bias))
+            if len(cache) >= 65536:
+                cache.clear()
+            cache[lookup] = got
+        cfi, cie, cfa_rule, rules, ra_signed = got
         arch = self.arch
-        cfa_rule, rules, ra_signed = _run_cfa(cfi, cie, begin, ins, lookup - img.bias)
         if cfa_rule[0] == "reg":
             base = regs.get(arch.dwarf_name(cfa_rule[1]))
             if base is None:

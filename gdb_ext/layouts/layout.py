@@ -74,10 +74,11 @@ class Struct(object):
     underscores: G.gc_total, G.str_mask, TV.fr_func.  `size` is sizeof and
     `name` the type's name; members called size or name become size_, name_."""
 
-    _RESERVED = frozenset(("size", "name", "has", "field"))
+    _RESERVED = frozenset(("size", "name", "has", "field", "_info", "_fields"))
 
     def __init__(self, info: TypeInfo) -> None:
         self._info = info
+        self._fields = info.fields
         self.name = info.name
         self.size = info.size
         for path, f in info.fields.items():
@@ -90,7 +91,8 @@ class Struct(object):
         return self._info.has(path)
 
     def field(self, path: str) -> Field:
-        return self._info.field(path)
+        f = self._fields.get(path)
+        return f if f is not None else self._info.field(path)
 
     def __getattr__(self, attr: str) -> int:
         if attr.startswith("__"):

@@ -66,6 +66,14 @@ class Backtracer(object):
         self._wrap_file = False     # the file of a C coroutine.wrap (cfunc_name)
         self._entries = {}          # L -> its frames by C frame (entry)
         self._main_L = None
+        self._threads = {}          # L -> its Thread, read once (a Backtracer is one moment's)
+
+    def thread(self, L: int) -> Thread:
+        """Thread L, read once per Backtracer."""
+        th = self._threads.get(L)
+        if th is None:
+            th = self._threads[L] = Thread(self.vm, L)
+        return th
 
     @property
     def mframes(self) -> List['MachineFrame']:
@@ -136,7 +144,7 @@ class Backtracer(object):
     def backtrace(self, L: int, max_frames: int = 1 << 20) -> Backtrace:
         """The Backtrace of thread L."""
         vm = self.vm
-        th = Thread(vm, L)
+        th = self.thread(L)
         bt = Backtrace(L, th, thread_status(vm, th, self.running), self.who(L))
         bt.fiber = self.fibers.get(L)
         if vm.lay.openresty:
@@ -217,13 +225,19 @@ class Backtracer(object):
     def frame_key(self, fr: 'Frame') -> Tuple[Any, ...]:
         """Frame fr as a small key that frames of many threads share (the
         form gdb_ext.stack.threadscan gives them): ('L', proto, line), ('F',
-        ffid), or ('C', cfunc) with the name cfunc_name gives, if any."""
+        ffid), or ('C', cfunc) with the name cfunc_name gives, if any.  Kept
+        in the frame (the walks of a profile share their outer frames)."""
+        if fr.key is not None:
+            return fr.key
         if fr.kind == "lua":
-            return ("L", fr.proto.addr, fr.line)
-        if fr.kind == "builtin":
-            return ("F", fr.fn.ffid)
-        name = self.cfunc_name(fr.fn)
-        return ("C", fr.fn.cfunc, name) if name else ("C", fr.fn.cfunc)
+            key = ("L", fr.proto.addr, fr.line)
+        elif fr.kind == "builtin":
+            key = ("F", fr.fn.ffid)
+        else:
+            name = self.cfunc_name(fr.fn)
+            key = ("C", fr.fn.cfunc, name) if name else ("C", fr.fn.cfunc)
+        fr.key = key
+        return key
 
     def resumed_thread(self, walker: FrameWalker, fr: 'Frame') -> Optional[int]:
         """For a coroutine.resume / wrap frame: the thread it resumed."""
@@ -340,25 +354,37 @@ def _split_by_entry(vm, b):
     walker = b.walker
     chain = _cframe_chain(vm, walker, b.th)
     out = {cf: [] for cf in chain}
-    n = len(chain)
-    ci = 0
+    frames = b.frames
+    nf = len(frames)
+    # (By slices of the frames, not frame by frame: a profile asks this of
+    # every sample of a deep stack.  Frames go down the stack: their slots
+    # decrease.)
+    entries = [k for k, fr in enumerate(frames) if fr.entry]
     stack = walker.stack.start
-    nres = None         # chain[ci]'s nres (each C frame's read once, when reached)
-    for fr in b.frames:
-        while ci < n:
-            if nres is None:
-                nres = walker._cf_read(chain[ci], "nres")
-            if nres < 0 and fr.slot < stack - nres:
-                ci += 1
-                nres = None
-                continue
+    i = 0
+    e = 0               # entries[e]: the first entry frame at or after i
+    for cf in chain:
+        if i >= nf:
             break
-        if ci >= n:
-            break
-        out[chain[ci]].append(fr)
-        if fr.entry:
-            ci += 1
-            nres = None
+        end = nf
+        nres = walker._cf_read(cf, "nres")
+        if nres < 0:
+            # The frames at or above the stack's top when it was entered.
+            low = stack - nres
+            lo, hi = i, nf
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if frames[mid].slot < low:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            end = lo
+        while e < len(entries) and entries[e] < i:
+            e += 1
+        if e < len(entries) and entries[e] < end:
+            end = entries[e] + 1
+        out[cf] = frames[i:end]
+        i = end
     return chain, out
 
 
@@ -372,7 +398,7 @@ def vm_entry(bt: Backtracer, m: 'MachineFrame') -> Optional[VMEntry]:
     sp = None
     try:
         sp, L = cframe_thread(vm, m)
-        if L and Thread(vm, L).glref == vm.G:
+        if L and bt.thread(L).glref == vm.G:
             entry = bt.entry(L, sp)
             if entry is not None:
                 return entry
@@ -388,7 +414,7 @@ def vm_entry(bt: Backtracer, m: 'MachineFrame') -> Optional[VMEntry]:
     try:
         ret = vm.t.u64(sp, "return address")
         L = cframe_thread(vm, _Shifted(m, 8))[1]
-        if not L or Thread(vm, L).glref != vm.G or \
+        if not L or bt.thread(L).glref != vm.G or \
                 not (vm.t.symbolize(ret) or "").startswith(VM_CODE_PREFIXES):
             return None
     except (FaultError, CorruptError):
@@ -422,7 +448,7 @@ def _trace_entry(bt, m):
     try:
         found = trace_of_pc(bt.vm, [m.pc])
         L = bt.running
-        th = Thread(bt.vm, L) if L else None
+        th = bt.thread(L) if L else None
     except (FaultError, CorruptError):
         return None
     if found is None or th is None:

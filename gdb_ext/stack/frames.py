@@ -59,6 +59,7 @@ class Frame(object):
         self.proto = None
         self.entry = False          # the outermost frame of an entry into the VM (from C)
         self.from_stack = False     # made from stack slots alone (frames._Earlier)
+        self.key = None             # Backtracer.frame_key's, once asked (walks share frames)
 
     @property
     def base(self) -> int:
@@ -414,11 +415,13 @@ class _Earlier(object):
         cache = getattr(walker.vm, "cache", None)
         if cache is None or not frames:
             return
-        at = {}
-        for i in range(len(frames) - 1, -1, -1):
-            if not frames[i].from_stack:
-                break
-            at[frames[i].slot] = i
+        # The frames from the outermost up to the first not made from stack
+        # slots alone, by slot (lists, not a loop: a profile keeps a walk
+        # of every sample).
+        n = len(frames)
+        flags = [fr.from_stack for fr in frames]
+        k = n - flags[::-1].index(False) if False in flags else 0
+        at = dict(zip([fr.slot for fr in frames[k:]], range(k, n)))
         walks = cache("walks")
         key = cls._key(walker)
         walks.pop(key, None)

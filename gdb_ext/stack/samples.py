@@ -55,7 +55,7 @@ def thread_stack(vm: 'VM', mframes: List['MachineFrame'],
         seen.add((entry.L, entry.cframe))
         lua = True
         after_leaf = entry.leaf
-        keys.extend(bt.frame_key(f) for f in entry.frames)
+        keys.extend([f.key if f.key is not None else bt.frame_key(f) for f in entry.frames])
         if not is_vm_code(m):
             break
     if walked is not None:

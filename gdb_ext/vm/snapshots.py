@@ -45,13 +45,19 @@ def trace_of_pc(vm: 'VM', mpcs: Sequence[int]) -> Optional[Tuple[int, int]]:
         return None
     tab = vm.t.ptr(J + lay.J.trace, "J->trace")
     data = vm.t.read(tab, n * lay.ref_size, "J->trace")
+    # (Two fields of each trace, read as they are; a sampler asks this of
+    # every sample.  The trace found is then read whole, and checked.)
+    fm, fs = lay.trace.field("mcode"), lay.trace.field("szmcode")
+    t, rs = vm.t, lay.ref_size
     for i in range(1, n):
-        T = int.from_bytes(data[i * lay.ref_size:(i + 1) * lay.ref_size], "little")
+        T = int.from_bytes(data[i * rs:(i + 1) * rs], "little")
         if not T:
             continue
-        tr = Trace(vm, T)
-        if any(tr.mcode <= p < tr.mcode + tr.szmcode for p in mpcs):
-            return i, T
+        mcode = t.uint(T + fm.offset, fm.size, "trace mcode")
+        end = mcode + t.uint(T + fs.offset, fs.size, "trace szmcode")
+        if any(mcode <= p < end for p in mpcs):
+            tr = Trace(vm, T)
+            return (i, T) if tr.mcode == mcode else None
     return None
 
 
