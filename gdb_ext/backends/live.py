@@ -24,7 +24,7 @@ import os
 import signal
 import struct
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from ..errors import FaultError, LjError
 from .coredump import AARCH64, X86_64, Process, Thread
@@ -247,6 +247,7 @@ class LiveProcess(Process):
         self.held_seconds = None        # how long the last stopped() held the process
         self.stop_wait = None           # of which waiting for the threads to stop
         self._stopper = None            # ptstop.Stopper; False: none (c_sampler_why)
+        self._follows = []
         self.c_sampler_why = ""
         self.threads = []               # Thread of each OS thread, inside stopped() only
         self.files = [(s, e, off, name) for s, e, _, off, inode, name in self.maps
@@ -397,14 +398,16 @@ class LiveProcess(Process):
             self._sigwait = False
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
 
-    def stop_and_copy(self, ranges: List[Tuple[int, int]], below: int, above: int
+    def stop_and_copy(self, ranges: List[Tuple[int, int]], below: int, above: int,
+                      follows: Sequence[Tuple[int, ...]] = ()
                       ) -> Optional[Tuple[Dict[int, Tuple[Optional[str], bool]],
                                           List[Tuple[int, bytes]], List[Tuple[int, int]]]]:
         """One stop made by the C sampler (ptstop): the threads listed and
         their scheduling states read, every thread held, its registers read
         into self.threads, the ranges [(lo, hi)] and each thread's stack
-        from below its stack pointer to above it copied, every thread let
-        go; held_seconds and stop_wait as stopped() sets them.  ({tid:
+        from below its stack pointer to above it copied, and the objects
+        whose address is read at the stop (follows: as Stopper.follow takes
+        them), every thread let go; held_seconds and stop_wait as stopped() sets them.  ({tid:
         (state letter before the stop, on a CPU)}, [(lo, bytes read from
         lo)], [(lo, hi) tried]), or None when there is no C sampler
         (c_sampler_why says why) or this stop is beyond it (more threads
@@ -421,6 +424,9 @@ class LiveProcess(Process):
                                         STOP_TIMEOUT)
         if self._stopper is False:
             return None
+        if list(follows) != self._follows:
+            self._follows = list(follows)
+            self._stopper.follow(self._follows)
         with self.sigchld_blocked() as sigwait:
             try:
                 st = self._stopper.stop(ranges, sigwait)
@@ -441,7 +447,7 @@ class LiveProcess(Process):
         self.threads = [Thread(tid, regs, 0, regs[pc]) for tid, regs in st.threads]
         if not self.threads:
             raise LjError("process %d has no thread left to read" % self.pid)
-        tried = list(ranges) + [(lo, hi) for lo, hi, _ in st.stacks.values()]
+        tried = list(ranges) + st.followed + [(lo, hi) for lo, hi, _ in st.stacks.values()]
         return (st.states, st.ranges + [(lo, data) for lo, _, data in st.stacks.values()],
                 tried)
 

@@ -7,7 +7,8 @@
  * new thread appears; each thread's scheduling state read from /proc
  * before), waitpid for each stop, PTRACE_GETREGSET
  * (NT_PRSTATUS), process_vm_readv of the ranges the caller asks for and of
- * each thread's stack around its stack pointer, then PTRACE_DETACH with the
+ * each thread's stack around its stack pointer and of the objects whose
+ * address is read at the stop (pts_follow), then PTRACE_DETACH with the
  * signal each thread was about to take.  It knows nothing of LuaJIT: which
  * ranges to copy is the engine's choice (recorder.py).  It never writes to
  * the process.
@@ -59,6 +60,23 @@ struct pts_range {
     uint64_t lo, hi;    /* [lo, hi) */
     uint64_t offset;    /* where in the buffer */
     int64_t got;        /* bytes read from lo (-1: none) */
+};
+
+/* An object to copy whose address is read at the stop (the running
+ * lua_State: g->cur_L changes at each coroutine switch), with the array it
+ * points to (the lua_State's stack): read the word at `at` (at_size bytes,
+ * masked), copy the object's size bytes there, read its array's address
+ * (array_at_size bytes at array_at) and count (32 bits at count_at), copy
+ * count * item bytes there.  Each copy is widened to whole pages; out:
+ * obj and array, as ranges are (got -1: not read; 0: a range of the plan
+ * holds it). */
+struct pts_follow {
+    uint64_t at;
+    uint64_t mask;
+    uint32_t at_size, size;
+    uint32_t array_at, array_at_size;
+    uint32_t count_at, item;
+    struct pts_range obj, array;
 };
 
 struct pts_result {
@@ -313,8 +331,57 @@ static long readv_one(int pid, uint64_t addr, char *dst, uint64_t n)
  * pointer's word in NT_PRSTATUS; sigwait: SIGCHLD is blocked (sleep in
  * sigtimedwait); timeout_ms: for a thread's stop.  Returns 0, or -1 with
  * res->err set (every thread detached). */
+static uint64_t read_word(int pid, uint64_t addr, uint32_t size, int *ok)
+{
+    uint64_t v = 0;             /* (little-endian: x86-64 and arm64) */
+    *ok = size <= 8 && readv_one(pid, addr, (char *)&v, size) == (long)size;
+    return v;
+}
+
+/* Copy [lo, hi) widened to pages into fbuf at *used, room permitting; got
+ * 0 when one of the ranges copied already holds it (plan: n of them). */
+static void copy_range(int pid, struct pts_range *r, uint64_t lo, uint64_t hi, char *fbuf,
+                       uint64_t fbuf_size, uint64_t *used, const struct pts_range *plan,
+                       int n)
+{
+    r->lo = lo & ~(PAGE - 1);
+    r->hi = (hi + PAGE - 1) & ~(PAGE - 1);
+    r->got = -1;
+    r->offset = *used;
+    for (int i = 0; i < n; i++)
+        if (plan[i].got > 0 && plan[i].lo <= r->lo && r->hi <= plan[i].lo + plan[i].got) {
+            r->got = 0;
+            return;
+        }
+    if (hi <= lo || r->hi - r->lo > fbuf_size - *used)
+        return;
+    r->got = readv_one(pid, r->lo, fbuf + *used, r->hi - r->lo);
+    if (r->got > 0)
+        *used += (uint64_t)r->got;
+}
+
+static void follow(int pid, struct pts_follow *f, char *fbuf, uint64_t fbuf_size,
+                   uint64_t *used, const struct pts_range *plan, int n)
+{
+    int ok;
+    f->obj.got = f->array.got = -1;
+    f->obj.lo = f->obj.hi = f->array.lo = f->array.hi = 0;
+    uint64_t p = read_word(pid, f->at, f->at_size, &ok) & f->mask;
+    if (!ok || !p)
+        return;
+    copy_range(pid, &f->obj, p, p + f->size, fbuf, fbuf_size, used, plan, n);
+    uint64_t a = read_word(pid, p + f->array_at, f->array_at_size, &ok);
+    if (!ok || !a)
+        return;
+    uint64_t count = read_word(pid, p + f->count_at, 4, &ok);
+    if (!ok)
+        return;
+    copy_range(pid, &f->array, a, a + count * f->item, fbuf, fbuf_size, used, plan, n);
+}
+
 int pts_sample(int pid, struct pts_thread *threads, int max_threads,
                struct pts_range *ranges, int nranges, char *buf,
+               struct pts_follow *follows, int nfollows, char *fbuf, uint64_t fbuf_size,
                uint64_t stack_below, uint64_t stack_above, char *stacks, uint64_t stack_slot,
                int sp_index, int sigwait, int timeout_ms, struct pts_result *res)
 {
@@ -422,6 +489,9 @@ int pts_sample(int pid, struct pts_thread *threads, int max_threads,
             goto fail;
         }
     }
+    uint64_t used = 0;
+    for (i = 0; i < nfollows; i++)
+        follow(pid, &follows[i], fbuf, fbuf_size, &used, ranges, nranges);
     for (i = 0; i < n; i++)
         ptrace(DETACH, threads[i].tid, 0, (void *)(uintptr_t)(threads[i].state == 0 ?
                                                              threads[i].sig : 0));

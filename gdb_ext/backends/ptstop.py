@@ -21,6 +21,7 @@ from ..errors import LjError
 
 NREGS = 64
 MAX_THREADS = 1024
+FOLLOWED = 2 << 20          # room for the followed objects (a lua_State's stack: 512 KB at most)
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ptstop.c")
 
 
@@ -34,6 +35,14 @@ class _Thread(ctypes.Structure):
 class _Range(ctypes.Structure):
     _fields_ = [("lo", ctypes.c_uint64), ("hi", ctypes.c_uint64), ("offset", ctypes.c_uint64),
                 ("got", ctypes.c_int64)]
+
+
+class _Follow(ctypes.Structure):
+    _fields_ = [("at", ctypes.c_uint64), ("mask", ctypes.c_uint64),
+                ("at_size", ctypes.c_uint32), ("size", ctypes.c_uint32),
+                ("array_at", ctypes.c_uint32), ("array_at_size", ctypes.c_uint32),
+                ("count_at", ctypes.c_uint32), ("item", ctypes.c_uint32),
+                ("obj", _Range), ("array", _Range)]
 
 
 class _Result(ctypes.Structure):
@@ -102,6 +111,7 @@ def load() -> Tuple[Optional[ctypes.CDLL], str]:
     lib.pts_sample.argtypes = (
         ctypes.c_int, ctypes.POINTER(_Thread),
         ctypes.c_int, ctypes.POINTER(_Range), ctypes.c_int, ctypes.c_char_p,
+        ctypes.POINTER(_Follow), ctypes.c_int, ctypes.c_char_p, ctypes.c_uint64,
         ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_uint64,
         ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Result))
     _loaded = (lib, "")
@@ -112,13 +122,15 @@ class Stopped(object):
     """What one stop read: threads [(tid, {reg: value})] in the order
     listed (main thread first); states {tid: (state letter or None, on a
     CPU)} of every thread held, from before the stop; the ranges [(lo,
-    bytes)] (each as much as could be read from lo); stacks {tid: (lo, hi
+    bytes)] (each as much as could be read from lo), the followed objects'
+    among them; followed [(lo, hi)] of those tried; stacks {tid: (lo, hi
     tried, bytes)}; held and wait in seconds."""
 
     def __init__(self) -> None:
         self.threads = []
         self.states = {}
         self.ranges = []
+        self.followed = []
         self.stacks = {}
         self.held = 0.0
         self.wait = 0.0
@@ -142,6 +154,19 @@ class Stopper(object):
         self.plan = None            # the ranges the buffers are laid out for
         self.buf = ctypes.create_string_buffer(1)
         self.result = _Result()
+        self.follows = (_Follow * 1)()
+        self.nfollows = 0
+        self.fbuf = ctypes.create_string_buffer(FOLLOWED)
+
+    def follow(self, follows: Sequence[Tuple[int, int, int, int, int, int, int, int]]) -> None:
+        """The objects each stop copies at an address it reads then (ptstop.c's
+        pts_follow): [(at, mask, at_size, size, array_at, array_at_size,
+        count_at, item)]."""
+        self.follows = (_Follow * max(len(follows), 1))()
+        for f, v in zip(self.follows, follows):
+            (f.at, f.mask, f.at_size, f.size, f.array_at, f.array_at_size, f.count_at,
+             f.item) = v
+        self.nfollows = len(follows)
 
     def _lay_out(self, ranges: List[Tuple[int, int]]) -> None:
         if ranges == self.plan:
@@ -163,7 +188,9 @@ class Stopper(object):
         rs, r = self.ranges, self.result
         while True:
             rc = self.lib.pts_sample(self.pid, self.threads, self.nthreads, rs, len(ranges),
-                                     self.buf, self.below, self.above, self.stacks, self.slot,
+                                     self.buf, self.follows, self.nfollows, self.fbuf,
+                                     len(self.fbuf), self.below, self.above, self.stacks,
+                                     self.slot,
                                      self.sp_index, int(sigwait), self.timeout_ms,
                                      ctypes.byref(r))
             if rc == 0 or r.err != errno.E2BIG or self.nthreads >= MAX_THREADS:
@@ -181,6 +208,13 @@ class Stopper(object):
             if got > 0:
                 off = rs[i].offset
                 out.ranges.append((rs[i].lo, buf[off:off + got]))
+        fbuf = self.fbuf
+        for i in range(self.nfollows):
+            for got in (self.follows[i].obj, self.follows[i].array):
+                if got.hi > got.lo:
+                    out.followed.append((got.lo, got.hi))
+                    if got.got > 0:
+                        out.ranges.append((got.lo, fbuf[got.offset:got.offset + got.got]))
         stacks, slot, names, sp = self.stacks, self.slot, self.names, self.sp_index
         k = len(names)
         for i in range(r.nthreads):

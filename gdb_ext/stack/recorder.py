@@ -315,6 +315,7 @@ class Recorder(object):
         self.resumers = {}          # G -> threads seen resuming a coroutine (nonblocking)
         self.runnable = 0           # stacks kept of such threads
         self.plan = None            # what the C sampler copies (the last moment's ranges)
+        self.follows = running_states(lay, self.Gs)
         self.fast = 0               # samples stopped by the C sampler
         self.retakes = 0            # its stops made again (the copy lacked a range)
 
@@ -371,7 +372,7 @@ class Recorder(object):
         Python)."""
         t = self.t
         for _ in range(2):
-            got = self.proc.stop_and_copy(self.plan, RED_ZONE, CSTACK)
+            got = self.proc.stop_and_copy(self.plan, RED_ZONE, CSTACK, self.follows)
             if got is None:
                 return None
             out.pause += self.proc.held_seconds
@@ -506,6 +507,19 @@ class Recorder(object):
                     vm.t.uint(L + lay.L.base, lay.ptr_size))
         except (FaultError, CorruptError):
             return None
+
+
+def running_states(lay: 'Layout', Gs: Iterable[int]) -> List[Tuple[int, ...]]:
+    """What the C sampler copies at an address it reads at the stop
+    (ptstop.Stopper.follow): each VM's running lua_State (g->cur_L) and its
+    stack, which change at every coroutine switch (a server runs each
+    request in a coroutine of its own).  None on a VM without cur_L (2.0):
+    its running thread is found from the interpreter's C frame."""
+    if not lay.has_cur_L:
+        return []
+    mask = (1 << (8 * lay.ref_size)) - 1
+    return [(G + lay.G.cur_L, mask, lay.ref_size, lay.L.size, lay.L.stack, lay.mref_size,
+             lay.L.stacksize, 8) for G in Gs]
 
 
 @contextlib.contextmanager

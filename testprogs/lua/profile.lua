@@ -12,6 +12,8 @@
 --     (jit.off), jitted() runs the same loop JIT-compiled; the file holds
 --     the CPU seconds (os.clock) spent in each.
 --   files: opens and closes /dev/null for ever (record --native's test).
+--   coroutines: 16 coroutines spin in turns (record's C stop follows the
+--     running lua_State).
 local ffi = require("ffi")
 ffi.cdef[[
 struct ljgdb_ts { long sec; long nsec; };
@@ -118,6 +120,23 @@ elseif mode == "files" then
   lines.files = debug.getinfo(1, "l").currentline + 2
   save({})
   while true do local f = assert(io.open("/dev/null")); f:close() end
+elseif mode == "coroutines" then
+  -- For record's C stop: 16 coroutines take turns, each spinning a while
+  -- then yielding, so the running lua_State (g->cur_L) changes many times
+  -- between two samples; the file holds the line of the resume in the
+  -- main chunk and of the coroutines' call of spin.
+  local cos = {}
+  for i = 1, 16 do
+    cos[i] = coroutine.create(function()
+      while true do spin(N); coroutine.yield() end
+    end)
+  end
+  lines.body = debug.getinfo(1, "l").currentline - 3
+  lines.resume = debug.getinfo(1, "l").currentline + 3
+  save({})
+  while true do
+    for i = 1, #cos do assert(coroutine.resume(cos[i])) end
+  end
 elseif mode == "deep" then
   -- For bench/bench_profile.py: spin at the bottom of DEPTH Lua frames
   -- (arg[3], default 200), writing the wall time and the rounds done so

@@ -291,6 +291,56 @@ def test_native_frames_of_the_moment(sampler, tmp_path):
         prog.close()
 
 
+def test_coroutines_taking_turns(tmp_path):
+    """profile.lua `coroutines`: 16 coroutines spin in turns, so the
+    running lua_State changes between any two samples.  Each stop copies
+    the running lua_State and its stack where it finds them then (the C
+    stop reads g->cur_L itself), so no sample has to be made again and
+    none falls back to the Python stop but the first; and every stack kept
+    is a coroutine's, at the line of its body the program recorded
+    (debug.getinfo), in spin's loop or at the body's own line, or the main
+    chunk's resume of one.  (Inside a trace the resumer's frames are not
+    shown: the machine frames beyond a trace's code are not trusted.)"""
+    sys.path.insert(0, ROOT)
+    from gdb_ext.backends.live import open_live_target, open_process
+    from gdb_ext.layouts.layout import Layout
+    from gdb_ext.stack.recorder import Recorder, find_vms
+    prog = Profiled("r21-gc64", tmp_path, "coroutines")
+    try:
+        proc = open_process(prog.pid)
+        with proc.stopped():
+            t = open_live_target(proc, 0)
+            lay = Layout(t)
+            Gs = find_vms(t, lay, len(proc.threads))
+        t.clear_cache()
+        rec = Recorder(proc, t, lay, Gs)
+        for _ in range(100):
+            rec.sample()
+            time.sleep(0.005)
+        proc.close()
+        assert proc.c_sampler_why == "" and rec.fast >= 98 and rec.retakes <= 2, \
+            (rec.fast, rec.retakes, proc.c_sampler_why)
+        out = str(tmp_path / "co.folded")
+        status, err = record(prog.pid, out, "--duration", "3", "--format", "folded")
+        m = SUMMARY.search(err)
+        assert status == 0 and m and int(m.group(2)) == int(m.group(1)), err
+        lines = prog.times()[1]
+        body, resume = ("%s:%d" % (CHUNK, lines[k]) for k in ("body", "resume"))
+        # spin's lines: its loop, the one before and the one after.
+        spins = ["%s:%d" % (CHUNK, lines["spin"] + d) for d in (-1, 0, 1)]
+        # A coroutine's frames: its body, in spin or yielding; the main
+        # chunk's: the loop's line, in assert or a resume (of a coroutine).
+        co = {(body,)} | {(body, s) for s in spins + ["[builtin#coroutine.yield]"]}
+        top = (resume, "[builtin#coroutine.resume]")
+        ok = co | {(resume,), (resume, "[builtin#assert]"), top} | {top + c for c in co}
+        stacks = folded(out)
+        assert all(tuple(s.split(";")) in ok for s in stacks), stacks
+        assert sum(n for s, n in stacks.items() if s.startswith(body + ";")) >= \
+            0.8 * sum(stacks.values()), stacks
+    finally:
+        prog.close()
+
+
 def test_formats_read_by_their_consumers(tmp_path):
     """One recording in each format, each read by its real consumer: go
     tool pprof -top counts every kept stack and names spin, f1, f2 and f5
