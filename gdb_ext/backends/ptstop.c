@@ -360,20 +360,40 @@ static void copy_range(int pid, struct pts_range *r, uint64_t lo, uint64_t hi, c
         *used += (uint64_t)r->got;
 }
 
+/* The word at addr from a range copied already (ranges' bytes at their
+ * offsets in buf), else read now. */
+static uint64_t word(int pid, uint64_t addr, uint32_t size, const struct pts_range *rs, int n,
+                     const char *buf, int *ok)
+{
+    for (int i = 0; i < n; i++)
+        if (rs[i].got > 0 && rs[i].lo <= addr && addr + size <= rs[i].lo + rs[i].got &&
+                size <= 8) {
+            uint64_t v = 0;
+            memcpy(&v, buf + rs[i].offset + (addr - rs[i].lo), size);
+            *ok = 1;
+            return v;
+        }
+    return read_word(pid, addr, size, ok);
+}
+
 static void follow(int pid, struct pts_follow *f, char *fbuf, uint64_t fbuf_size,
-                   uint64_t *used, const struct pts_range *plan, int n)
+                   uint64_t *used, const struct pts_range *plan, int n, const char *buf)
 {
     int ok;
     f->obj.got = f->array.got = -1;
     f->obj.lo = f->obj.hi = f->array.lo = f->array.hi = 0;
-    uint64_t p = read_word(pid, f->at, f->at_size, &ok) & f->mask;
+    uint64_t p = word(pid, f->at, f->at_size, plan, n, buf, &ok) & f->mask;
     if (!ok || !p)
         return;
     copy_range(pid, &f->obj, p, p + f->size, fbuf, fbuf_size, used, plan, n);
-    uint64_t a = read_word(pid, p + f->array_at, f->array_at_size, &ok);
+    /* (The object's words: from the plan's copy or the one just made.) */
+    const struct pts_range *in = f->obj.got > 0 ? &f->obj : plan;
+    int nin = f->obj.got > 0 ? 1 : n;
+    const char *inbuf = f->obj.got > 0 ? fbuf : buf;
+    uint64_t a = word(pid, p + f->array_at, f->array_at_size, in, nin, inbuf, &ok);
     if (!ok || !a)
         return;
-    uint64_t count = read_word(pid, p + f->count_at, 4, &ok);
+    uint64_t count = word(pid, p + f->count_at, 4, in, nin, inbuf, &ok);
     if (!ok)
         return;
     copy_range(pid, &f->array, a, a + count * f->item, fbuf, fbuf_size, used, plan, n);
@@ -491,7 +511,7 @@ int pts_sample(int pid, struct pts_thread *threads, int max_threads,
     }
     uint64_t used = 0;
     for (i = 0; i < nfollows; i++)
-        follow(pid, &follows[i], fbuf, fbuf_size, &used, ranges, nranges);
+        follow(pid, &follows[i], fbuf, fbuf_size, &used, ranges, nranges, buf);
     for (i = 0; i < n; i++)
         ptrace(DETACH, threads[i].tid, 0, (void *)(uintptr_t)(threads[i].state == 0 ?
                                                              threads[i].sig : 0));
