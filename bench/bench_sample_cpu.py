@@ -31,9 +31,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-from gdb_ext.backends.live import open_live_target, open_process  # noqa: E402
-from gdb_ext.layouts.layout import Layout  # noqa: E402
-from gdb_ext.stack.recorder import Recorder, find_vms  # noqa: E402
+from gdb_ext.backends.live import open_process, sampling_target  # noqa: E402
+from gdb_ext.stack.recorder import Recorder  # noqa: E402
 from support.stop import manifest  # noqa: E402
 
 PROG = os.path.join(ROOT, "testprogs", "lua", "profile.lua")
@@ -48,12 +47,7 @@ def measure(host, mode, n, gaps, tmp):
             time.sleep(0.05)
         time.sleep(0.5)
         proc = open_process(p.pid)
-        with proc.stopped():
-            t = open_live_target(proc, 0)
-            lay = Layout(t)
-            Gs = find_vms(t, lay, len(proc.threads))
-        t.clear_cache()
-        rec = Recorder(proc, t, lay, Gs)
+        rec = Recorder(proc, *sampling_target(proc))
         for _ in range(20):
             rec.sample()
         rows = []

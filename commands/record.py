@@ -103,21 +103,15 @@ class Session(object):
     Ctrl-C (SIGINT or SIGTERM) or the process's end."""
 
     def __init__(self, opts: Dict[str, Any]) -> None:
-        from ..gdb_ext.backends.live import open_live_target, open_process
-        from ..gdb_ext.layouts.layout import Layout
-        from ..gdb_ext.stack.recorder import Recorder, find_vms
+        from ..gdb_ext.backends.live import open_process, sampling_target
+        from ..gdb_ext.stack.recorder import Recorder
         from ..gdb_ext.vm.state import VM
         self.opts = opts
         self.proc = proc = open_process(opts["pid"])
-        with proc.stopped():
-            t = open_live_target(proc, 0)
-            lay = Layout(t)
-            Gs = find_vms(t, lay, len(proc.threads))
-            proc.threads_seen = len(proc.threads)
+        t, lay, Gs = sampling_target(proc)
         if not Gs:
             raise LjError("process %d has LuaJIT loaded but no Lua VM (lua_State) was found in "
                           "its memory: nothing to sample" % opts["pid"])
-        t.clear_cache()
         self.rec = Recorder(proc, t, lay, Gs, idle=opts["idle"], native=opts["native"],
                             nonblocking=opts["nonblocking"])
         self.names = FrameNames({G: VM(t, lay, G, caches=self.rec.caches[G]) for G in Gs},

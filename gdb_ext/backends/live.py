@@ -24,11 +24,14 @@ import os
 import signal
 import struct
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, TYPE_CHECKING
 
 from ..errors import FaultError, LjError
 from .coredump import AARCH64, X86_64, Process, Thread
 from .coretarget import CoreTarget, find_luajit, open_target
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..layouts.layout import Layout
 
 PTRACE_DETACH = 17
 PTRACE_GETREGSET = 0x4204
@@ -588,6 +591,20 @@ def open_process(pid: int) -> LiveProcess:
     proc = LiveProcess(pid)
     find_luajit(proc)           # (its image's symbols read now, not while the process is held)
     return proc
+
+
+def sampling_target(proc: LiveProcess) -> Tuple[LiveTarget, 'Layout', List[int]]:
+    """What a sampler of proc needs, found at one stop: a LiveTarget of it
+    (its cache cleared when the process runs again), LuaJIT's layout, and
+    the global_States of its VMs (recorder.find_vms)."""
+    from ..layouts.layout import Layout
+    from ..stack.recorder import find_vms
+    with proc.stopped():
+        t = open_live_target(proc, 0)
+        lay = Layout(t)
+        Gs = find_vms(t, lay, len(proc.threads))
+    t.clear_cache()
+    return t, lay, Gs
 
 
 def open_live_target(proc: LiveProcess, thread: int = 0) -> LiveTarget:

@@ -302,18 +302,12 @@ def test_coroutines_taking_turns(tmp_path):
     chunk's resume of one.  (Inside a trace the resumer's frames are not
     shown: the machine frames beyond a trace's code are not trusted.)"""
     sys.path.insert(0, ROOT)
-    from gdb_ext.backends.live import open_live_target, open_process
-    from gdb_ext.layouts.layout import Layout
-    from gdb_ext.stack.recorder import Recorder, find_vms
+    from gdb_ext.backends.live import open_process, sampling_target
+    from gdb_ext.stack.recorder import Recorder
     prog = Profiled("r21-gc64", tmp_path, "coroutines")
     try:
         proc = open_process(prog.pid)
-        with proc.stopped():
-            t = open_live_target(proc, 0)
-            lay = Layout(t)
-            Gs = find_vms(t, lay, len(proc.threads))
-        t.clear_cache()
-        rec = Recorder(proc, t, lay, Gs)
+        rec = Recorder(proc, *sampling_target(proc))
         for _ in range(100):
             rec.sample()
             time.sleep(0.005)
