@@ -303,6 +303,16 @@ def main():
                 record_pause, env=in_python)
         measure("ljgdb record %g Hz, Python sampler, phases timed" % first, lua,
                 record_argv(first, True), record_phases("this"), env=in_python)
+        # What starting costs, in the figures above: a profile of about one
+        # sample (the imports, the process's files and layout, the VMs found).
+        start_prog = lua("start")
+        try:
+            _, start_cpu, start_wall = child_cpu(
+                [sys.executable, "-m", "ljgdb", "record", "--pid", str(start_prog.p.pid),
+                 "--duration", "0.01", "--format", "folded", "-o", os.path.join(tmp, "s.folded")],
+                cwd=ROOT)
+        finally:
+            start_prog.close()
         if a.baseline:
             base = os.path.abspath(a.baseline)
             measure("baseline record %g Hz" % first, lua, record_argv(first), record_pause,
@@ -311,6 +321,9 @@ def main():
                     record_argv(first, True, base), record_phases("baseline"), cwd=base)
     print("Program: %s, %d Lua frames (py-spy: the same shape in Python), %g s a window"
           % (a.variant, a.depth, a.seconds))
+    print()
+    print("record's start (a profile of --duration 0.01): %.2f s of CPU in %.2f s; the profiler's "
+          "CPU below includes it once" % (start_cpu, start_wall))
     print()
     print("| profiler | program's CPU share alone | sampled | its speed sampled vs alone | "
           "profiler's CPU (% of a core) | samples, pause | other processes' CPU (cores), "

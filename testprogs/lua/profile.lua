@@ -12,8 +12,6 @@
 --     (jit.off), jitted() runs the same loop JIT-compiled; the file holds
 --     the CPU seconds (os.clock) spent in each.
 --   files: opens and closes /dev/null for ever (record --native's test).
---   coroutines: 16 coroutines spin in turns (record's C stop follows the
---     running lua_State).
 local ffi = require("ffi")
 ffi.cdef[[
 struct ljgdb_ts { long sec; long nsec; };
@@ -121,6 +119,7 @@ elseif mode == "files" then
   save({})
   while true do local f = assert(io.open("/dev/null")); f:close() end
 elseif mode == "coroutines" then
+  -- (Below the other modes: their lines are in the docs' examples.)
   -- For record's C stop: 16 coroutines take turns, each spinning a while
   -- then yielding, so the running lua_State (g->cur_L) changes many times
   -- between two samples; the file holds the line of the resume in the
