@@ -410,12 +410,12 @@ class LiveProcess(Process):
         into self.threads, the ranges [(lo, hi)] and each thread's stack
         from below its stack pointer to above it copied, and the objects
         whose address is read at the stop (follows: as Stopper.follow takes
-        them), every thread let go; held_seconds and stop_wait as stopped() sets them.  ({tid:
-        (state letter before the stop, on a CPU)}, [(lo, bytes read from
-        lo)], [(lo, hi) tried]), or None when there is no C sampler
-        (c_sampler_why says why) or this stop is beyond it (more threads
-        than it holds): stop in Python then.  LjError as stopped() raises
-        it."""
+        them), every thread let go; held_seconds and stop_wait as stopped()
+        sets them.  ({tid: (state letter before the stop, on a CPU)},
+        [(lo, bytes read from lo)], [(lo, hi) tried]), or None when there
+        is no C sampler (c_sampler_why says why) or this stop is beyond it
+        (more threads than it holds): stop in Python then.  LjError as
+        stopped() raises it."""
         from .ptstop import Stopper, StopFailed, load
         if self._stopper is None:
             lib, why = load()

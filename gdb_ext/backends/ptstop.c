@@ -47,7 +47,7 @@
 struct pts_thread {
     int32_t tid;
     int32_t state;      /* 0 stopped, registers read; 1 gone; 2 registers unreadable */
-    int32_t sig;        /* signal passed on at the detach */
+    int32_t sig;        /* signal passed on at the detach (its stop's, 0 if none) */
     int32_t nregs;      /* 8-byte words of regs filled */
     char sched;         /* before the stop: the state letter of /proc/PID/task/TID/stat */
     char running;       /* 'R' and on a CPU ("running" in /proc/PID/task/TID/syscall) */
@@ -331,15 +331,6 @@ static long readv_one(int pid, uint64_t addr, char *dst, uint64_t n)
     return (long)process_vm_readv(pid, &local, 1, &remote, 1, 0);
 }
 
-/* Stop process pid, read, let it go.  Its threads are listed and their
- * scheduling states read first (before held_ns starts); threads: room for
- * max_threads; ranges: copied into buf at
- * their offsets; stack_below/stack_above: each thread's stack copied from
- * (sp - stack_below) rounded down to a page to (sp + stack_above) rounded up,
- * into stacks (max_threads slots of stack_slot bytes); sp_index: the stack
- * pointer's word in NT_PRSTATUS; sigwait: SIGCHLD is blocked (sleep in
- * sigtimedwait); timeout_ms: for a thread's stop.  Returns 0, or -1 with
- * res->err set (every thread detached). */
 static uint64_t read_word(int pid, uint64_t addr, uint32_t size, int *ok)
 {
     uint64_t v = 0;             /* (little-endian: x86-64 and arm64) */
@@ -408,6 +399,16 @@ static void follow(int pid, struct pts_follow *f, char *fbuf, uint64_t fbuf_size
     copy_range(pid, &f->array, a, a + count * f->item, fbuf, fbuf_size, used, plan, n);
 }
 
+/* Stop process pid, read, let it go.  Its threads are listed and their
+ * scheduling states read first (before held_ns starts); threads: room for
+ * max_threads; ranges: copied into buf at their offsets; follows: the
+ * objects found at the stop, copied into fbuf (fbuf_size bytes) after the
+ * ranges; stack_below/stack_above: each thread's stack copied from
+ * (sp - stack_below) rounded down to a page to (sp + stack_above) rounded up,
+ * into stacks (max_threads slots of stack_slot bytes); sp_index: the stack
+ * pointer's word in NT_PRSTATUS; sigwait: SIGCHLD is blocked (sleep in
+ * sigtimedwait); timeout_ms: for a thread's stop.  Returns 0, or -1 with
+ * res->err set (every thread detached). */
 int pts_sample(int pid, struct pts_thread *threads, int max_threads,
                struct pts_range *ranges, int nranges, char *buf,
                struct pts_follow *follows, int nfollows, char *fbuf, uint64_t fbuf_size,
@@ -522,8 +523,7 @@ int pts_sample(int pid, struct pts_thread *threads, int max_threads,
     for (i = 0; i < nfollows; i++)
         follow(pid, &follows[i], fbuf, fbuf_size, &used, ranges, nranges, buf);
     for (i = 0; i < n; i++)
-        ptrace(DETACH, threads[i].tid, 0, (void *)(uintptr_t)(threads[i].state == 0 ?
-                                                             threads[i].sig : 0));
+        ptrace(DETACH, threads[i].tid, 0, (void *)(uintptr_t)threads[i].sig);
     res->nthreads = n;
     res->held_ns = now_ns() - start;
     return 0;
@@ -531,8 +531,7 @@ fail:
     for (i = 0; i < n; i++) {
         if (threads[i].state == -1)     /* (seized, not seen to stop: a moment more) */
             wait_stop(&threads[i], sigwait, now_ns() + 1000000000ULL);
-        ptrace(DETACH, threads[i].tid, 0, (void *)(uintptr_t)(threads[i].state == 0 ?
-                                                             threads[i].sig : 0));
+        ptrace(DETACH, threads[i].tid, 0, (void *)(uintptr_t)threads[i].sig);
     }
     res->nthreads = 0;
     res->held_ns = now_ns() - start;

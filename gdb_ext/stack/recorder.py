@@ -24,6 +24,15 @@ The copy is made of target blocks (the Target's own read cache): a
 block the decoder reads is either wholly from the moment of the stop or
 wholly from the moment it is read, never a mix.
 
+The stop is made in C where it can be (the live backend's stop_and_copy,
+backends/ptstop.c): it copies what the last moment needed (Moment.ranges,
+the plan), each thread's C stack, and each VM's running lua_State with its
+stack, found at the stop (running_states); then copy_moment runs over that
+copy, reading nothing from the process (_copy_only), to check that it
+holds all the list above.  A range it lacks joins the plan and the stop is
+made again, once; after that, and for the first sample, the stop is
+Python's (LiveProcess.stopped, copy_moment reading as it goes).
+
 Without registers (nonblocking: the process is never stopped) only the
 VM's own records of where it is can be read, and those are current only
 while it is in C code called from Lua (L->base is saved before a call to
@@ -513,8 +522,8 @@ def running_states(lay: 'Layout', Gs: Iterable[int]) -> List[Tuple[int, ...]]:
     """What the C sampler copies at an address it reads at the stop
     (ptstop.Stopper.follow): each VM's running lua_State (g->cur_L) and its
     stack, which change at every coroutine switch (a server runs each
-    request in a coroutine of its own).  None on a VM without cur_L (2.0):
-    its running thread is found from the interpreter's C frame."""
+    request in a coroutine of its own).  Nothing on a VM without cur_L
+    (2.0): its running thread is found from the interpreter's C frame."""
     if not lay.has_cur_L:
         return []
     mask = (1 << (8 * lay.ref_size)) - 1
