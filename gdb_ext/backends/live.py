@@ -244,8 +244,7 @@ class LiveProcess(Process):
         if emulated:
             raise LjError(emulated)
         self._mem_fd = None
-        self._no_mem = False            # /proc/PID/mem could not be opened
-        self._vm_readv = True
+        self._no_mem = False            # /proc/PID/mem could not be opened: process_vm_readv
         self._sigwait = False           # _wait sleeps in sigtimedwait (stopped() blocked SIGCHLD)
         self.held_seconds = None        # how long the last stopped() held the process
         self.stop_wait = None           # of which waiting for the threads to stop
@@ -295,29 +294,23 @@ class LiveProcess(Process):
                 self._mem_fd = os.open("/proc/%d/mem" % self.pid, os.O_RDONLY | os.O_CLOEXEC)
             except OSError:
                 self._no_mem = True
-        if self._mem_fd is None and self._vm_readv:
+        if self._mem_fd is not None:
+            try:
+                data = os.pread(self._mem_fd, n, addr)
+            except (OSError, OverflowError):
+                raise FaultError("cannot access memory at 0x%x" % addr, addr)
+            got = len(data)
+        else:
             buf = ctypes.create_string_buffer(n)
             local = _Iovec(ctypes.cast(buf, ctypes.c_void_p), n)
             remote = _Iovec(addr, n)
             got = libc().process_vm_readv(self.pid, ctypes.byref(local), 1, ctypes.byref(remote),
                                           1, 0)
-            if got == n:
-                return buf.raw
-            e = ctypes.get_errno() if got < 0 else 0
-            if got < 0 and e in (errno.ENOSYS, errno.EPERM):
-                self._vm_readv = False          # (seccomp, an old kernel: /proc/PID/mem)
-            elif got < 0:
+            if got < 0:
                 raise FaultError("cannot access memory at 0x%x" % addr, addr)
-            else:
-                raise FaultError("cannot access memory at 0x%x" % (addr + got), addr + got)
-        if self._mem_fd is None:
-            self._mem_fd = os.open("/proc/%d/mem" % self.pid, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            data = os.pread(self._mem_fd, n, addr)
-        except (OSError, OverflowError):
-            raise FaultError("cannot access memory at 0x%x" % addr, addr)
-        if len(data) < n:
-            raise FaultError("cannot access memory at 0x%x" % (addr + len(data)), addr + len(data))
+            data = buf.raw
+        if got < n:
+            raise FaultError("cannot access memory at 0x%x" % (addr + got), addr + got)
         return data
 
     def regions(self) -> List[Tuple[int, int, bool, str]]:
