@@ -53,7 +53,8 @@ struct pts_thread {
     char running;       /* 'R' and on a CPU ("running" in /proc/PID/task/TID/syscall) */
     char pad[6];
     uint64_t regs[NREGS];
-    uint64_t stack_lo;  /* the stack copied: stack_got bytes from stack_lo */
+    uint64_t stack_lo;  /* the stack copied: stack_got bytes from stack_lo, */
+    uint64_t stack_hi;  /* of [stack_lo, stack_hi) tried */
     int64_t stack_got;
 };
 
@@ -191,77 +192,68 @@ static int open_task_file(int pid, int tid, const char *name)
     return open(path, O_RDONLY | O_CLOEXEC);
 }
 
-/* Thread tid's stat file and syscall file (-1 until asked), kept open while
- * there is room; *own: the caller closes them. */
-static int task_files(int pid, int tid, int *sys_fd, int *own)
+/* Thread tid's place in kept: found, or made (its stat file opened) while
+ * there is room; -1 when there is none, -2 when the file cannot be opened
+ * (the thread is gone). */
+static int kept_slot(int pid, int tid)
 {
     for (int i = 0; i < nkept; i++)
-        if (kept[i].tid == tid) {
-            *sys_fd = kept[i].sys_fd;
-            *own = 0;
-            return kept[i].stat_fd;
-        }
+        if (kept[i].tid == tid)
+            return i;
+    if (nkept == KEPT)
+        return -1;
     int fd = open_task_file(pid, tid, "stat");
-    *sys_fd = -1;
-    *own = 1;
-    if (fd >= 0 && nkept < KEPT) {
-        kept[nkept].tid = tid;
-        kept[nkept].stat_fd = fd;
-        kept[nkept].sys_fd = -1;
-        nkept++;
-        *own = 0;
-    }
-    return fd;
+    if (fd < 0)
+        return -2;
+    kept[nkept].tid = tid;
+    kept[nkept].stat_fd = fd;
+    kept[nkept].sys_fd = -1;
+    return nkept++;
 }
 
-/* Forget the kept files of a thread that is gone (its tid may come back as
- * another thread's). */
-static void drop_task(int tid)
+/* Forget a kept thread that is gone (its tid may come back as another
+ * thread's). */
+static void drop_slot(int i)
 {
-    for (int i = 0; i < nkept; i++)
-        if (kept[i].tid == tid) {
-            close(kept[i].stat_fd);
-            if (kept[i].sys_fd >= 0)
-                close(kept[i].sys_fd);
-            kept[i] = kept[--nkept];
-            return;
-        }
+    close(kept[i].stat_fd);
+    if (kept[i].sys_fd >= 0)
+        close(kept[i].sys_fd);
+    kept[i] = kept[--nkept];
 }
 
 /* The scheduling state letter of a thread (0 when gone), and for 'R'
  * whether it is on a CPU now (the kernel says "running" in its syscall
- * file then; a runnable thread that waits for a CPU shows its registers). */
+ * file then; a runnable thread that waits for a CPU shows its registers).
+ * The files of a thread with no place in kept are opened and closed here. */
 static char sched_state(int pid, int tid, char *running)
 {
     char buf[512];
-    int sys_fd, own;
+    int k = kept_slot(pid, tid);
+    int fd = k >= 0 ? kept[k].stat_fd : k == -1 ? open_task_file(pid, tid, "stat") : -1;
     *running = 0;
-    int fd = task_files(pid, tid, &sys_fd, &own);
     if (fd < 0)
         return 0;
-    if (read_fd(fd, buf, sizeof buf) <= 0) {
-        if (own)
-            close(fd);
-        else
-            drop_task(tid);
+    ssize_t got = read_fd(fd, buf, sizeof buf);
+    if (k < 0)
+        close(fd);
+    if (got <= 0) {
+        if (k >= 0)
+            drop_slot(k);
         return 0;
     }
     char *end = strrchr(buf, ')');      /* "tid (comm) S ...": comm may hold ')' */
     char state = end && end[1] && end[2] ? end[2] : 0;
     if (state == 'R') {
+        int sys_fd = k >= 0 ? kept[k].sys_fd : -1;
         if (sys_fd < 0) {
             sys_fd = open_task_file(pid, tid, "syscall");
-            if (!own && sys_fd >= 0)
-                for (int i = 0; i < nkept; i++)
-                    if (kept[i].tid == tid)
-                        kept[i].sys_fd = sys_fd;
+            if (k >= 0)
+                kept[k].sys_fd = sys_fd;
         }
         *running = sys_fd < 0 || read_fd(sys_fd, buf, 16) < 0 || !strncmp(buf, "running", 7);
-        if (own && sys_fd >= 0)
+        if (k < 0 && sys_fd >= 0)
             close(sys_fd);
     }
-    if (own)
-        close(fd);
     return state;
 }
 
@@ -508,6 +500,7 @@ int pts_sample(int pid, struct pts_thread *threads, int max_threads,
                 got = readv_one(pid, lo, dst, hi - lo);
             }
             t->stack_lo = lo;
+            t->stack_hi = hi;
             t->stack_got = got;
         }
     }

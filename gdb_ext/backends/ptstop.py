@@ -29,7 +29,8 @@ class _Thread(ctypes.Structure):
     _fields_ = [("tid", ctypes.c_int32), ("state", ctypes.c_int32), ("sig", ctypes.c_int32),
                 ("nregs", ctypes.c_int32), ("sched", ctypes.c_char), ("running", ctypes.c_char),
                 ("pad", ctypes.c_char * 6), ("regs", ctypes.c_uint64 * NREGS),
-                ("stack_lo", ctypes.c_uint64), ("stack_got", ctypes.c_int64)]
+                ("stack_lo", ctypes.c_uint64), ("stack_hi", ctypes.c_uint64),
+                ("stack_got", ctypes.c_int64)]
 
 
 class _Range(ctypes.Structure):
@@ -215,7 +216,7 @@ class Stopper(object):
                     out.followed.append((got.lo, got.hi))
                     if got.got > 0:
                         out.ranges.append((got.lo, fbuf[got.offset:got.offset + got.got]))
-        stacks, slot, names, sp = self.stacks, self.slot, self.names, self.sp_index
+        stacks, slot, names = self.stacks, self.slot, self.names
         k = len(names)
         for i in range(r.nthreads):
             th = self.threads[i]
@@ -227,8 +228,8 @@ class Stopper(object):
             out.threads.append((th.tid, dict(zip(names, regs))))
             if th.stack_got > 0:
                 start = i * slot
-                hi = min((regs[sp] + self.above + 4095) & ~4095, th.stack_lo + slot)
-                out.stacks[th.tid] = (th.stack_lo, hi, stacks[start:start + th.stack_got])
+                out.stacks[th.tid] = (th.stack_lo, th.stack_hi,
+                                      stacks[start:start + th.stack_got])
         out.threads.sort(key=lambda t: (t[0] != self.pid, t[0]))
         return out
 
@@ -237,7 +238,3 @@ class StopFailed(LjError):
     def __init__(self, err: int, tid: int) -> None:
         LjError.__init__(self, "%s (thread %d)" % (os.strerror(err), tid))
         self.errno, self.tid = err, tid
-
-    @property
-    def no_vm_readv(self) -> bool:
-        return self.errno == errno.ENOSYS
