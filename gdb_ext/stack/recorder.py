@@ -119,10 +119,13 @@ class Moment(object):
         """Whether [lo, hi) can be read from the block cache without a
         read: always while the process is held (a read then is of the
         moment), only what the copy holds when checking one."""
-        if self.tried is None:
-            return True
+        return self.tried is None or self._cached(lo & ~(BLOCK - 1), hi)
+
+    def _cached(self, lo: int, hi: int) -> bool:
+        """Whether the block cache holds every block of [lo, hi) (lo a
+        block's start)."""
         blocks = self.t._blocks
-        return all((b in blocks) for b in range(lo & ~(BLOCK - 1), hi, BLOCK))
+        return all((b in blocks) for b in range(lo, hi, BLOCK))
 
     def copy(self, lo: int, hi: int, stack: bool = False) -> bool:
         """Copy [lo, hi) (widened to whole blocks, clipped to its mapping)
@@ -137,8 +140,7 @@ class Moment(object):
             return False
         if not stack:
             self.ranges.append((lo, hi))
-        blocks = self.t._blocks
-        if all((b in blocks) for b in range(lo, hi, BLOCK)):
+        if self._cached(lo, hi):
             return True
         if self.tried is not None:
             if any(a <= lo and hi <= b for a, b in self.tried):
@@ -149,6 +151,7 @@ class Moment(object):
         except FaultError:
             return False
         self.bytes += hi - lo
+        blocks = self.t._blocks
         for b in range(lo, hi, BLOCK):
             blocks[b] = data[b - lo:b - lo + BLOCK]
         return True
@@ -178,9 +181,8 @@ def _ref(t: 'Target', lay: 'Layout', addr: int) -> int:
 
 
 def _is_thread(t: 'Target', lay: 'Layout', L: int, G: int) -> bool:
-    """Whether L is a lua_State of the VM whose global_State is G."""
-    if not L or L & 7:
-        return False
+    """Whether L (not 0, 8-byte aligned: copy_moment checks that before it
+    copies L) is a lua_State of the VM whose global_State is G."""
     try:
         s = lay.L
         if t.u8(L + s.gct) != C.GCT_THREAD:
@@ -334,12 +336,11 @@ class Recorder(object):
         decode.  LjError when the process is gone."""
         out = Sample()
         t = self.t
-        t.clear_cache()
         got = None
         if self.plan is not None and not self.nonblocking:
-            got = self._fast(out)
+            got = self._fast(out)           # (it clears the cache for its copy)
         if got is None:
-            t.clear_cache()         # (a copy _fast did not take: of another moment)
+            t.clear_cache()         # (the last sample's, or a copy _fast did not take)
             # The scheduling state before the stop (the stop makes every
             # thread 't'), and, of the runnable ones, which were on a CPU
             # at that moment (the others waited for one: they show where

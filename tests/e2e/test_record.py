@@ -302,7 +302,6 @@ def test_coroutines_taking_turns(tmp_path):
     chunk's resume of one (but for a rare main chunk alone at another
     line).  (Inside a trace the resumer's frames are not
     shown: the machine frames beyond a trace's code are not trusted.)"""
-    sys.path.insert(0, ROOT)
     from gdb_ext.backends.live import open_process, sampling_target
     from gdb_ext.stack.recorder import Recorder
     prog = Profiled("r21-gc64", tmp_path, "coroutines")
