@@ -24,8 +24,12 @@ class BuildWithSampler(build_py):
 
     def run(self):
         build_py.run(self)
+        import glob
         from gdb_ext.backends import ptstop
         dest = os.path.join(self.build_lib, "ljgdb", "gdb_ext", "backends")
+        # (A build directory kept from an earlier build holds that source's.)
+        for old in glob.glob(os.path.join(dest, "ptstop-*.so")):
+            os.unlink(old)
         try:
             ptstop.build(dest)
         except (OSError, subprocess.CalledProcessError) as e:
