@@ -10,7 +10,7 @@
 --     CPU clock, which enters the kernel each time: a system call that
 --     keeps the thread on a CPU), interp() loops in the interpreter
 --     (jit.off), jitted() runs the same loop JIT-compiled; the file holds
---     the CPU seconds (os.clock) spent in each.
+--     the CPU and the wall seconds spent in each.
 --   files: opens and closes /dev/null for ever (record --native's test).
 local ffi = require("ffi")
 ffi.cdef[[
@@ -52,8 +52,8 @@ for _, name in ipairs({"f1", "f2", "f5"}) do
 end
 
 -- Runs the parts ({name, function} each) in turn for ever, adding the CPU
--- seconds (os.clock) each takes to its total; the file gets the totals
--- every `every` rounds.
+-- seconds (os.clock) each takes to its total, and its wall seconds to
+-- "wall NAME"'s; the file gets the totals every `every` rounds.
 local function measure(parts, every)
   local t = {}
   for _, p in ipairs(parts) do t[p[1]] = 0 end
@@ -61,8 +61,8 @@ local function measure(parts, every)
   local rounds = 0
   while true do
     for _, p in ipairs(parts) do
-      local c0 = os.clock(); p[2]()
-      t[p[1]] = t[p[1]] + os.clock() - c0
+      local c0, w0, w = os.clock(), now(), "wall " .. p[1]; p[2]()
+      t[p[1]], t[w] = t[p[1]] + os.clock() - c0, (t[w] or 0) + now() - w0
     end
     rounds = rounds + 1
     if rounds % every == 0 then save(t) end

@@ -30,8 +30,13 @@ INFERNO = os.path.join(CACHE, "cargo", "bin", "inferno-flamegraph")
 JSON = "lprofile --seconds 4 --hz 200 --json"
 
 
-def records(stop):
-    times = {r[1]: float(r[2]) for r in stop.expected if r[0] == "time"}
+def records(stop, clock="cpu"):
+    """({part: CPU seconds} (clock "cpu") or {part: wall seconds} ("wall"),
+    {name: line}) from the program's file."""
+    times = {}
+    for r in stop.expected:
+        if r[0] == "time" and r[1].startswith("wall ") == (clock == "wall"):
+            times[r[1].split()[-1]] = float(r[2])
     lines = {r[1]: int(r[2]) for r in stop.expected if r[0] == "line"}
     return times, lines
 
@@ -118,16 +123,19 @@ def test_busy_shares(variant, mode, tmp_path):
 def test_syscall_shares(variant, tmp_path):
     """A thread busy inside a system call is on a CPU: sysc() (a loop of
     os.clock, each a clock_gettime system call), interp() (interpreted)
-    and jitted() (JIT-compiled) each within 3 points of the share of CPU
+    and jitted() (JIT-compiled) each within 3 points of the share of wall
     time the program measured; every thread sample is kept but for a
-    handful (the process is always on a CPU)."""
+    handful (the process is always on a CPU).  (Wall time, not CPU time:
+    the stops come at moments of the wall clock, and under gdb's stops
+    the parts' wall shares stray from their CPU shares by up to 3 points
+    on a 2-CPU machine, sysc's above, jitted's below: docs/benchmarks.md.)"""
     fold = os.path.join(str(tmp_path), "sys.folded")
     cmd = "lprofile --seconds 15 --hz 200 --top 1000 --folded %s" % fold
     stop = Stop(variant, "profile.lua", [cmd, "lprofile --seconds 2 --hz 200 --json"],
                 str(tmp_path), args=["syscall"])
     text = stop.out("live", cmd)
     rows, nstacks = top_table(text)
-    times, lines = records(stop)
+    times, lines = records(stop, "wall")
     total = sum(times.values())
     for name in ("sysc", "interp", "jitted"):
         label = "function %s:%d" % (CHUNK, lines[name])
