@@ -2,7 +2,7 @@
 """The CPU one record sample costs, by how long the sampler slept before it.
 
   python3 bench/bench_sample_cpu.py [--samples N] [--modes deep,busy-interp,coroutines]
-                                    [--gaps 0,0.001,0.01] [VARIANT]
+                                    [--gaps 0,0.001,0.01] [--stages] [VARIANT]
       (defaults: 800 samples, the three modes, gaps of 0, 1 and 10 ms, r21-gc64)
 
 Runs testprogs/lua/profile.lua MODE (deep: 200 Lua frames under a
@@ -19,7 +19,13 @@ a program's rows.  What it shows: on a machine whose CPUs idle
 between samples, a sample after a 10 ms sleep costs much more than one
 taken right after another (caches and the idle CPU's state), so the
 profiler's CPU at 100 Hz is not the per-sample cost of a busy loop times
-100."""
+100.
+
+--stages adds a table of where a sample's CPU goes (this thread's CPU
+time, time.thread_time, around each step of Recorder.sample): the C
+stop (ptstop.c's pts_sample), the Python around it, the check of the
+copy (copy_moment), the C frames (machine_frames), the Lua frames
+(thread_stack), the prototypes' check, the counting, and the rest."""
 import argparse
 import os
 import resource
@@ -38,7 +44,62 @@ from support.stop import manifest  # noqa: E402
 PROG = os.path.join(ROOT, "testprogs", "lua", "profile.lua")
 
 
-def measure(host, mode, n, gaps, tmp):
+# (label, module, owner's name in it, function's name): the steps --stages times.
+STEPS = [("Python around the C stop", "gdb_ext.backends.live", "LiveProcess", "stop_and_copy"),
+         ("check of the copy", "gdb_ext.stack.recorder", None, "copy_moment"),
+         ("C frames", "gdb_ext.backends.coretarget", "CoreTarget", "machine_frames"),
+         ("Lua frames", "gdb_ext.stack.recorder", None, "thread_stack"),
+         ("prototypes' check", "gdb_ext.stack.recorder", "ProtoNames", "check"),
+         ("counting", "gdb_ext.stack.samples", "SampledStacks", "add")]
+
+
+class Stages(object):
+    """This thread's CPU time in each of STEPS and in the C stop, by
+    wrapping them (the bench's own process only)."""
+
+    def __init__(self):
+        import importlib
+        self.spent = {}
+        for label, mod, owner, name in STEPS:
+            obj = importlib.import_module(mod)
+            obj = getattr(obj, owner) if owner else obj
+            setattr(obj, name, self._timed(label, getattr(obj, name)))
+
+    def _timed(self, label, f):
+        def timed(*a, **k):
+            t0 = time.thread_time()
+            try:
+                return f(*a, **k)
+            finally:
+                self.spent[label] = self.spent.get(label, 0.0) + time.thread_time() - t0
+        return timed
+
+    def watch_c(self, proc):
+        """Time ptstop.c's pts_sample of proc's C stopper (once it has one)."""
+        st = proc._stopper
+        if st and not isinstance(st.lib, _Lib):
+            st.lib = _Lib(st.lib.pts_sample, self._timed("the C stop", st.lib.pts_sample))
+
+    def rows(self, n, total):
+        """[(label, us a sample)]; the C stop is inside "Python around"."""
+        out = []
+        c = self.spent.get("the C stop", 0.0)
+        for label, _, _, _ in STEPS:
+            v = self.spent.get(label, 0.0)
+            if label == STEPS[0][0]:
+                out.append(("the C stop (pts_sample)", c))
+                v -= c
+            out.append((label, v))
+        out.append(("the rest (sample(), the sleep)", total - sum(v for _, v in out)))
+        return [(label, 1e6 * v / n) for label, v in out]
+
+
+class _Lib(object):
+    def __init__(self, raw, timed):
+        self.raw, self.pts_sample = raw, timed
+
+
+def measure(host, mode, n, gaps, tmp, stages=None):
     log = os.path.join(tmp, mode + ".log")
     p = subprocess.Popen([host, PROG, log, mode], stdout=subprocess.DEVNULL)
     try:
@@ -53,6 +114,10 @@ def measure(host, mode, n, gaps, tmp):
         rows = []
         for gap in gaps:
             pauses = []
+            if stages is not None:
+                stages.watch_c(proc)
+                stages.spent.clear()
+                c0 = time.thread_time()
             r0 = resource.getrusage(resource.RUSAGE_SELF)
             for _ in range(n):
                 pauses.append(rec.sample().pause)
@@ -63,7 +128,8 @@ def measure(host, mode, n, gaps, tmp):
             rows.append((mode, gap, 1e6 * (r1.ru_utime - r0.ru_utime) / n,
                          1e6 * (r1.ru_stime - r0.ru_stime) / n, 1e6 * pauses[n // 2],
                          1e6 * pauses[int(n * 0.99)], rec.fast, rec.retakes,
-                         rec.prof.samples))
+                         rec.prof.samples,
+                         stages.rows(n, time.thread_time() - c0) if stages else None))
         return rows
     finally:
         p.kill()
@@ -75,23 +141,33 @@ def main():
     ap.add_argument("--samples", type=int, default=800)
     ap.add_argument("--modes", default="deep,busy-interp,coroutines")
     ap.add_argument("--gaps", default="0,0.001,0.01")
+    ap.add_argument("--stages", action="store_true")
     ap.add_argument("variant", nargs="?", default="r21-gc64")
     a = ap.parse_args()
+    stages = Stages() if a.stages else None
     import tempfile
     host = manifest()[a.variant]["host"]
     gaps = [float(g) for g in a.gaps.split(",")]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for mode in a.modes.split(","):
-            rows.extend(measure(host, mode, a.samples, gaps, tmp))
+            rows.extend(measure(host, mode, a.samples, gaps, tmp, stages))
     print("%s, %d samples a row" % (a.variant, a.samples))
     print()
     print("| program | sleep between samples | CPU a sample: user + system (us) | pause "
           "(median / p99, us) | samples stopped in C (of all so far) | stops made again |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for mode, gap, user, sys_, pause, p99, fast, again, total in rows:
+    for mode, gap, user, sys_, pause, p99, fast, again, total, _ in rows:
         print("| profile.lua %s | %g ms | %.0f + %.0f = %.0f | %.0f / %.0f | %d of %d | %d |"
               % (mode, 1000 * gap, user, sys_, user + sys_, pause, p99, fast, total, again))
+    if stages is not None:
+        print()
+        print("This thread's CPU a sample, by step (us):")
+        print()
+        print("| step | " + " | ".join("%s, %g ms" % (r[0], 1000 * r[1]) for r in rows) + " |")
+        print("| --- |" + " --- |" * len(rows))
+        for i, (label, _) in enumerate(rows[0][-1]):
+            print("| %s | %s |" % (label, " | ".join("%.0f" % r[-1][i][1] for r in rows)))
 
 
 if __name__ == "__main__":
