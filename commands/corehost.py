@@ -18,13 +18,13 @@ import sys
 from ..gdb_ext.backends import corefile
 from ..gdb_ext.errors import LjError
 from .base import CommandError, UsageError, help_text
-from .host import SETTINGS, Host, Operand, install
+from .host import SETTINGS, Operand, OwnSettings, install
 
 USAGE = ("python3 -m ljgdb [--set NAME=VALUE] [--thread N] [--frame N] [--sysroot DIR] CORE [BINARY] COMMAND "
          "[ARGS...]  (or --help)")
 
 
-class CoreHost(Host):
+class CoreHost(OwnSettings):
     """The Host of the core reader: one core, its files, default settings
     unless --set changed them."""
 
@@ -41,8 +41,7 @@ class CoreHost(Host):
         self.executable = executable
         self.thread = thread
         self.sysroot = sysroot
-        self.settings = {k: v[1] for k, v in SETTINGS.items()}
-        self.settings.update(settings or {})
+        OwnSettings.__init__(self, settings)
         self._target = self._lay = None
 
     def target_and_layout(self):
@@ -82,15 +81,6 @@ class CoreHost(Host):
 
     def operand(self, expr, what="expression"):
         return parse_operand(expr, what, self.reader)
-
-    def split(self, arg):
-        try:
-            return shlex.split(arg or "")
-        except ValueError as e:
-            raise UsageError(str(e))
-
-    def param(self, name):
-        return self.settings[name]
 
     def write(self, text):
         sys.stdout.write(text)

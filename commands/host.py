@@ -121,6 +121,23 @@ class Host(object):
         return None
 
 
+class OwnSettings(Host):
+    """A host without gdb's parameters and argument splitter: the settings
+    in self.settings (the defaults, updated by `settings`), command lines
+    split as a shell splits them."""
+
+    def __init__(self, settings=None):
+        self.settings = {k: v[1] for k, v in SETTINGS.items()}
+        self.settings.update(settings or {})
+
+    def param(self, name):
+        return self.settings[name]
+
+    def split(self, arg):
+        from .base import shell_words
+        return shell_words(arg)
+
+
 _current = [None]
 
 
