@@ -1,10 +1,12 @@
-"""ljgdb loader: put `source /path/to/ljgdb.py` in ~/.gdbinit.
+"""ljgdb loader: put `source /path/to/ljgdb.py` in ~/.gdbinit (in lldb:
+`command script import /path/to/ljgdb.py`, in ~/.lldbinit).
 
 Sourced by gdb, it makes the checkout importable as the package `ljgdb`
 (ljgdb.gdb_ext = engine, ljgdb.commands = gdb commands), from any working
 directory, and registers the commands; sourcing it again reloads them.
 Imported as a module named `ljgdb` (Python started in the checkout), it is
-that package's root and registers nothing.  Run as `python3 -m ljgdb CORE
+that package's root and registers nothing; lldb imports it so too, and then
+calls its __lldb_init_module, which registers the commands in lldb.  Run as `python3 -m ljgdb CORE
 ...` (or `python3 ljgdb.py CORE ...`), it is the core reader, which needs no
 gdb (commands/corehost.py); with --pid PID, the same on a running process
 (commands/livehost.py).
@@ -20,6 +22,15 @@ _PATH = [_HERE, os.path.join(_HERE, "pkg")]
 
 if __name__ == "ljgdb":
     __path__ = _PATH
+
+    def __lldb_init_module(debugger, internal_dict):
+        """lldb's `command script import /path/to/ljgdb.py`: the commands
+        (commands/lldbhost.py); imported again, the new code replaces the
+        old."""
+        import importlib
+        for name in [m for m in sys.modules if m.startswith("ljgdb.")]:
+            del sys.modules[name]
+        importlib.import_module("ljgdb.commands.lldbhost").register(debugger)
 elif __name__ == "__main__" and "gdb" not in sys.modules:
     # python3 -m ljgdb CORE ... from the checkout: the core reader (--pid PID:
     # a running process).

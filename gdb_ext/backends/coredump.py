@@ -321,6 +321,25 @@ class _SymbolSet(object):
         return zero
 
 
+_file_symbols = {}      # ELF file -> its _SymbolSet, or False when it cannot be read
+
+
+def file_symbol_at(path: str, vaddr: int) -> Optional[str]:
+    """The symbol of ELF file `path` (.symtab, .dynsym, PLT entries) that
+    holds its link-time address vaddr, as gdb picks it (_SymbolSet.at), or
+    None: for a debugger that picks otherwise among symbols at one address
+    (lldb)."""
+    ss = _file_symbols.get(path)
+    if ss is None:
+        try:
+            ss = _SymbolSet(_Elf(_map(path)), (".symtab", ".dynsym", "plt"))
+        except (OSError, ValueError, struct.error):
+            ss = False
+        _file_symbols[path] = ss
+    hit = ss.at(vaddr) if ss else None
+    return hit[1] if hit else None
+
+
 class _Cfi(object):
     """The FDEs of one section of call frame information (.eh_frame or
     .debug_frame), found by address."""

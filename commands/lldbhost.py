@@ -1,0 +1,328 @@
+"""ljgdb inside lldb: the Host that answers from lldb (commands.host), the
+settings as `ljgdb set NAME VALUE`, and register() that adds the commands
+to lldb's command interpreter.
+
+`command script import /path/to/ljgdb.py` in lldb (or in ~/.lldbinit)
+loads it: ljgdb.py, imported by lldb as the module `ljgdb`, is the
+package's root, and its __lldb_init_module calls register().  The
+commands are gdb's, with the same options, the same L=/G= selection, the
+same --json and the same help text.  Where gdb takes an expression, lldb
+takes an address (0x7f..., or a cast such as (GCtab *)0x7f...) or a
+variable's name or path in the selected frame or among the globals, read
+by lldb without evaluating anything in the process."""
+import shlex
+
+import lldb
+
+from ..gdb_ext.backends import corefile
+from ..gdb_ext.backends.lldbtarget import LldbTarget, frame_candidates
+from ..gdb_ext.layouts import buildid
+from ..gdb_ext.errors import LjError, NotLuaJITError
+from ..gdb_ext.layouts.layout import Layout
+from .base import CommandError, UsageError, help_text
+from .corehost import parse_operand
+from .host import SETTINGS, Operand, OwnSettings, current, install
+
+# The commands lldb has (the issue's list; lframe and its kin keep a
+# selected frame that gdb's events forget, lmalloc reads glibc's types
+# through gdb's scopes, lprofile runs the process: gdb only, for now).
+LLDB_COMMANDS = ("linfo", "lval", "ltab", "lbt", "lthreads", "lstates", "lgcstat", "lgcref",
+                 "lgcpath", "lmcode", "ltrace", "lbc", "lir", "lstr", "lheap")
+
+
+class LldbHost(OwnSettings):
+    """The Host over one lldb debugger: its selected target, process (live
+    or core), thread and frame."""
+
+    name = "lldb"
+    debug_hint = "'ljgdb set debug on' shows a traceback"
+    reader = "lldb"
+
+    def __init__(self, debugger):
+        OwnSettings.__init__(self)
+        self.debugger = debugger
+        self.pending = []
+        self._layouts = {}
+
+    def _modules_key(self, sbt):
+        return tuple(sbt.GetModuleAtIndex(i).GetFileSpec().fullpath
+                     for i in range(sbt.GetNumModules()))
+
+    def target_and_layout(self):
+        """A Target for this command (the process may have run since the
+        last one) and the Layout, read once per set of loaded modules."""
+        target = LldbTarget(self.debugger)
+        key = self._modules_key(target.sbt)
+        lay = self._layouts.get(key)
+        if lay is None:
+            try:
+                lay = Layout(target)
+            except NotLuaJITError:
+                if target.type_info("lua_State") is None:
+                    raise LjError("no LuaJIT debug info in the loaded files: load the LuaJIT "
+                                  "binary (or the library's debug file) with 'target create' "
+                                  "or 'target symbols add'")
+                raise
+            self._layouts.clear()
+            self._layouts[key] = lay
+        return target, lay
+
+    def check_environment(self):
+        target, lay = self.target_and_layout()
+        proc = target.process
+        if not proc.IsValid() or proc.GetState() in (lldb.eStateInvalid, lldb.eStateUnloaded,
+                                                     lldb.eStateExited, lldb.eStateDetached):
+            raise LjError("no process or core file: launch the program ('process launch'), "
+                          "attach ('process attach -p PID') or load a core ('target create "
+                          "--core FILE')")
+        if proc.GetState() in (lldb.eStateRunning, lldb.eStateStepping):
+            raise LjError("the process is running, and ljgdb reads stopped processes only: "
+                          "stop it first ('process interrupt', or Ctrl-C) and run the command "
+                          "again")
+        if self.param("check-build-id"):
+            mismatch = core_mismatch(target)
+            if mismatch:
+                raise LjError(mismatch)
+        return target, lay
+
+    def frame_candidates(self, lay):
+        target, _ = self.target_and_layout()
+        return frame_candidates(target, lay)
+
+    def operand(self, expr, what="expression"):
+        try:
+            return parse_operand(expr, what, "lldb")
+        except UsageError:
+            pass
+        v = self._variable(expr.strip())
+        if v is None:
+            raise UsageError("%s '%s' is neither an address (0x7f..., or a cast such as "
+                             "(GCtab *)0x7f...) nor a variable of the selected frame or a "
+                             "global that lldb knows" % (what, expr))
+        return sb_operand(v)
+
+    def _variable(self, path):
+        """The SBValue of a variable path in the selected frame, else of a
+        global; None when there is none (nothing is evaluated)."""
+        sbt = self.debugger.GetSelectedTarget()
+        proc = sbt.GetProcess()
+        if proc.IsValid():
+            frame = proc.GetSelectedThread().GetSelectedFrame()
+            if frame.IsValid():
+                v = frame.GetValueForVariablePath(path)
+                if v.IsValid() and v.GetError().Success():
+                    return v
+        v = sbt.FindFirstGlobalVariable(path)
+        return v if v.IsValid() and v.GetError().Success() else None
+
+    def write(self, text):
+        self.pending.append(text)
+
+    def disassemble(self, lo, hi):
+        """lldb's disassembler over [lo, hi) (it reads the process or the
+        core; gdb's flavour on x86-64, AT&T): [(address, 'mnemonic
+        operands')], or None when it cannot read there."""
+        if hi <= lo:
+            return []
+        sbt = self.debugger.GetSelectedTarget()
+        err = lldb.SBError()
+        data = sbt.GetProcess().ReadMemory(lo, hi - lo, err)
+        if err.Fail() or data is None:
+            return None
+        insns = sbt.GetInstructions(lldb.SBAddress(lo, sbt), data)
+        out = []
+        for i in range(insns.GetSize()):
+            ins = insns.GetInstructionAtIndex(i)
+            addr = ins.GetAddress().GetLoadAddress(sbt)
+            if addr == lldb.LLDB_INVALID_ADDRESS:
+                addr = lo + sum(insns.GetInstructionAtIndex(k).GetByteSize() for k in range(i))
+            if addr >= hi:
+                break
+            ops = ins.GetOperands(sbt)
+            out.append((addr, ("%-6s %s" % (ins.GetMnemonic(sbt), ops)).rstrip() if ops
+                        else ins.GetMnemonic(sbt)))
+        return out
+
+    def truncation_note(self):
+        path = LldbTarget(self.debugger).core_path()
+        cut = corefile.truncation(path) if path else None
+        if not cut:
+            return ""
+        return ("; note: the core file is truncated (%d of its %d bytes), so memory past its "
+                "end is missing: get a complete core" % cut)
+
+    def take_written(self):
+        text, self.pending = "".join(self.pending), []
+        return text
+
+
+def core_mismatch(target):
+    """On a core: None when the module that holds LuaJIT wrote it (or when
+    that cannot be told), else buildid.mismatch's line."""
+    path = target.core_path()
+    got = target.luajit_build_id()
+    if path is None or got is None:
+        return None
+    return buildid.mismatch(corefile.build_ids(path), got[0], got[1],
+                            give="load the files that wrote the core (target create BINARY "
+                                 "--core CORE, with the same library versions)",
+                            off="'ljgdb set check-build-id off'", loaded="lldb loaded it with")
+
+
+def sb_operand(v):
+    """The Operand of lldb.SBValue v (gdbhost.gdb_operand's peer)."""
+    ty = v.GetType().GetCanonicalType()
+    tc = ty.GetTypeClass()
+    if tc in (lldb.eTypeClassStruct, lldb.eTypeClassUnion):
+        name = _tag(v.GetType())
+        ref = None
+        if name == "GCRef" and v.GetNumChildren():
+            ref = v.GetChildAtIndex(0).GetValueAsUnsigned() & 0xFFFFFFFFFFFFFFFF
+        addr = v.GetLoadAddress()
+        return Operand(type_name=name, address=None if addr == lldb.LLDB_INVALID_ADDRESS
+                       else addr, ref=ref)
+    if ty.IsPointerType():
+        return Operand(value=v.GetValueAsUnsigned() & 0xFFFFFFFFFFFFFFFF,
+                       pointee=_tag(v.GetType().GetPointeeType()) or "void")
+    if tc in (lldb.eTypeClassBuiltin, lldb.eTypeClassEnumeration):
+        floating = ty.GetBasicType() in (lldb.eBasicTypeFloat, lldb.eBasicTypeDouble,
+                                         lldb.eBasicTypeLongDouble)
+        if floating:
+            value = int(float(v.GetValue())) & 0xFFFFFFFFFFFFFFFF
+        else:
+            value = v.GetValueAsSigned() & 0xFFFFFFFFFFFFFFFF
+        return Operand(value=value, floating=floating)
+    return Operand()
+
+
+def _tag(t):
+    """A type's name as gdb's tag or typedef name gives it: 'GCtab',
+    'TValue' (no 'struct ' and no qualifiers)."""
+    words = (t.GetName() or "").split()
+    while words and words[0] in ("const", "volatile", "struct", "union", "enum"):
+        words.pop(0)
+    return " ".join(words)
+
+
+# --------------------------------------------------------------------------
+# Commands
+
+def _host(debugger):
+    try:
+        host = current()
+    except RuntimeError:
+        host = None
+    if not isinstance(host, LldbHost) or host.debugger.GetID() != debugger.GetID():
+        host = install(LldbHost(debugger))
+    return host
+
+
+def run(cls, debugger, command, result):
+    """Run command class cls with the argument text `command`; its output
+    or its one error line into result (lldb.SBCommandReturnObject)."""
+    host = _host(debugger)
+    host.pending = []
+    try:
+        out = cls().execute(command or "")
+    except CommandError as e:
+        text = host.take_written() + (getattr(e, "output", "") or "")
+        if text:
+            result.AppendMessage(text.rstrip("\n"))
+        result.SetError(str(e))
+        return
+    text = host.take_written() + out
+    if text:
+        result.AppendMessage(text.rstrip("\n"))
+    result.SetStatus(lldb.eReturnStatusSuccessFinishResult)
+
+
+def _lldb_command(cls):
+    """A class lldb's `command script add -c` takes for command class cls."""
+
+    class Command(object):
+        def __init__(self, debugger, internal_dict):
+            pass
+
+        def get_short_help(self):
+            return cls.SUMMARY or ""
+
+        def get_long_help(self):
+            return (cls.__doc__ or "").replace("(gdb) ", "(lldb) ")
+
+        def __call__(self, debugger, command, exe_ctx, result):
+            run(cls, debugger, command, result)
+
+    Command.__name__ = Command.__qualname__ = "Cmd_" + cls.NAME
+    return Command
+
+
+class Settings(object):
+    """ljgdb set NAME VALUE, ljgdb show [NAME], ljgdb help: ljgdb's settings
+    in lldb (gdb's set ljgdb / show ljgdb)."""
+
+    def __init__(self, debugger, internal_dict):
+        pass
+
+    def get_short_help(self):
+        return "ljgdb's settings: ljgdb set NAME VALUE, ljgdb show [NAME]; ljgdb help"
+
+    def __call__(self, debugger, command, exe_ctx, result):
+        host = _host(debugger)
+        try:
+            words = shlex.split(command or "")
+        except ValueError as e:
+            result.SetError("ljgdb: %s" % e)
+            return
+        verb = words[0] if words else "help"
+        if verb == "help" and len(words) <= 1:
+            result.AppendMessage(help_text(classes()).split("\nIn gdb's")[0].replace(
+                "'help <command>'", "'help <command>' (lldb's help)") + "\nSettings: 'ljgdb "
+                "show' lists them, 'ljgdb set <name> <value>' changes one.")
+            return
+        if verb == "show" and len(words) <= 2:
+            names = words[1:] or sorted(SETTINGS)
+            for name in names:
+                if name not in SETTINGS:
+                    result.SetError("ljgdb show: no setting '%s' (%s)"
+                                    % (name, ", ".join(sorted(SETTINGS))))
+                    return
+                value = host.settings[name]
+                if isinstance(value, bool):
+                    value = "on" if value else "off"
+                result.AppendMessage("%s:  %s (%s)" % (name, value,
+                                                       SETTINGS[name][4].rstrip(".")))
+            return
+        if verb == "set" and len(words) == 3 and words[1] in SETTINGS:
+            name, value = words[1], words[2]
+            kind = SETTINGS[name][0]
+            if kind == "bool" and value in ("on", "off"):
+                host.settings[name] = value == "on"
+            elif kind == "uint" and value.isdigit():
+                host.settings[name] = int(value)
+            elif kind == "string":
+                host.settings[name] = value
+            else:
+                wants = "on or off" if kind == "bool" else "a number"
+                result.SetError("ljgdb set %s takes %s" % (name, wants))
+            return
+        result.SetError("ljgdb: takes 'set NAME VALUE', 'show [NAME]' or 'help', with NAME "
+                        "one of %s" % ", ".join(sorted(SETTINGS)))
+
+
+def classes():
+    from . import command_classes
+    return [c for c in command_classes(with_gdb_only=False) if c.NAME in LLDB_COMMANDS]
+
+
+def register(debugger):
+    """Add ljgdb's commands to debugger's command interpreter (again when
+    imported again: the new code replaces the old); their names."""
+    names = []
+    for cls in classes():
+        globals()["Cmd_" + cls.NAME] = _lldb_command(cls)
+        debugger.HandleCommand("command script add -o -c %s.Cmd_%s %s"
+                               % (__name__, cls.NAME, cls.NAME))
+        names.append(cls.NAME)
+    debugger.HandleCommand("command script add -o -c %s.Settings ljgdb" % __name__)
+    _host(debugger)
+    return names

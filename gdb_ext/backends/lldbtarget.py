@@ -1,0 +1,434 @@
+"""Target backend over lldb: a live process or a core, the same code (the
+peer of gdbtarget).
+
+Only this module (and commands/lldbhost) import lldb.  Memory is read with
+SBProcess.ReadMemory in blocks; LuaJIT's types, enumerators and symbols
+come from the DWARF and symbol tables lldb has loaded (SBType, SBTarget);
+registers and frames from SBThread and SBFrame.  Nothing here writes to
+the process, evaluates an expression or calls a function in it.
+"""
+from typing import Any, Dict, List, Optional, Tuple
+
+import lldb  # noqa: F401  (only importable inside lldb, or with its bindings)
+
+from . import corefile
+from .coredump import file_symbol_at
+from ..errors import FaultError, NotLuaJITError
+from ..target import FLATTEN_DEPTH, Field, MachineFrame, Target, TypeInfo, TypeSource
+from ..vm.state import STATE_REGISTERS, register_candidates
+
+_RECORDS = (lldb.eTypeClassStruct, lldb.eTypeClassUnion, lldb.eTypeClassClass)
+
+
+def _is_record(t: Any) -> bool:
+    return t.IsValid() and t.GetTypeClass() in _RECORDS
+
+
+_KEYWORDS = {lldb.eTypeClassStruct: "struct", lldb.eTypeClassClass: "struct",
+             lldb.eTypeClassUnion: "union", lldb.eTypeClassEnumeration: "enum"}
+
+
+def gdb_type_name(t: Any) -> str:
+    """An SBType's name as gdb writes the same C type (str(gdb.Type)),
+    which lldb spells otherwise: 'GCRef [39]' (lldb 'GCRef[39]'), 'struct
+    malloc_segment *' (lldb leaves out the keyword), 'struct {...}' (lldb
+    '(unnamed struct)')."""
+    base, suffix = _declarator(t, "")
+    if not suffix:
+        return base
+    return base + ("" if base.endswith("*") else " ") + suffix
+
+
+def _qualifiers(t: Any) -> str:
+    """'const ', 'volatile ' or both, as t's name starts with them."""
+    words = (t.GetDisplayTypeName() or t.GetName() or "").split()
+    quals = []
+    for w in words:
+        if w not in ("const", "volatile"):
+            break
+        quals.append(w)
+    return "".join(q + " " for q in quals)
+
+
+def _bare(t: Any) -> str:
+    """t's name without its leading qualifiers.  (Not GetUnqualifiedType:
+    on a typedef it gives the type the typedef names.)"""
+    words = (t.GetName() or "").split()
+    while words and words[0] in ("const", "volatile"):
+        words.pop(0)
+    return " ".join(words)
+
+
+def _declarator(t: Any, inner: str) -> Tuple[str, str]:
+    """(base type text, declarator text around `inner`) of t."""
+    if not t.IsValid():
+        return "void", inner
+    quals = _qualifiers(t)
+    if t.IsTypedefType() or t.GetTypeClass() == lldb.eTypeClassTypedef:
+        return quals + _bare(t), inner
+    tc = t.GetTypeClass()
+    if tc in _KEYWORDS:
+        name = _bare(t)
+        for kw in ("struct ", "union ", "enum ", "class "):
+            if name.startswith(kw):
+                name = name[len(kw):]
+        if not name or name.startswith("("):
+            return quals + "%s {...}" % _KEYWORDS[tc], inner
+        return quals + "%s %s" % (_KEYWORDS[tc], name), inner
+    if tc == lldb.eTypeClassPointer:
+        target = t.GetPointeeType()
+        if target.IsValid() and target.GetTypeClass() in (lldb.eTypeClassArray,
+                                                          lldb.eTypeClassFunction):
+            return _declarator(target, "(*%s)" % inner)
+        return _declarator(target, "*" + inner)
+    if tc == lldb.eTypeClassArray:
+        return _declarator(t.GetArrayElementType(), inner + "[%d]" % _array_count(t))
+    if tc == lldb.eTypeClassFunction:
+        args = t.GetFunctionArgumentTypes()
+        names = [gdb_type_name(args.GetTypeAtIndex(i)) for i in range(args.GetSize())]
+        return gdb_type_name(t.GetFunctionReturnType()), "%s(%s)" % (
+            inner, ", ".join(names) if names else "void")
+    return quals + (_bare(t) or "?"), inner
+
+
+def _array_count(t: Any) -> int:
+    """The number of elements of array type t (its outermost dimension);
+    0 for a flexible array member."""
+    elem = t.GetArrayElementType()
+    size = elem.GetByteSize() if elem.IsValid() else 0
+    return t.GetByteSize() // size if size else 0
+
+
+def _flatten(t: Any, base: int, prefix: str, out: Dict[str, Field], depth: int) -> None:
+    """Add every member of record type t to out (path -> Field), as
+    gdbtarget._flatten does with gdb's types: bit-fields left out, the
+    members of an anonymous struct or union under their own names."""
+    for i in range(t.GetNumberOfFields()):
+        f = t.GetFieldAtIndex(i)
+        if f.IsBitfield():
+            continue
+        ft = f.GetType()
+        st = ft.GetCanonicalType()
+        off = base + f.GetOffsetInBytes()
+        name = f.GetName()
+        if not name:
+            if _is_record(st) and depth < FLATTEN_DEPTH:
+                _flatten(st, off, prefix, out, depth + 1)
+            continue
+        path = prefix + name
+        count = _array_count(st) if st.GetTypeClass() == lldb.eTypeClassArray else None
+        out[path] = Field(off, st.GetByteSize(), count, gdb_type_name(ft))
+        if _is_record(st) and depth < FLATTEN_DEPTH:
+            _flatten(st, off, path + ".", out, depth + 1)
+
+
+class LldbTypes(TypeSource):
+    """LuaJIT's types and enumerators from the DWARF of the modules lldb
+    has loaded (sbtarget: an lldb.SBTarget), the module that holds LuaJIT
+    first."""
+
+    def __init__(self, sbtarget: Any, first: Optional[Any] = None) -> None:
+        self.sbt = sbtarget
+        self.first = first          # the SBModule with LuaJIT, searched first
+        self._types = {}
+        self._enums = None          # enumerator -> (value, {enumerator: value})
+
+    def _modules(self) -> List[Any]:
+        mods = [self.sbt.GetModuleAtIndex(i) for i in range(self.sbt.GetNumModules())]
+        if self.first is not None and self.first.IsValid():
+            mods = [self.first] + [m for m in mods if m != self.first]
+        return mods
+
+    def type_info(self, name: str) -> Optional[TypeInfo]:
+        if name not in self._types:
+            info = None
+            for mod in self._modules():
+                t = mod.FindFirstType(name)
+                if t.IsValid():
+                    t = t.GetCanonicalType()
+                    if _is_record(t):
+                        fields = {}
+                        _flatten(t, 0, "", fields, 0)
+                        info = TypeInfo(name, t.GetByteSize(), fields)
+                        break
+            self._types[name] = info
+        return self._types[name]
+
+    def _enumerators(self) -> Dict[str, Tuple[int, Dict[str, int]]]:
+        if self._enums is None:
+            self._enums = {}
+            for mod in self._modules():
+                enums = mod.GetTypes(lldb.eTypeClassEnumeration)
+                for i in range(enums.GetSize()):
+                    members = enums.GetTypeAtIndex(i).GetEnumMembers()
+                    values = {}
+                    for j in range(members.GetSize()):
+                        m = members.GetTypeEnumMemberAtIndex(j)
+                        values[m.GetName()] = m.GetValueAsSigned()
+                    for k, v in values.items():
+                        self._enums.setdefault(k, (v, values))
+        return self._enums
+
+    def constant(self, name: str) -> Optional[int]:
+        got = self._enumerators().get(name)
+        return got[0] if got is not None else None
+
+    def enum_members(self, name: str) -> Optional[Dict[str, int]]:
+        got = self._enumerators().get(name)
+        return dict(got[1]) if got is not None else None
+
+
+class LldbTarget(Target):
+    """The selected target and process of an lldb debugger (live or core)."""
+
+    def __init__(self, debugger: Any) -> None:
+        super().__init__()
+        self.debugger = debugger
+        self.sbt = debugger.GetSelectedTarget()
+        if not self.sbt.IsValid():
+            raise NotLuaJITError("no target: load a program with 'target create' and a process "
+                                 "or core")
+        self.process = self.sbt.GetProcess()
+        self.ptr_size = self.sbt.GetAddressByteSize() or 8
+        triple = self.sbt.GetTriple() or ""
+        self.arch = "x86_64" if triple.startswith("x86_64") else (
+            "aarch64" if triple.startswith(("aarch64", "arm64")) else triple.split("-")[0])
+        self.description = ("core file" if self.is_core() else
+                            "process %d" % self.process.GetProcessID())
+        self.types = LldbTypes(self.sbt, self._luajit_module())
+        self._symbols = {}
+
+    def is_core(self) -> bool:
+        return self.process.IsValid() and self.process.GetPluginName() == "elf-core"
+
+    def core_path(self) -> Optional[str]:
+        """The file name of the loaded core, or None."""
+        if not self.is_core():
+            return None
+        f = self.process.GetCoreFile()
+        return f.fullpath if f.IsValid() and f.fullpath else None
+
+    def luajit_build_id(self) -> Optional[Tuple[str, str]]:
+        """(file name, build-id in hex) of the module that holds LuaJIT, or
+        None when lldb gives none."""
+        mod = self.types.first
+        if mod is None or not mod.IsValid():
+            return None
+        uuid = (mod.GetUUIDString() or "").replace("-", "").lower()
+        return (mod.GetFileSpec().fullpath, uuid) if uuid else None
+
+    def _luajit_module(self) -> Optional[Any]:
+        for name in ("lua_newstate", "luaL_newstate", "lua_pcall"):
+            ctxs = self.sbt.FindFunctions(name)
+            for i in range(ctxs.GetSize()):
+                mod = ctxs.GetContextAtIndex(i).GetModule()
+                if mod.IsValid():
+                    return mod
+        return None
+
+    def process_id(self) -> Optional[int]:
+        if not self.process.IsValid():
+            return None
+        ids = [self.process.GetThreadAtIndex(i).GetThreadID()
+               for i in range(self.process.GetNumThreads())]
+        ids = [i for i in ids if i > 0]
+        return min(ids) if ids else (self.process.GetProcessID() or None)
+
+    def read_raw(self, addr: int, n: int) -> bytes:
+        if not self.process.IsValid():
+            raise FaultError("cannot access memory at 0x%x: no process or core" % addr, addr)
+        if addr < 0 or addr + n > (1 << 64):
+            raise FaultError("address 0x%x is out of range" % addr, addr)
+        err = lldb.SBError()
+        data = self.process.ReadMemory(addr, n, err)
+        if err.Success() and data is not None and len(data) == n:
+            return bytes(data)
+        if self.is_core():
+            # A core leaves out the files' read-only pages (code, constant
+            # tables): gdb reads those from the files, and so does this.
+            err = lldb.SBError()
+            a = self.sbt.ResolveLoadAddress(addr)
+            if a.IsValid() and a.GetSection().IsValid():
+                data = self.sbt.ReadMemory(a, n, err)
+                if err.Success() and data is not None and len(data) == n:
+                    return bytes(data)
+        raise FaultError("cannot access memory at 0x%x" % addr, addr)
+
+    def symbol(self, name: str) -> Optional[int]:
+        if name not in self._symbols:
+            self._symbols[name] = self._lookup(name)
+        return self._symbols[name]
+
+    def _lookup(self, name: str) -> Optional[int]:
+        ctxs = self.sbt.FindSymbols(name)
+        for i in range(ctxs.GetSize()):
+            sym = ctxs.GetContextAtIndex(i).GetSymbol()
+            if not sym.IsValid() or sym.GetName() != name:
+                continue
+            start = sym.GetStartAddress()
+            addr = start.GetLoadAddress(self.sbt)
+            if addr == lldb.LLDB_INVALID_ADDRESS and not self.process.IsValid():
+                addr = start.GetFileAddress()       # (no process: the link-time address, as gdb)
+            if addr != lldb.LLDB_INVALID_ADDRESS:
+                return addr
+        return None
+
+    def symbolize(self, addr: int) -> Optional[str]:
+        """The function holding addr (the inlined one where the code is
+        inlined, as gdb's innermost block names it), else the symbol."""
+        a = self.sbt.ResolveLoadAddress(addr)
+        if not a.IsValid():
+            return None
+        ctx = self.sbt.ResolveSymbolContextForAddress(
+            a, lldb.eSymbolContextFunction | lldb.eSymbolContextBlock |
+            lldb.eSymbolContextSymbol)
+        inlined = ctx.GetBlock().GetContainingInlinedBlock()
+        if inlined.IsValid() and inlined.GetInlinedName():
+            return inlined.GetInlinedName()
+        fn = ctx.GetFunction()
+        if fn.IsValid() and fn.GetName():
+            return fn.GetName()
+        return symbol_name(a, ctx.GetSymbol())
+
+    def objfile_of(self, addr: int) -> Optional[str]:
+        a = self.sbt.ResolveLoadAddress(addr)
+        mod = a.GetModule() if a.IsValid() else None
+        if mod is None or not mod.IsValid():
+            return None
+        return mod.GetFileSpec().fullpath
+
+    def thread(self) -> Optional[Any]:
+        if not self.process.IsValid():
+            return None
+        th = self.process.GetSelectedThread()
+        return th if th.IsValid() else None
+
+    def machine_frames(self, max_frames: int = 64) -> List[MachineFrame]:
+        """The selected thread's frames as lldb's unwinder gives them
+        (inlined functions as frames of their own, as gdb shows them),
+        innermost first; registers read when asked, None where lldb has no
+        value."""
+        th = self.thread()
+        out = []
+        if th is None:
+            return out
+        for i in range(min(th.GetNumFrames(), max_frames)):
+            f = th.GetFrameAtIndex(i)
+            out.append(machine_frame(f, i))
+        return out
+
+    def address_space(self) -> Optional[List[Tuple[int, int]]]:
+        path = self.core_path()
+        if path is not None:
+            return corefile.address_spans(corefile.segments(path))
+        return Target.address_space(self)
+
+    def regions(self) -> Optional[List[Tuple[int, int, bool, str]]]:
+        """A live process's mappings with their names, or a core's PT_LOAD
+        segments that hold memory (as gdbtarget gives them)."""
+        path = self.core_path()
+        if path is not None:
+            return [(sg.vaddr, sg.vaddr + sg.memsz, sg.writable, "core segment")
+                    for sg in corefile.segments(path) if sg.filesz]
+        rows = self._regions()
+        return None if rows is None else [(a, b, "w" in perms, name) for a, b, perms, name in rows]
+
+    def mappings(self) -> Optional[List[Tuple[int, int, str]]]:
+        rows = self._regions()
+        return None if rows is None else [(a, b, perms) for a, b, perms, _ in rows]
+
+    def _regions(self) -> Optional[List[Tuple[int, int, str, str]]]:
+        """A live process's mappings [(start, end, perms, name)], or None
+        on a core (as gdb, which knows no permissions there)."""
+        if not self.process.IsValid() or self.is_core():
+            return None
+        regions = self.process.GetMemoryRegions()
+        out = []
+        info = lldb.SBMemoryRegionInfo()
+        for i in range(regions.GetSize()):
+            if not regions.GetMemoryRegionAtIndex(i, info) or not info.IsMapped():
+                continue
+            perms = "%s%s%sp" % ("r" if info.IsReadable() else "-",
+                                 "w" if info.IsWritable() else "-",
+                                 "x" if info.IsExecutable() else "-")
+            out.append((info.GetRegionBase(), info.GetRegionEnd(), perms, info.GetName() or ""))
+        return out
+
+
+def symbol_name(addr: Any, sym: Any) -> Optional[str]:
+    """The name of the code at SBAddress addr, whose SBSymbol is sym, as
+    gdb names it: where several symbols share an address (the VM's empty
+    handlers of a build without the JIT: lj_BC_JFUNCV at lj_BC_FUNCC's
+    address), gdb names the one whose ELF size covers it, and lldb, which
+    gives each the size up to the next symbol, either; so the ELF file's
+    own symbol table decides (coredump.file_symbol_at)."""
+    mod = addr.GetModule()
+    if mod.IsValid() and mod.GetFileSpec().fullpath:
+        name = file_symbol_at(mod.GetFileSpec().fullpath, addr.GetFileAddress())
+        if name:
+            return name
+    return sym.GetName() if sym.IsValid() and sym.GetName() else None
+
+
+def machine_frame(f: Any, level: int) -> MachineFrame:
+    """The MachineFrame of lldb.SBFrame f at level."""
+    fn = f.GetFunction()
+    name = f.GetFunctionName() if fn.IsValid() else \
+        symbol_name(f.GetPCAddress(), f.GetSymbol()) or f.GetFunctionName()
+    path = fn.GetStartAddress().GetLineEntry().GetFileSpec().GetFilename() \
+        if fn.IsValid() else None
+    # (OpenResty's buildvm gives the assembler VM line info in its .dasc
+    # source: that is not C debug info.)
+    has_debug = fn.IsValid() and not (path or "").endswith(".dasc")
+    return MachineFrame(level, f.GetPC(), name, has_debug, _register_reader(f))
+
+
+def _register_reader(f: Any) -> Any:
+    cache = {}
+
+    def read(name: str) -> Optional[int]:
+        if name not in cache:
+            v = f.FindRegister(name)
+            cache[name] = v.GetValueAsUnsigned() & 0xFFFFFFFFFFFFFFFF \
+                if v.IsValid() and v.GetValue() is not None else None
+        return cache[name]
+    return read
+
+
+def frame_candidates(t: LldbTarget, lay: Any, max_frames: int = 64) -> List[Tuple[str, int, str]]:
+    """Candidate state pointers from the selected thread's frames, from the
+    selected one out, as gdbtarget.frame_candidates takes them from gdb:
+    each frame's variables and arguments of type lua_State * or
+    global_State *, then in the VM's frames its registers; up to the first
+    frame without a name outside the shared libraries (a JIT trace)."""
+    out = []
+    th = t.thread()
+    if th is None:
+        return out
+    regs = STATE_REGISTERS.get(t.arch, ())
+    start = th.GetSelectedFrame().GetFrameID()
+    for num in range(start, min(th.GetNumFrames(), start + max_frames)):
+        f = th.GetFrameAtIndex(num)
+        fname = machine_frame(f, num).name
+        variables = f.GetVariables(True, True, False, True)
+        for i in range(variables.GetSize()):
+            v = variables.GetValueAtIndex(i)
+            ty = v.GetType().GetCanonicalType()
+            if not ty.IsPointerType():
+                continue
+            tag = ty.GetPointeeType().GetCanonicalType().GetName() or ""
+            tag = tag.replace("struct ", "")
+            if tag not in ("lua_State", "global_State"):
+                continue
+            addr = v.GetValueAsUnsigned()
+            if addr and v.GetError().Success():
+                out.append(("L" if tag == "lua_State" else "G", addr,
+                            "frame #%d %s: %s" % (num, fname or "??", v.GetName())))
+        if fname is None or fname.startswith(("lj_vm_", "lj_BC_")):
+            out.extend(register_candidates(lay, regs, _register_reader(f), num, fname))
+        mod = f.GetModule()
+        exe = t.sbt.GetExecutable()
+        in_library = mod.IsValid() and mod.GetFileSpec() != exe
+        if fname is None and not in_library:
+            break
+    return out
