@@ -29,6 +29,9 @@
  *                        then stop in ljgdb_break(NULL, -1) in an OS thread
  *                        of its own (no Lua state in its frames) while the
  *                        main thread waits in C with every VM idle.
+ *   LJGDB_SELF_STOP=1    in ljgdb_break: stop the process with SIGSTOP, so
+ *                        that debuggers can attach one after another to
+ *                        one moment (tests/e2e/test_lldb.py).
  *   LJGDB_FORK_CORE=1    in ljgdb_break, after the debugger's stop: fork a
  *                        child that aborts (its core is the stop's memory;
  *                        for the arm64 tests under qemu-user) and wait for it.
@@ -38,6 +41,7 @@
  *                        others refuse an allocator of the host's).
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +66,8 @@ __attribute__((noinline)) void ljgdb_break(lua_State *L, int nargs)
   (void)L;
   (void)nargs;
   __asm__ volatile("" ::: "memory");
+  if (getenv("LJGDB_SELF_STOP"))
+    kill(getpid(), SIGSTOP);
   /* Under qemu-user, whose gdb stub cannot write a core of a live process,
      the tests take the core of each stop from a child that aborts: forked
      after the debugger let the stop go on, its memory is the stop's. */

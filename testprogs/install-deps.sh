@@ -47,9 +47,27 @@ for pkg in tarantool nginx libnginx-mod-http-lua debuginfod curl dpkg-dev debhel
            gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gdb-multiarch; do
   dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || apt_pkgs+=("$pkg")
 done
+# lldb with its Python bindings (tests/e2e/test_lldb.py): one the machine has
+# (lldb-NN beside python3-lldb-NN), else Debian's lldb-19, else lldb-16;
+# where neither exists the lldb tests skip, saying so.
+have_lldb=
+for v in 19 18 17 16 15 14; do
+  if dpkg-query -W -f '${Status}' "python3-lldb-$v" 2>/dev/null | grep -q "ok installed" &&
+     command -v "lldb-$v" >/dev/null 2>&1; then have_lldb=$v; break; fi
+done
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
   echo "[deps] apt-get install ${apt_pkgs[*]}" >&2
   apt_install "${apt_pkgs[@]}"
+fi
+if [ -z "$have_lldb" ]; then
+  [ ${#apt_pkgs[@]} -gt 0 ] || $SUDO apt-get update -q >/dev/null
+  for v in 19 16; do
+    if apt-cache show "python3-lldb-$v" >/dev/null 2>&1; then
+      echo "[deps] apt-get install lldb-$v python3-lldb-$v" >&2
+      $SUDO apt-get install -y -q --no-install-recommends "lldb-$v" "python3-lldb-$v" >/dev/null
+      break
+    fi
+  done
 fi
 
 # Python modules: pip first; where the system Python refuses pip installs

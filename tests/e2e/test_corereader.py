@@ -54,15 +54,15 @@ def gdb_on_core(core, binary, commands, cwd, env=None, build=None):
     return [out for _, out in cut_outputs(text, commands)]
 
 
-def differs(core_out, gdb_out, cmd):
-    """None when the core reader printed what gdb printed, else a text
-    showing both.  gdb prints a failing command's error line where its
-    output would be (batch mode writes it to the same stream)."""
+def differs(core_out, gdb_out, cmd, who="core reader"):
+    """None when the core reader (or `who`: lldb) printed what gdb printed,
+    else a text showing both.  gdb prints a failing command's error line
+    where its output would be (batch mode writes it to the same stream)."""
     out, err = core_out
     mine = (out or "") + (err + "\n" if err else "")
     if gdb_out is not None and mine.rstrip("\n") == gdb_out.rstrip("\n"):
         return None
-    return "%s:\n--- gdb:\n%s\n--- core reader:\n%s" % (cmd, gdb_out, mine)
+    return "%s:\n--- gdb:\n%s\n--- %s:\n%s" % (cmd, gdb_out, who, mine)
 
 
 def _value_commands(stop):

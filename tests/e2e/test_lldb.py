@@ -1,0 +1,206 @@
+"""ljgdb in lldb (commands/lldbhost.py, gdb_ext/backends/lldbtarget.py)
+against ljgdb in gdb.
+
+- The layout lldb's types give (SBType) is the one gdb's give, member by
+  member (offset, size, count, type name as gdb writes it), with every
+  enumerator, symbol and flag the engine reads, on every x86-64 build.
+- On the same core, each command lldb has prints in lldb what it prints
+  in gdb, on every x86-64 build: the commands of the core reader's
+  conformance test (tests/e2e/test_corereader.py).
+- Bad input gets one line, never a traceback.
+
+gdb's output is the reference: the other tests hold gdb's output to
+LuaJIT's own view.  lldb comes from Debian (testprogs/install-deps.sh); the
+tests skip, with one line, where no lldb with its Python is installed.
+"""
+import functools
+import json
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from support.stop import (ALL_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, cut_outputs, manifest,
+                          run_gdb, wrap_commands)
+from test_corereader import PLAIN, _value_commands, differs, gdb_on_core
+from test_profile_layout import gdb_layout, same
+
+DUMP_LLDB = os.path.join(ROOT, "testprogs", "dump_layout_lldb.py")
+LLDBRUN = os.path.join(ROOT, "tests", "support", "lldbrun.py")
+LLDB_TIMEOUT = 600
+
+
+@functools.lru_cache(maxsize=None)
+def lldb_binary():
+    """The path of an lldb whose Python bindings load, or None."""
+    for name in ("lldb-19", "lldb-18", "lldb-17", "lldb-16", "lldb-15", "lldb-14", "lldb"):
+        path = shutil.which(name)
+        if path is None:
+            continue
+        p = subprocess.run([path, "-b", "-o", "script import lldb; print('lldb-python-ok')"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120,
+                           stdin=subprocess.DEVNULL)
+        if b"lldb-python-ok" in p.stdout:
+            return path
+    return None
+
+
+def need_lldb():
+    if lldb_binary() is None:
+        pytest.skip("no lldb with its Python bindings (Debian's lldb-19 and python3-lldb-19; "
+                    "testprogs/install-deps.sh installs them)")
+    return lldb_binary()
+
+
+def run_lldb(args, cwd, env=None):
+    """lldb in batch mode without ~/.lldbinit; its whole output."""
+    p = subprocess.run([need_lldb(), "--no-lldbinit", "-b"] + args, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=LLDB_TIMEOUT, stdin=subprocess.DEVNULL,
+                       cwd=cwd, env=dict(os.environ, LC_ALL="C", **(env or {})))
+    return p.stdout.decode("utf-8", "replace")
+
+
+def lldb_commands(target_args, commands, tmp):
+    """[(output, error line or None)] of each command in lldb, after
+    `target create` with target_args and `command script import` of the
+    loader (from tmp: any directory will do)."""
+    return lldb_run(["target create " + target_args], commands, tmp)
+
+
+def lldb_run(first, commands, tmp):
+    """The same after the lldb commands `first` (which choose the target)."""
+    cmds = os.path.join(tmp, "lldb-commands.json")
+    out = os.path.join(tmp, "lldb-out.json")
+    with open(cmds, "w") as f:
+        json.dump(commands, f)
+    if os.path.exists(out):
+        os.unlink(out)
+    args = [a for c in first + ["command script import " + LOADER,
+                                "command script import " + LLDBRUN] for a in ("-o", c)]
+    text = run_lldb(args, tmp, env={"LJGDB_LLDB_COMMANDS": cmds, "LJGDB_LLDB_OUT": out})
+    assert os.path.exists(out), text[-3000:]
+    with open(out) as f:
+        return [tuple(r) for r in json.load(f)]
+
+
+def lldb_layout(binary, tmp):
+    """testprogs/dump_layout_lldb.py's JSON (dump_layout.py's, from lldb)."""
+    out = os.path.join(tmp, "lldb.json")
+    text = run_lldb(["-o", "target create " + binary, "-o", "command script import " +
+                     DUMP_LLDB], tmp, env={"LJGDB_LAYOUT_OUT": out})
+    assert os.path.exists(out), text[-3000:]
+    with open(out) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("variant", ALL_VARIANTS + NOJIT_VARIANTS)
+def test_layout_equals_gdb(variant, tmp_path):
+    need_lldb()
+    host = manifest()[variant]["host"]
+    want = gdb_layout(host, str(tmp_path))
+    got = lldb_layout(host, str(tmp_path))
+    same(got, want)
+    assert got["constants"] == want["constants"]
+    assert (got["ptr_size"], got["arch"]) == (want["ptr_size"], want["arch"])
+
+
+def assert_same(got, want, cmds):
+    bad = [d for d in (differs(g, w, c, "lldb") for g, w, c in zip(got, want, cmds)) if d]
+    assert not bad, "%d of %d differ: %s\n%s" % (
+        len(bad), len(cmds), [b.split(":\n")[0] for b in bad], "\n".join(bad))
+
+
+@pytest.mark.parametrize("variant", ALL_VARIANTS + NOJIT_VARIANTS)
+def test_same_as_gdb_on_a_core(variant, tmp_path):
+    """At a C call (values.lua's ljgdb_break, gcore'd by gdb)."""
+    need_lldb()
+    stop = Stop(variant, "values.lua", ["print/x (unsigned long)L"], str(tmp_path))
+    # (and the C variable L by name, which lldb reads from the frame)
+    cmds = PLAIN + _value_commands(stop) + ["lbt L=L", "lval L 3"]
+    host = stop.build["host"]
+    want = gdb_on_core(stop.core, host, cmds + ["lir 1"], str(tmp_path))
+    got = lldb_commands("%s --core %s" % (host, stop.core), cmds + ["lir 1"], str(tmp_path))
+    assert len(want) == len(got) == len(cmds) + 1
+    assert "values.lua:" in want[cmds.index("lbt")], want[cmds.index("lbt")]
+    assert_same(got[:-1], want[:-1], cmds)
+    # lir with its machine code: the IR as gdb's; the code through lldb's
+    # disassembler, which spells instructions its own way (movq %rax, %rbx
+    # where gdb writes mov %rax,%rbx), at the same addresses.
+    (out, err), ref = got[-1], want[-1]
+    if not ref.startswith("lir: "):
+        ir, _, code = out.partition("---- TRACE 1 mcode")
+        ref_ir, _, ref_code = ref.partition("---- TRACE 1 mcode")
+        assert err is None and ir == ref_ir and code, (out, err)
+
+        def column(text):
+            return [ln.split()[0] for ln in text.splitlines()[1:] if ln.strip()]
+        assert column(code) == column(ref_code), (code, ref_code)
+        assert len(column(code)) > 10 and "no disassembler" not in code
+
+
+def test_bad_input_is_one_line(tmp_path):
+    """Unknown options, a name lldb does not know, a setting's bad value,
+    a command without a process: one line each, no traceback."""
+    need_lldb()
+    stop = Stop("r21-gc64", "values.lua", ["lbt"], str(tmp_path))
+    host = stop.build["host"]
+    cases = [("lbt --bogus", r"^lbt: unknown option '--bogus'"),
+             ("lval nosuchname", r"^lval: expression 'nosuchname' is neither an address"),
+             ("ljgdb set max-string x", r"^ljgdb set max-string takes a number$"),
+             ("ljgdb frobnicate", r"^ljgdb: takes 'set NAME VALUE'"),
+             ("ltab (GCtab *)0x10", r"^ltab: ")]
+    got = lldb_commands("%s --core %s" % (host, stop.core), [c for c, _ in cases], str(tmp_path))
+    for (cmd, want), (out, err) in zip(cases, got):
+        assert err is not None and not out, (cmd, out, err)
+        assert len(err.splitlines()) == 1 and "Traceback" not in err, (cmd, err)
+        assert __import__("re").search(want, err), (cmd, err)
+    # No process at all: the program alone.
+    (out, err), = lldb_commands(host, ["lbt"], str(tmp_path))
+    assert err.startswith("lbt: no process or core file: launch the program"), err
+    # A setting set is used: max-string cuts a string.
+    (_, err1), (out, err2) = lldb_commands("%s --core %s" % (host, stop.core),
+                                           ["ljgdb set max-string 3", "ljgdb show max-string"],
+                                           str(tmp_path))
+    assert err1 is None and err2 is None and out.startswith("max-string:  3 "), (err1, out)
+
+
+def proc_state(pid):
+    """The scheduling state letter of process pid, from /proc."""
+    with open("/proc/%d/stat" % pid) as f:
+        text = f.read()
+    return text[text.rfind(")") + 2]
+
+
+@pytest.mark.parametrize("variant", ["r21-gc64", "r20-x64", "or-x64"])
+def test_same_as_gdb_attached(variant, tmp_path):
+    """One moment of a running process, seen by both debuggers attached
+    one after the other: values.lua stops itself with SIGSTOP in
+    ljgdb_break (the host's LJGDB_SELF_STOP), gdb -p runs the commands
+    and detaches (the process stays stopped), then lldb's `process attach
+    -p` runs them; each prints what gdb printed."""
+    need_lldb()
+    m = manifest()[variant]
+    cmds = [c for c in PLAIN if "--json" not in c] + ["lbt --json", "lgcstat --json"]
+    env = dict(os.environ, LUA_PATH=os.path.join(m["src"], "?.lua") + ";;", LJGDB_SELF_STOP="1")
+    prog = subprocess.Popen([m["host"], os.path.join(ROOT, "testprogs", "lua", "values.lua"),
+                             str(tmp_path / "expected.txt")], env=env, cwd=str(tmp_path),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while proc_state(prog.pid) != "T" and time.time() < deadline:
+            time.sleep(0.05)
+        assert proc_state(prog.pid) == "T"
+        text = run_gdb(["-ex", "source " + LOADER, "-p", str(prog.pid)] + wrap_commands(cmds),
+                       cwd=str(tmp_path))
+        want = [out for _, out in cut_outputs(text, cmds)]
+        assert proc_state(prog.pid) == "T", "gdb let the process go on"
+        got = lldb_run(["process attach -p %d" % prog.pid], cmds, str(tmp_path))
+    finally:
+        prog.kill()
+        prog.wait()
+    assert len(want) == len(got) == len(cmds)
+    # (gdb read the moment: the program's own frames, not an error line)
+    assert "values.lua:" in want[cmds.index("lbt")], want[cmds.index("lbt")]
+    assert_same(got, want, cmds)
