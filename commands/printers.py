@@ -16,21 +16,10 @@ What cannot be read prints as <unreadable: why>; nothing is written."""
 import gdb
 import gdb.printing
 
-from ..gdb_ext.errors import CorruptError, FaultError, LjError
-from ..gdb_ext.vm.objects import (KIND_GCT, Value, decode_tv, gc_kind_at, looks_like_gc_object,
-                                  read_object)
-from ..gdb_ext.vm.check import check_global
-from ..gdb_ext.vm.state import VM
-from .base import display_vm, param
-from .format import value_text
+from .base import display_vm
+from .summaries import GC_TYPES, global_text, guarded, object_text, tvalue_text
 
 PRINTER_NAME = "ljgdb"
-
-# The object kinds of the types that name a GC object (None: read the kind
-# from the object's header).
-GC_TYPES = {"GCstr": "str", "GCtab": "table", "GCfunc": "func", "GCfuncL": "func",
-            "GCfuncC": "func", "GCproto": "proto", "GCudata": "udata", "GCcdata": "cdata",
-            "GCupval": "upval", "GCtrace": "trace", "lua_State": "thread", "GCobj": None}
 
 _cache = {}
 
@@ -49,35 +38,7 @@ def _vm():
 
 
 def _text(fn):
-    vm = _vm()
-    try:
-        return fn(vm)
-    except (FaultError, CorruptError, LjError) as e:
-        return "<unreadable: %s>" % e
-
-
-def _object_text(vm, kind, addr):
-    if not addr:
-        return "NULL"
-    if kind is None:
-        # A bare reference: an object only if its header reads like one.
-        actual = looks_like_gc_object(vm, addr)
-        if actual is None:
-            return "0x%x <not a GC object>" % addr
-    else:
-        actual = gc_kind_at(vm, addr)
-    if kind is not None and actual != kind:
-        return "0x%x <not a %s: its header says %s>" % (addr, kind, actual)
-    read_object(vm, actual, addr)
-    it = (~KIND_GCT[actual]) & 0xFFFFFFFF
-    return value_text(vm, Value(actual, 0, it, addr=addr), param("max-string"))
-
-
-def _global_text(vm, G):
-    g = VM(vm.t, vm.lay, G)
-    check_global(vm.t, vm.lay, G)
-    return "(global_State *)0x%x: Lua heap %d bytes (g->gc.total), GC %s, main thread " \
-        "(lua_State *)0x%x" % (G, g.gc_total, g.gc_state[1], g.main_L)
+    return guarded(_vm(), fn)
 
 
 class TValuePrinter(object):
@@ -89,8 +50,7 @@ class TValuePrinter(object):
         if addr is None:
             return None
         a = int(addr)
-        return _text(lambda vm: value_text(vm, decode_tv(vm, vm.t.u64(a, "TValue")),
-                                           param("max-string")))
+        return _text(lambda vm: tvalue_text(vm, a))
 
 
 class GCRefPrinter(object):
@@ -99,7 +59,7 @@ class GCRefPrinter(object):
 
     def to_string(self):
         addr = _ref_value(self.val)
-        return _text(lambda vm: _object_text(vm, None, addr))
+        return _text(lambda vm: object_text(vm, None, addr))
 
 
 class MRefPrinter(object):
@@ -125,8 +85,8 @@ class PointerPrinter(object):
         addr = int(self.val) & 0xFFFFFFFFFFFFFFFF
         kind = self.kind
         if kind == "global":
-            return _text(lambda vm: _global_text(vm, addr) if addr else "NULL")
-        return _text(lambda vm: _object_text(vm, kind, addr))
+            return _text(lambda vm: global_text(vm, addr))
+        return _text(lambda vm: object_text(vm, kind, addr))
 
 
 class StructPrinter(object):
