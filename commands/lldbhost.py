@@ -19,9 +19,10 @@ from ..gdb_ext.backends.lldbtarget import LldbTarget, frame_candidates
 from ..gdb_ext.layouts import buildid
 from ..gdb_ext.errors import LjError, NotLuaJITError
 from ..gdb_ext.layouts.layout import Layout
-from .base import CommandError, UsageError, help_text
+from .base import CommandError, UsageError, display_vm, help_text
 from .corehost import parse_operand
 from .host import SETTINGS, Operand, OwnSettings, current, install
+from .summaries import GC_TYPES, global_text, guarded, object_text, tvalue_text
 
 # The commands lldb has (the issue's list; lframe and its kin keep a
 # selected frame that gdb's events forget, lmalloc reads glibc's types
@@ -309,6 +310,95 @@ class Settings(object):
                         "one of %s" % ", ".join(sorted(SETTINGS)))
 
 
+# --------------------------------------------------------------------------
+# Type summaries: frame variable and p show LuaJIT's values as gdb's print
+# does with ljgdb's pretty-printers (commands/printers.py), in the type
+# category ljgdb (`type category disable ljgdb` turns them off).
+
+def _summary_vm(valobj):
+    """The VM to decode with (base.display_vm), made once per stop of the
+    process (lldb asks for many summaries at one stop)."""
+    target = valobj.GetTarget()
+    host = _host(target.GetDebugger())
+    proc = target.GetProcess()
+    key = (target.GetDebugger().GetID(), proc.GetProcessID(), proc.GetStopID()) \
+        if proc.IsValid() else None
+    if key is None or getattr(host, "summary_key", None) != key:
+        host.summary_key = key
+        host.summary_vm = display_vm() if key is not None else None
+    return host.summary_vm
+
+
+def _summary(valobj, text):
+    """text(vm), or "" (lldb's own view) without a process or LuaJIT."""
+    vm = _summary_vm(valobj)
+    return guarded(vm, text) if vm is not None else ""
+
+
+def tvalue_summary(valobj, internal_dict):
+    """A TValue: the Lua value, as lval prints it."""
+    addr = valobj.GetLoadAddress()
+    bits = None
+    if addr == lldb.LLDB_INVALID_ADDRESS:
+        # (an expression's result, a copy without an address: its bits)
+        err = lldb.SBError()
+        bits = valobj.GetData().GetUnsignedInt64(err, 0)
+        if err.Fail():
+            return ""
+    return _summary(valobj, lambda vm: tvalue_text(vm, addr, bits))
+
+
+def gcref_summary(valobj, internal_dict):
+    """A GCRef: the object it references."""
+    ref = valobj.GetChildAtIndex(0).GetValueAsUnsigned() & 0xFFFFFFFFFFFFFFFF
+    return _summary(valobj, lambda vm: object_text(vm, None, ref))
+
+
+def mref_summary(valobj, internal_dict):
+    """An MRef: the address it holds."""
+    return "0x%x" % (valobj.GetChildAtIndex(0).GetValueAsUnsigned() & 0xFFFFFFFFFFFFFFFF)
+
+
+def _object_summary(valobj, name, addr):
+    if name == "global_State":
+        return _summary(valobj, lambda vm: global_text(vm, addr))
+    return _summary(valobj, lambda vm: object_text(vm, GC_TYPES[name], addr))
+
+
+def pointer_summary(valobj, internal_dict):
+    """A pointer to a GC object or a global_State: the object."""
+    name = _tag(valobj.GetType().GetPointeeType())
+    if name not in GC_TYPES and name != "global_State":
+        return ""
+    return _object_summary(valobj, name, valobj.GetValueAsUnsigned() & 0xFFFFFFFFFFFFFFFF)
+
+
+def struct_summary(valobj, internal_dict):
+    """A GC object or a global_State itself (frame variable *L): the
+    object's line, and lldb lists the members after it; nothing for a copy
+    without an address (expression *L on a core)."""
+    name = _tag(valobj.GetType())
+    addr = valobj.GetLoadAddress()
+    if (name not in GC_TYPES and name != "global_State") or addr == lldb.LLDB_INVALID_ADDRESS:
+        return ""
+    return _object_summary(valobj, name, addr)
+
+
+def _add_summaries(debugger):
+    interp = debugger.GetCommandInterpreter()
+    names = sorted(GC_TYPES) + ["global_State"]
+    adds = ["type category define ljgdb",
+            "type summary add -w ljgdb -p -F %s.tvalue_summary TValue" % __name__,
+            "type summary add -w ljgdb -p -F %s.gcref_summary GCRef" % __name__,
+            "type summary add -w ljgdb -p -F %s.mref_summary MRef" % __name__,
+            "type summary add -w ljgdb -p -e -F %s.struct_summary %s" % (__name__, " ".join(names)),
+            "type summary add -w ljgdb -x -F %s.pointer_summary '^(struct )?(%s) \\*$'"
+            % (__name__, "|".join(names)),
+            "type category enable ljgdb"]
+    for cmd in adds:
+        interp.HandleCommand(cmd, lldb.SBCommandReturnObject())
+
+
 def classes():
     from . import command_classes
     return [c for c in command_classes(with_gdb_only=False) if c.NAME in LLDB_COMMANDS]
@@ -324,5 +414,6 @@ def register(debugger):
                                % (__name__, cls.NAME, cls.NAME))
         names.append(cls.NAME)
     debugger.HandleCommand("command script add -o -c %s.Settings ljgdb" % __name__)
+    _add_summaries(debugger)
     _host(debugger)
     return names

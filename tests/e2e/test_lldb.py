@@ -16,6 +16,7 @@ tests skip, with one line, where no lldb with its Python is installed.
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -155,7 +156,7 @@ def test_bad_input_is_one_line(tmp_path):
     for (cmd, want), (out, err) in zip(cases, got):
         assert err is not None and not out, (cmd, out, err)
         assert len(err.splitlines()) == 1 and "Traceback" not in err, (cmd, err)
-        assert __import__("re").search(want, err), (cmd, err)
+        assert re.search(want, err), (cmd, err)
     # No process at all: the program alone.
     (out, err), = lldb_commands(host, ["lbt"], str(tmp_path))
     assert err.startswith("lbt: no process or core file: launch the program"), err
@@ -204,3 +205,37 @@ def test_same_as_gdb_attached(variant, tmp_path):
     # (gdb read the moment: the program's own frames, not an error line)
     assert "values.lua:" in want[cmds.index("lbt")], want[cmds.index("lbt")]
     assert_same(got, want, cmds)
+
+
+SUMMARY_PATHS = ["L", "*L", "L->env", "L->glref"] + ["L->base[%d]" % i for i in range(12)]
+
+
+@pytest.mark.parametrize("variant", ["r21-gc64", "r21-x64", "r20-x64", "or-gc64"])
+def test_type_summaries_as_gdb_prints(variant, tmp_path):
+    """frame variable shows LuaJIT's values as gdb's print does with ljgdb's
+    pretty-printers (the same text after lldb's "(type) path = " and gdb's
+    "$N = "; lldb lists *L's members on lines of its own); a pointer to a
+    TValue is an address; with the ljgdb category disabled, lldb's own
+    view."""
+    need_lldb()
+    stop = Stop(variant, "values.lua", ["print " + p for p in SUMMARY_PATHS], str(tmp_path))
+    host = stop.build["host"]
+    cmds = ["frame variable " + p for p in SUMMARY_PATHS] + [
+        "frame variable L->base", "type category disable ljgdb", "frame variable L->base[0]"]
+    got = lldb_commands("%s --core %s" % (host, stop.core), cmds, str(tmp_path))
+    for path, (out, err) in zip(SUMMARY_PATHS, got):
+        want = re.sub(r"^\$\d+ = ", "", stop.out("core", "print " + path).strip())
+        assert err is None, (path, err)
+        m = re.match(r"^\([^)]*\) %s = (0x[0-9a-f]{16} )?(.*)$" % re.escape(path), out.strip(),
+                     re.S)
+        assert m, (path, out)
+        mine = m.group(2)
+        if path == "*L":
+            want, mine = want.split(" = {")[0], mine.split(" {")[0]
+        assert mine == want, (path, mine, want)
+        if path == "L->env":        # (the globals: a table, as LuaJIT's tostring says)
+            assert mine.startswith("table: (GCtab *)0x"), mine
+    base = got[cmds.index("frame variable L->base")][0].strip()
+    assert re.match(r"^\(TValue \*\) L->base = 0x[0-9a-f]{16}$", base), base
+    raw = got[-1][0]
+    assert "u64 = " in raw and "it64 = " in raw or "u32 = " in raw, raw
