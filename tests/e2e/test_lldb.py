@@ -23,9 +23,11 @@ import time
 
 import pytest
 
-from support.stop import (ALL_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, cut_outputs, manifest,
+from support.stop import (ALL_VARIANTS, ARM64_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, cut_outputs, manifest,
                           run_gdb, wrap_commands)
-from test_corereader import PLAIN, _value_commands, differs, gdb_on_core
+from support import moments
+from support.stop import without_frame_names
+from test_corereader import MOMENT_COMMANDS, MOMENT_SHAPES, PLAIN, _value_commands, differs, gdb_on_core
 from test_profile_layout import gdb_layout, same
 
 DUMP_LLDB = os.path.join(ROOT, "testprogs", "dump_layout_lldb.py")
@@ -63,11 +65,15 @@ def run_lldb(args, cwd, env=None):
     return p.stdout.decode("utf-8", "replace")
 
 
-def lldb_commands(target_args, commands, tmp):
+def lldb_commands(target_args, commands, tmp, build=None):
     """[(output, error line or None)] of each command in lldb, after
     `target create` with target_args and `command script import` of the
-    loader (from tmp: any directory will do)."""
-    return lldb_run(["target create " + target_args], commands, tmp)
+    loader (from tmp: any directory will do); an arm64 build's libraries
+    from its sysroot (lldb's platform's, as gdb's `set sysroot`)."""
+    first = ["target create " + target_args]
+    if build and build.get("sysroot"):
+        first.insert(0, "platform select remote-linux --sysroot " + build["sysroot"])
+    return lldb_run(first, commands, tmp)
 
 
 def lldb_run(first, commands, tmp):
@@ -96,7 +102,7 @@ def lldb_layout(binary, tmp):
         return json.load(f)
 
 
-@pytest.mark.parametrize("variant", ALL_VARIANTS + NOJIT_VARIANTS)
+@pytest.mark.parametrize("variant", ALL_VARIANTS + NOJIT_VARIANTS + ARM64_VARIANTS)
 def test_layout_equals_gdb(variant, tmp_path):
     need_lldb()
     host = manifest()[variant]["host"]
@@ -113,16 +119,18 @@ def assert_same(got, want, cmds):
         len(bad), len(cmds), [b.split(":\n")[0] for b in bad], "\n".join(bad))
 
 
-@pytest.mark.parametrize("variant", ALL_VARIANTS + NOJIT_VARIANTS)
+@pytest.mark.parametrize("variant", ALL_VARIANTS + NOJIT_VARIANTS + ARM64_VARIANTS)
 def test_same_as_gdb_on_a_core(variant, tmp_path):
-    """At a C call (values.lua's ljgdb_break, gcore'd by gdb)."""
+    """At a C call (values.lua's ljgdb_break, gcore'd by gdb; on arm64,
+    qemu-user's core of the guest, read by gdb-multiarch)."""
     need_lldb()
     stop = Stop(variant, "values.lua", ["print/x (unsigned long)L"], str(tmp_path))
     # (and the C variable L by name, which lldb reads from the frame)
     cmds = PLAIN + _value_commands(stop) + ["lbt L=L", "lval L 3"]
     host = stop.build["host"]
-    want = gdb_on_core(stop.core, host, cmds + ["lir 1"], str(tmp_path))
-    got = lldb_commands("%s --core %s" % (host, stop.core), cmds + ["lir 1"], str(tmp_path))
+    want = gdb_on_core(stop.core, host, cmds + ["lir 1"], str(tmp_path), build=stop.build)
+    got = lldb_commands("%s --core %s" % (host, stop.core), cmds + ["lir 1"], str(tmp_path),
+                        build=stop.build)
     assert len(want) == len(got) == len(cmds) + 1
     assert "values.lua:" in want[cmds.index("lbt")], want[cmds.index("lbt")]
     assert_same(got[:-1], want[:-1], cmds)
@@ -239,3 +247,44 @@ def test_type_summaries_as_gdb_prints(variant, tmp_path):
     assert re.match(r"^\(TValue \*\) L->base = 0x[0-9a-f]{16}$", base), base
     raw = got[-1][0]
     assert "u64 = " in raw and "it64 = " in raw or "u32 = " in raw, raw
+
+
+@pytest.mark.slow      # random moments, a kernel core each
+@pytest.mark.parametrize("variant", ("r21-gc64", "r20-x64", "or-x64") + ARM64_VARIANTS)
+def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
+    """Kernel cores (qemu-user's on arm64) at random moments of six
+    spinning shapes (SIGABRT into the interpreter, traces, the GC,
+    coroutine switches, calls from traces, allocation), two each: lldb prints what gdb prints (the frames that
+    name a state left out: the two unwinders differ past a trace's code,
+    where gdb guesses); and lldb's lbt is never wrong against the frames
+    the program recorded (moments.judge)."""
+    need_lldb()
+    if moments.kernel_cores_possible():
+        pytest.skip(moments.kernel_cores_possible())
+    build = moments.manifest()[variant]
+    compared, bad, verdicts = 0, [], {}
+    for k, shape in enumerate(MOMENT_SHAPES):
+        work = str(tmp_path / shape)
+        results = moments.sample(variant, shape, "abort", 2, 2000 + k, work,
+                                 commands=MOMENT_COMMANDS)
+        for i, (records, _, outs) in enumerate(results):
+            core = os.path.join(work, "c%d" % i, "core")
+            got = lldb_commands("%s --core %s" % (build["host"], core), MOMENT_COMMANDS,
+                                os.path.dirname(core), build=build)
+            verdict, why = moments.judge(records, (got[0][0] or "") + (got[0][1] or ""))
+            verdicts[verdict] = verdicts.get(verdict, 0) + 1
+            assert verdict != "wrong", (shape, i, why, got[0])
+            for cmd, g, c in zip(MOMENT_COMMANDS, outs, got):
+                # (The moments' driver marks gdb's error lines, and gdb drops
+                # what a command wrote before it failed: test_corereader.)
+                if g.startswith("gdb error: ") and c[1]:
+                    c = ("", c[1])
+                g = re.sub(r"^gdb error: ", "", g, flags=re.M)
+                if cmd in ("lstates", "linfo"):
+                    g, c = without_frame_names(g), (without_frame_names(c[0] or ""), c[1])
+                bad.append(differs(c, g, "%s (%s, %s core %d)" % (cmd, variant, shape, i),
+                                   "lldb"))
+                compared += 1
+    assert not any(bad), "\n".join(d for d in bad if d)
+    assert compared == len(MOMENT_SHAPES) * 2 * len(MOMENT_COMMANDS)
+    assert verdicts.get("exact", 0) >= len(MOMENT_SHAPES), verdicts
