@@ -86,6 +86,9 @@ class CoreHost(OwnSettings):
         sys.stdout.write(text)
         sys.stdout.flush()
 
+    def setting_hint(self, name, value):
+        return "--set %s=%s" % (name, value)
+
     def error_text(self, e, name):
         if isinstance(e, ImportError):
             return ("%s: the core reader reads DWARF with pyelftools (pip install pyelftools, or "

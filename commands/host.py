@@ -21,6 +21,7 @@ from its surroundings goes through the one Host that is current:
                         when the backend knows and gdb would say nothing
   disassemble(lo, hi)   [(address, instruction text)] of the machine code in
                         [lo, hi), or None where there is no disassembler
+  setting_hint(n, v)    how a user sets setting n to v here ('set ljgdb n v')
 """
 
 # name -> (kind, default, doc, set_doc, show_doc); kind is 'uint', 'bool' or 'string'.
@@ -119,6 +120,9 @@ class Host(object):
 
     def disassemble(self, lo, hi):
         return None
+
+    def setting_hint(self, name, value):
+        return "set ljgdb %s %s" % (name, value)
 
 
 class OwnSettings(Host):

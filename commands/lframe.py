@@ -259,6 +259,9 @@ Example:
         dirs = [d for d in (param("source-path") or "").split(":") if d]
         path, why = source_file(fr.proto.chunk(vm), dirs)
         if path is None:
+            if not dirs and why.startswith("no file "):
+                why += " (name where to look: %s)" % current().setting_hint(
+                    "source-path", "DIR[:DIR...]")
             raise LjError("frame #%d (%s): %s" % (p.level, text, why))
         lines, warning = source_lines(path, fr.line, n)
         if warning is not None:

@@ -110,9 +110,10 @@ def _global(vm: 'VM', fr: 'Frame', name: str) -> Resolved:
 
 def source_file(chunk: str, dirs: Sequence[str]) -> Tuple[Optional[str], str]:
     """(path of the file a chunk was loaded from, as found; or None, and
-    why not).  chunk: the chunk's name as LuaJIT keeps it ('@app.lua' for a
-    file).  The name is tried as it is (relative to the working
-    directory), then under each of dirs, as it is and by its last part."""
+    why not: the caller says how to name directories to look in).
+    chunk: the chunk's name as LuaJIT keeps it ('@app.lua' for a file).
+    The name is tried as it is (relative to the working directory), then
+    under each of dirs, as it is and by its last part."""
     if not chunk.startswith("@"):
         return None, "the chunk %s was loaded from a string, not a file" % (
             chunk if chunk.startswith("=") else '"%s"' % chunk[:60])
@@ -124,8 +125,7 @@ def source_file(chunk: str, dirs: Sequence[str]) -> Tuple[Optional[str], str]:
     for path in tried:
         if os.path.isfile(path):
             return path, ""
-    return None, "no file %s%s" % (name, " (nor under %s)" % ", ".join(dirs) if dirs else
-                                   " (name where to look: set ljgdb source-path DIR[:DIR...])")
+    return None, "no file %s%s" % (name, " (nor under %s)" % ", ".join(dirs) if dirs else "")
 
 
 def source_lines(path: str, line: int, count: int) -> Tuple[List[Tuple[int, str]], Optional[str]]:
