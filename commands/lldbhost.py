@@ -24,11 +24,11 @@ from .corehost import parse_operand
 from .host import SETTINGS, Operand, OwnSettings, current, install
 from .summaries import GC_TYPES, global_text, guarded, object_text, tvalue_text
 
-# The commands lldb has (the issue's list; lframe and its kin keep a
-# selected frame that gdb's events forget, lmalloc reads glibc's types
-# through gdb's scopes, lprofile runs the process: gdb only, for now).
+# The commands lldb has (lmalloc reads glibc's types through gdb's scopes
+# and lprofile runs the process: gdb only, for now).
 LLDB_COMMANDS = ("linfo", "lval", "ltab", "lbt", "lthreads", "lstates", "lgcstat", "lgcref",
-                 "lgcpath", "lmcode", "ltrace", "lbc", "lir", "lstr", "lheap")
+                 "lgcpath", "lmcode", "ltrace", "lbc", "lir", "lstr", "lheap", "lframe", "lup",
+                 "ldown", "llocals", "lprint", "llist")
 
 
 class LldbHost(OwnSettings):
@@ -118,6 +118,9 @@ class LldbHost(OwnSettings):
 
     def write(self, text):
         self.pending.append(text)
+
+    def setting_hint(self, name, value):
+        return "ljgdb set %s %s" % (name, value)
 
     def disassemble(self, lo, hi):
         """lldb's disassembler over [lo, hi) (it reads the process or the
@@ -223,6 +226,7 @@ def run(cls, debugger, command, result):
     or its one error line into result (lldb.SBCommandReturnObject)."""
     host = _host(debugger)
     host.pending = []
+    _forget_after_a_run(host)
     try:
         out = cls().execute(command or "")
     except CommandError as e:
@@ -235,6 +239,21 @@ def run(cls, debugger, command, result):
     if text:
         result.AppendMessage(text.rstrip("\n"))
     result.SetStatus(lldb.eReturnStatusSuccessFinishResult)
+
+
+def _forget_after_a_run(host):
+    """Forget the selected Lua frames (lframe) when the process has run, or
+    another process or core is loaded, since the last command: gdb's
+    events do that in gdb (commands.gdbhost), lldb's stop id here."""
+    from .lframe import forget
+    sbt = host.debugger.GetSelectedTarget()
+    proc = sbt.GetProcess()
+    key = (sbt.GetExecutable().fullpath if sbt.IsValid() else None,
+           proc.GetUniqueID() if proc.IsValid() else None,
+           proc.GetStopID() if proc.IsValid() else None)
+    if getattr(host, "stop_key", None) != key:
+        forget()
+        host.stop_key = key
 
 
 def _lldb_command(cls):

@@ -23,8 +23,8 @@ import time
 
 import pytest
 
-from support.stop import (ALL_VARIANTS, ARM64_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, cut_outputs, manifest,
-                          run_gdb, wrap_commands)
+from support.stop import (ALL_VARIANTS, ARM64_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, chunk_display,
+                          cut_outputs, manifest, read_expected, run_gdb, wrap_commands)
 from support import moments
 from support.stop import without_frame_names
 from test_corereader import MOMENT_COMMANDS, MOMENT_SHAPES, PLAIN, _value_commands, differs, gdb_on_core
@@ -288,3 +288,50 @@ def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
     assert not any(bad), "\n".join(d for d in bad if d)
     assert compared == len(MOMENT_SHAPES) * 2 * len(MOMENT_COMMANDS)
     assert verdicts.get("exact", 0) >= len(MOMENT_SHAPES), verdicts
+
+
+@pytest.mark.parametrize("variant", ["r21-gc64", "r20-x64", "r21-arm64"])
+def test_frame_commands_as_gdb(variant, tmp_path):
+    """lframe, lup, ldown, llocals, lprint and llist in one lldb session on
+    frames.lua's core: gdb's text on the same core, command for command
+    (tests/e2e/test_lframe.py's list, which holds gdb's to LuaJIT's
+    debug.getinfo and debug.getlocal; without gdb's convenience
+    functions)."""
+    need_lldb()
+    from test_lframe import CMDS
+    stop = Stop(variant, "frames.lua", CMDS, str(tmp_path))
+    cmds = [c for c in CMDS if not c.startswith("print ")]
+    got = lldb_commands("%s --core %s" % (stop.build["host"], stop.core), cmds, str(tmp_path),
+                        build=stop.build)
+    seen, bad = {}, []
+    for cmd, res in zip(cmds, got):
+        nth = seen.get(cmd, 0)
+        seen[cmd] = nth + 1
+        bad.append(differs(res, stop.out("core", cmd, nth), "%s (#%d)" % (cmd, nth), "lldb"))
+    assert not any(bad), "\n".join(d for d in bad if d)
+
+
+def test_frame_selection_forgotten_when_the_program_runs(tmp_path):
+    """In a process lldb runs: frames.lua stops a second time, in its main
+    chunk; after `process continue`, lframe is frame 0 again, and lup goes
+    to the main chunk at the line LuaJIT gave.  llist of a chunk named
+    relative to where the program started, from another directory, says
+    how to name where to look in lldb's words."""
+    need_lldb()
+    from test_lframe import PROG
+    m = manifest()["r21-gc64"]
+    rel = os.path.relpath(PROG, ROOT)
+    expected = str(tmp_path / "expected.txt")
+    got = lldb_run(["target create " + m["host"],
+                    "settings set target.run-args %s %s" % (rel, expected),
+                    "breakpoint set -n ljgdb_break", "process launch -w " + ROOT],
+                   ["lframe 3", "llist 3", "process continue", "lframe", "lup", "process kill"],
+                   str(tmp_path))
+    (first, err1), (listed, err2), _, (again, err3), (up, err4), _ = got
+    assert err1 is None and first.startswith("#3   "), (first, err1)
+    line = [int(r[4]) for r in read_expected(expected) if r[:2] == ["frame", "3"]][0]
+    assert err2 == ("llist: frame #3 (%s:%d): no file %s (name where to look: ljgdb set "
+                    "source-path DIR[:DIR...])" % (rel, line, rel)), (listed, err2)
+    top = [r for r in read_expected(expected) if r[0] == "top"][0]
+    assert (again, err3) == ("#0   C:ljgdb_stop\n", None), (again, err3)
+    assert (up, err4) == ("#1   %s:%s\n" % (chunk_display(top[1]), top[2]), None), (up, err4)
