@@ -101,51 +101,58 @@ MOMENT_COMMANDS = ["lbt", "lbt full", "linfo", "lthreads", "lgcstat", "lstates",
                    "lbt --json", "lgcstat --retained --top 3"]
 
 
+def kernel_cores(variant, tmp_path, seed):
+    """(shape, i, the program's records, gdb's outputs of MOMENT_COMMANDS,
+    core, build) of two kernel cores at random moments of each shape
+    (skips where the kernel writes no core here)."""
+    if moments.kernel_cores_possible():
+        pytest.skip(moments.kernel_cores_possible())
+    build = moments.manifest()[variant]
+    for k, shape in enumerate(MOMENT_SHAPES):
+        work = str(tmp_path / shape)
+        results = moments.sample(variant, shape, "abort", 2, seed + k, work,
+                                 commands=MOMENT_COMMANDS)
+        for i, (records, _, outs) in enumerate(results):
+            yield shape, i, records, outs, os.path.join(work, "c%d" % i, "core"), build
+
+
 @pytest.mark.slow      # random moments, a kernel core each
 @pytest.mark.parametrize("variant", ("r21-gc64", "r20-x64", "or-x64") + ARM64_VARIANTS)
 def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
     """(arm64: qemu's cores of the guest, tests/support/moments.py)"""
-    if moments.kernel_cores_possible():
-        pytest.skip(moments.kernel_cores_possible())
-    build = moments.manifest()[variant]
     compared, bad, notes = 0, [], 0
-    for k, shape in enumerate(MOMENT_SHAPES):
-        work = str(tmp_path / shape)
-        results = moments.sample(variant, shape, "abort", 2, 1000 + k, work,
-                                 commands=MOMENT_COMMANDS)
-        for i, (_, _, outs) in enumerate(results):
-            core = os.path.join(work, "c%d" % i, "core")
-            got = core_reader(core, build["host"], MOMENT_COMMANDS, env=moments._env(build),
-                              build=build)
-            for cmd, g, c in zip(MOMENT_COMMANDS, outs, got):
-                # (The moments' gdb driver marks an error line "gdb error: ".
-                # It runs each command with to_string=True, and gdb drops
-                # what a command wrote before it failed, such as lgcstat's
-                # partial counts at a moment the string table is being
-                # rebuilt: there, the error lines are compared.)
-                if g.startswith("gdb error: ") and c[1]:
-                    c = ["", c[1]]
-                g = re.sub(r"^gdb error: ", "", g, flags=re.M)
-                if cmd == "linfo":
-                    # The reader says where a thread's frames end early (gdb
-                    # guesses on): in a trace, at once.
-                    note = re.search(r"^C frames: +(.*)\n", c[0] or "", re.M)
-                    if re.search(r"^VM state: +TRACE", g, re.M):
-                        assert note and re.search(r"no unwind information for 0x[0-9a-f]+ \(not "
-                                                  r"in a mapped ELF file\)", note.group(1)), c[0]
-                        notes += 1
-                    if note:
-                        c = [c[0].replace(note.group(0), ""), c[1]]
-                if cmd in ("lstates", "linfo"):
-                    g, c = without_frame_names(g), [without_frame_names(c[0] or ""), c[1]]
-                if cmd.startswith("lgcstat --retained"):
-                    # Inside the GC as anywhere: every object reached or
-                    # not, once; or, at a moment the heap cannot be walked
-                    # (a string chain being rewritten), one line saying why.
-                    assert "the objects' bytes (exact)" in g or (
-                        g.startswith("lgcstat: ") and len(g.strip().splitlines()) == 1), g
-                bad.append(differs(c, g, "%s (%s, %s core %d)" % (cmd, variant, shape, i)))
-                compared += 1
+    for shape, i, _, outs, core, build in kernel_cores(variant, tmp_path, 1000):
+        got = core_reader(core, build["host"], MOMENT_COMMANDS, env=moments._env(build),
+                          build=build)
+        for cmd, g, c in zip(MOMENT_COMMANDS, outs, got):
+            # (The moments' gdb driver marks an error line "gdb error: ".
+            # It runs each command with to_string=True, and gdb drops
+            # what a command wrote before it failed, such as lgcstat's
+            # partial counts at a moment the string table is being
+            # rebuilt: there, the error lines are compared.)
+            if g.startswith("gdb error: ") and c[1]:
+                c = ["", c[1]]
+            g = re.sub(r"^gdb error: ", "", g, flags=re.M)
+            if cmd == "linfo":
+                # The reader says where a thread's frames end early (gdb
+                # guesses on): in a trace, at once.
+                note = re.search(r"^C frames: +(.*)\n", c[0] or "", re.M)
+                if re.search(r"^VM state: +TRACE", g, re.M):
+                    assert note and re.search(r"no unwind information for 0x[0-9a-f]+ \(not "
+                                              r"in a mapped ELF file\)", note.group(1)), c[0]
+                    notes += 1
+                if note:
+                    c = [c[0].replace(note.group(0), ""), c[1]]
+            if cmd in ("lstates", "linfo"):
+                g, c = without_frame_names(g), [without_frame_names(c[0] or ""), c[1]]
+            if cmd.startswith("lgcstat --retained"):
+                # Inside the GC as anywhere: every object reached or
+                # not, once; or, at a moment the heap cannot be walked
+                # (a string chain being rewritten), one line saying why.
+                assert "the objects' bytes (exact)" in g or (
+                    g.startswith("lgcstat: ") and len(g.strip().splitlines()) == 1), g
+            bad.append(differs(c, g, "%s (%s, %s core %d)" % (cmd, variant, shape, i)))
+            compared += 1
     assert not any(bad), "\n".join(d for d in bad if d)
     assert notes, "no core of the jit shape stopped in a trace"
     assert compared == len(MOMENT_SHAPES) * 2 * len(MOMENT_COMMANDS)

@@ -27,7 +27,8 @@ from support.stop import (ALL_VARIANTS, ARM64_VARIANTS, LOADER, NOJIT_VARIANTS, 
                           cut_outputs, manifest, read_expected, run_gdb, wrap_commands)
 from support import moments
 from support.stop import without_frame_names
-from test_corereader import MOMENT_COMMANDS, MOMENT_SHAPES, PLAIN, _value_commands, differs, gdb_on_core
+from test_corereader import (MOMENT_COMMANDS, MOMENT_SHAPES, PLAIN, _value_commands, differs, gdb_on_core,
+                             kernel_cores)
 from test_profile_layout import gdb_layout, same
 
 DUMP_LLDB = os.path.join(ROOT, "testprogs", "dump_layout_lldb.py")
@@ -254,37 +255,30 @@ def test_type_summaries_as_gdb_prints(variant, tmp_path):
 def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
     """Kernel cores (qemu-user's on arm64) at random moments of six
     spinning shapes (SIGABRT into the interpreter, traces, the GC,
-    coroutine switches, calls from traces, allocation), two each: lldb prints what gdb prints (the frames that
-    name a state left out: the two unwinders differ past a trace's code,
-    where gdb guesses); and lldb's lbt is never wrong against the frames
-    the program recorded (moments.judge)."""
+    coroutine switches, calls from traces, allocation), two each: lldb
+    prints what gdb prints (the frames that name a state left out: the two
+    unwinders differ past a trace's code, where gdb guesses); and lldb's
+    lbt is never wrong against the frames the program recorded
+    (moments.judge)."""
     need_lldb()
-    if moments.kernel_cores_possible():
-        pytest.skip(moments.kernel_cores_possible())
-    build = moments.manifest()[variant]
     compared, bad, verdicts = 0, [], {}
-    for k, shape in enumerate(MOMENT_SHAPES):
-        work = str(tmp_path / shape)
-        results = moments.sample(variant, shape, "abort", 2, 2000 + k, work,
-                                 commands=MOMENT_COMMANDS)
-        for i, (records, _, outs) in enumerate(results):
-            core = os.path.join(work, "c%d" % i, "core")
-            got = lldb_commands("%s --core %s" % (build["host"], core), MOMENT_COMMANDS,
-                                os.path.dirname(core), build=build)
-            verdict, why = moments.judge(records, (got[0][0] or "") + (got[0][1] or ""))
-            verdicts[verdict] = verdicts.get(verdict, 0) + 1
-            assert verdict != "wrong", (shape, i, why, got[0])
-            for cmd, g, c in zip(MOMENT_COMMANDS, outs, got):
-                # (The moments' driver marks gdb's error lines, and gdb drops
-                # what a command wrote before it failed: test_corereader.)
-                if g.startswith("gdb error: ") and c[1]:
-                    c = ("", c[1])
-                g = re.sub(r"^gdb error: ", "", g, flags=re.M)
-                if cmd in ("lstates", "linfo"):
-                    g, c = without_frame_names(g), (without_frame_names(c[0] or ""), c[1])
-                bad.append(differs(c, g, "%s (%s, %s core %d)" % (cmd, variant, shape, i),
-                                   "lldb"))
-                compared += 1
+    for shape, i, records, outs, core, build in kernel_cores(variant, tmp_path, 2000):
+        got = lldb_commands("%s --core %s" % (build["host"], core), MOMENT_COMMANDS,
+                            os.path.dirname(core), build=build)
+        verdict, why = moments.judge(records, (got[0][0] or "") + (got[0][1] or ""))
+        verdicts[verdict] = verdicts.get(verdict, 0) + 1
+        assert verdict != "wrong", (shape, i, why, got[0])
+        for cmd, g, c in zip(MOMENT_COMMANDS, outs, got):
+            # (The moments' driver marks gdb's error lines, and gdb drops
+            # what a command wrote before it failed: test_corereader.)
+            if g.startswith("gdb error: ") and c[1]:
+                c = ("", c[1])
+            g = re.sub(r"^gdb error: ", "", g, flags=re.M)
+            if cmd in ("lstates", "linfo"):
+                g, c = without_frame_names(g), (without_frame_names(c[0] or ""), c[1])
+            bad.append(differs(c, g, "%s (%s, %s core %d)" % (cmd, variant, shape, i),
+                               "lldb"))
+            compared += 1
     assert not any(bad), "\n".join(d for d in bad if d)
     assert compared == len(MOMENT_SHAPES) * 2 * len(MOMENT_COMMANDS)
     assert verdicts.get("exact", 0) >= len(MOMENT_SHAPES), verdicts
