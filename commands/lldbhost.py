@@ -60,9 +60,7 @@ class LldbHost(OwnSettings):
                 lay = Layout(target)
             except NotLuaJITError:
                 if target.type_info("lua_State") is None:
-                    raise LjError("no LuaJIT debug info in the loaded files: load the LuaJIT "
-                                  "binary (or the library's debug file) with 'target create' "
-                                  "or 'target symbols add'")
+                    raise LjError(no_luajit_message(target))
                 raise
             self._layouts.clear()
             self._layouts[key] = lay
@@ -122,6 +120,10 @@ class LldbHost(OwnSettings):
     def setting_hint(self, name, value):
         return "ljgdb set %s %s" % (name, value)
 
+    def profile_match(self):
+        target, _ = self.target_and_layout()
+        return target.match
+
     def disassemble(self, lo, hi):
         """lldb's disassembler over [lo, hi) (it reads the process or the
         core; gdb's flavour on x86-64, AT&T): [(address, 'mnemonic
@@ -158,6 +160,24 @@ class LldbHost(OwnSettings):
     def take_written(self):
         text, self.pending = "".join(self.pending), []
         return text
+
+
+def no_luajit_message(target):
+    """Why there is no LuaJIT layout, and what to do (gdbhost's
+    _no_luajit_message in lldb's words)."""
+    mod = target.luajit_module
+    if mod is None or not mod.IsValid():
+        return ("no LuaJIT among the loaded files' symbols (lua_newstate, luaL_newstate, "
+                "lua_pcall): load a program that runs LuaJIT ('target create PROG --core CORE', "
+                "or 'process attach -p PID'); a shared libluajit is loaded when the program runs")
+    got = target.luajit_build_id()
+    bid = " (build-id %s)" % got[1] if got else ""
+    why = target.profile_failure or ("ljgdb reads LuaJIT's structures from DWARF or from a "
+                                     "layout profile of the same build")
+    return ("LuaJIT is in %s but without debug info, and %s: rebuild LuaJIT with debug info "
+            "(make CCDEBUG=-g), add its debug file ('target symbols add FILE'), or put the "
+            "layout profile of this build%s (python3 -m ljgdb.profile on its debug file) in a "
+            "directory named by $LJGDB_PROFILES" % (mod.GetFileSpec().fullpath, why, bid))
 
 
 def core_mismatch(target):

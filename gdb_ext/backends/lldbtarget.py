@@ -195,8 +195,37 @@ class LldbTarget(Target):
             "aarch64" if triple.startswith(("aarch64", "arm64")) else triple.split("-")[0])
         self.description = ("core file" if self.is_core() else
                             "process %d" % self.process.GetProcessID())
-        self.types = LldbTypes(self.sbt, self._luajit_module())
+        self.luajit_module = self._luajit_module()     # (an SBModule, or None)
+        self.types = LldbTypes(self.sbt, self.luajit_module)
         self._symbols = {}
+        self.match = None           # the layout profile's ProfileMatch, without DWARF
+        self.profile_failure = None
+        if self.types.type_info("lua_State") is None and self.process.IsValid():
+            self._choose_profile()
+
+    def _choose_profile(self) -> None:
+        """Without LuaJIT's DWARF: a layout profile for the module that
+        holds LuaJIT, by its build-id, else by its version string and the
+        memory (layouts.profiles.choose, as the other backends do)."""
+        from ..layouts import profiles
+        from ..layouts.layout import Layout
+        from ..vm.vmfind import list_states
+        mods = [self.sbt.GetModuleAtIndex(i) for i in range(self.sbt.GetNumModules())]
+        ids = [(m.GetUUIDString() or "").replace("-", "").lower() for m in mods]
+        first = self.luajit_module
+        path = first.GetFileSpec().fullpath if first is not None and first.IsValid() else None
+
+        def states_under(prof):
+            t = _ProfileTarget(self, prof)
+            lay = Layout(t)
+            return list_states(t, lay, frame_candidates(t, lay))[0]
+        self.match, self.profile_failure = profiles.choose(
+            ids, path, self.arch, states_under, self._anchor_address, self.read_raw)
+        if self.match is not None:
+            self.types = self.match.profile
+
+    def _anchor_address(self, prof: Any) -> Optional[int]:
+        return self._lookup(prof.anchor)
 
     def is_core(self) -> bool:
         return self.process.IsValid() and self.process.GetPluginName() == "elf-core"
@@ -211,7 +240,7 @@ class LldbTarget(Target):
     def luajit_build_id(self) -> Optional[Tuple[str, str]]:
         """(file name, build-id in hex) of the module that holds LuaJIT, or
         None when lldb gives none."""
-        mod = self.types.first
+        mod = self.luajit_module
         if mod is None or not mod.IsValid():
             return None
         uuid = (mod.GetUUIDString() or "").replace("-", "").lower()
@@ -256,7 +285,12 @@ class LldbTarget(Target):
 
     def symbol(self, name: str) -> Optional[int]:
         if name not in self._symbols:
-            self._symbols[name] = self._lookup(name)
+            addr = self._lookup(name)
+            m = self.match
+            if addr is None and m is not None and m.labels and m.base is not None:
+                off = m.profile.symbol_offset(name)
+                addr = None if off is None else m.base + off
+            self._symbols[name] = addr
         return self._symbols[name]
 
     def _lookup(self, name: str) -> Optional[int]:
@@ -275,7 +309,15 @@ class LldbTarget(Target):
 
     def symbolize(self, addr: int) -> Optional[str]:
         """The function holding addr (the inlined one where the code is
-        inlined, as gdb's innermost block names it), else the symbol."""
+        inlined, as gdb's innermost block names it), else the symbol, else
+        the VM's label from the layout profile."""
+        name = self._symbolize(addr)
+        m = self.match
+        if name is None and m is not None and m.labels and m.base is not None:
+            name = m.profile.symbol_at(addr - m.base)
+        return name
+
+    def _symbolize(self, addr: int) -> Optional[str]:
         a = self.sbt.ResolveLoadAddress(addr)
         if not a.IsValid():
             return None
@@ -286,7 +328,7 @@ class LldbTarget(Target):
         if inlined.IsValid() and inlined.GetInlinedName():
             return inlined.GetInlinedName()
         fn = ctx.GetFunction()
-        if fn.IsValid() and fn.GetName():
+        if fn.IsValid() and real_name(fn.GetName()):
             return fn.GetName()
         return symbol_name(a, ctx.GetSymbol())
 
@@ -355,6 +397,16 @@ class LldbTarget(Target):
         return out
 
 
+# lldb names code without a symbol (a function of a stripped file that its
+# unwind information delimits) ___lldb_unnamed_symbolN; gdb gives no name.
+_UNNAMED = "___lldb_unnamed_symbol"
+
+
+def real_name(name: Optional[str]) -> Optional[str]:
+    """name, or None for lldb's made-up names of code without a symbol."""
+    return None if not name or name.startswith(_UNNAMED) else name
+
+
 def symbol_name(addr: Any, sym: Any) -> Optional[str]:
     """The name of the code at SBAddress addr, whose SBSymbol is sym, as
     gdb names it: where several symbols share an address (the VM's empty
@@ -367,14 +419,32 @@ def symbol_name(addr: Any, sym: Any) -> Optional[str]:
         name = file_symbol_at(mod.GetFileSpec().fullpath, addr.GetFileAddress())
         if name:
             return name
-    return sym.GetName() if sym.IsValid() and sym.GetName() else None
+    return real_name(sym.GetName()) if sym.IsValid() else None
+
+
+class _ProfileTarget(LldbTarget):
+    """The process, with LuaJIT's types from one profile (to try it)."""
+
+    def __init__(self, outer: LldbTarget, prof: Any) -> None:
+        Target.__init__(self)
+        self.debugger, self.sbt, self.process = outer.debugger, outer.sbt, outer.process
+        self.ptr_size, self.arch, self.description = outer.ptr_size, outer.arch, outer.description
+        self._symbols = {}
+        self.match = None
+        self.types = prof
+        self.prof = prof
+        self.base = outer._anchor_address(prof)
+
+    def symbol(self, name: str) -> Optional[int]:
+        off = self.prof.symbol_offset(name)
+        return None if off is None or self.base is None else self.base + off
 
 
 def machine_frame(f: Any, level: int) -> MachineFrame:
     """The MachineFrame of lldb.SBFrame f at level."""
     fn = f.GetFunction()
     name = f.GetFunctionName() if fn.IsValid() else \
-        symbol_name(f.GetPCAddress(), f.GetSymbol()) or f.GetFunctionName()
+        symbol_name(f.GetPCAddress(), f.GetSymbol()) or real_name(f.GetFunctionName())
     path = fn.GetStartAddress().GetLineEntry().GetFileSpec().GetFilename() \
         if fn.IsValid() else None
     # (OpenResty's buildvm gives the assembler VM line info in its .dasc

@@ -24,7 +24,8 @@ import time
 import pytest
 
 from support.stop import (ALL_VARIANTS, ARM64_VARIANTS, LOADER, NOJIT_VARIANTS, ROOT, Stop, chunk_display,
-                          cut_outputs, manifest, read_expected, run_gdb, wrap_commands)
+                          cut_outputs, manifest, read_expected, run_gdb, stripped_with_profile,
+                          wrap_commands)
 from support import moments
 from support.stop import without_frame_names
 from test_corereader import (MOMENT_COMMANDS, MOMENT_SHAPES, PLAIN, _value_commands, differs, gdb_on_core,
@@ -329,3 +330,31 @@ def test_frame_selection_forgotten_when_the_program_runs(tmp_path):
     top = [r for r in read_expected(expected) if r[0] == "top"][0]
     assert (again, err3) == ("#0   C:ljgdb_stop\n", None), (again, err3)
     assert (up, err4) == ("#1   %s:%s\n" % (chunk_display(top[1]), top[2]), None), (up, err4)
+
+
+@pytest.mark.parametrize("variant", ["r21-gc64", "or-x64"])
+def test_stripped_build_through_a_profile(variant, tmp_path):
+    """A stripped host (no DWARF, no .symtab) and its layout profile in
+    $LJGDB_PROFILES: lldb reads the core through the profile as gdb does
+    (the same text); without the profile, one line saying what to do."""
+    need_lldb()
+    host = manifest()[variant]["host"]
+    stripped, profs = stripped_with_profile(host, variant, str(tmp_path))
+    cmds = ["lbt", "lbt full", "lthreads", "lgcstat", "ltrace", "linfo"]
+    stop = Stop(variant, "bt.lua", cmds, str(tmp_path / "run"), args=["nest"],
+                env={"LJGDB_PROFILES": profs}, host=stripped)
+    assert "layout:           layout profile" in stop.out("core", "linfo"), stop.out("core", "linfo")
+    target = "%s --core %s" % (stripped, stop.core)
+    os.environ["LJGDB_PROFILES"], old = profs, os.environ.get("LJGDB_PROFILES")
+    try:
+        got = lldb_commands(target, cmds, str(tmp_path))
+        os.environ["LJGDB_PROFILES"] = str(tmp_path / "run")      # (no profile there)
+        (out, err), = lldb_commands(target, ["lbt"], str(tmp_path))
+    finally:
+        if old is None:
+            del os.environ["LJGDB_PROFILES"]
+        else:
+            os.environ["LJGDB_PROFILES"] = old
+    assert_same(got, [stop.out("core", c) for c in cmds], cmds)
+    assert err.startswith("lbt: LuaJIT is in %s but without debug info" % stripped), err
+    assert "$LJGDB_PROFILES" in err and len(err.splitlines()) == 1, err
