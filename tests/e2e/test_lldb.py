@@ -358,3 +358,72 @@ def test_stripped_build_through_a_profile(variant, tmp_path):
     assert_same(got, [stop.out("core", c) for c in cmds], cmds)
     assert err.startswith("lbt: LuaJIT is in %s but without debug info" % stripped), err
     assert "$LJGDB_PROFILES" in err and len(err.splitlines()) == 1, err
+
+
+# In lldb on a live process: commands that read, the summaries, the frame
+# commands, and bad input, some of which lldb's expression evaluator would
+# run as code (a call, an assignment): ljgdb never evaluates them.
+LIVE_GOOD = ["lbt", "lbt full", "lbt --all --group", "linfo", "lthreads", "lgcstat --top 5",
+             "lstates", "lmcode", "ltrace", "lstr", "lheap", "lframe 1", "llocals", "lup",
+             "frame variable"]
+LIVE_BAD = ["lval nosuch", "lval abort()", "lval ljgdb_break_count = 5", "ltab (GCtab *)0x10",
+            "lbt --bogus", "ljgdb set max-string many"]
+
+
+def test_lldb_never_changes_the_process(tmp_path):
+    """A process blocked in a read (test_live_readonly's Waiting), hashed
+    by the test's own reads of /proc/PID/mem before lldb attaches and
+    after it detached: every writable mapping, each thread's system call
+    and state the same; lbt shows the frames the program recorded; bad
+    input (calls and assignments among it) gets one line; the process is
+    left untraced with nothing pending, and reads its next line."""
+    need_lldb()
+    from test_live import Waiting, assert_frames, assert_left_alone
+    from test_live_readonly import snapshot
+    prog = Waiting("r21-gc64", tmp_path, args=("5",), env={"GLIBC_TUNABLES": "glibc.pthread.rseq=0"})
+    try:
+        before = snapshot(prog.pid)
+        assert before[1] > 100000, before
+        got = lldb_run(["process attach -p %d" % prog.pid], LIVE_GOOD + LIVE_BAD, str(tmp_path))
+        for cmd, (out, err) in zip(LIVE_GOOD, got):
+            assert err is None and out.strip() and "internal error" not in out, (cmd, out, err)
+        for cmd, (out, err) in zip(LIVE_BAD, got[len(LIVE_GOOD):]):
+            assert err is not None and not out and len(err.splitlines()) == 1, (cmd, out, err)
+            assert "Traceback" not in err, (cmd, err)
+        assert_frames(got[0][0], prog.frames())
+        after = snapshot(prog.pid)
+        assert after == before, "the process changed: %s\n%s" % (before, after)
+        assert_left_alone(prog.pid)
+        prog.send("after")
+        prog.wait_blocked()
+        assert_left_alone(prog.pid)
+        prog.quit()
+    finally:
+        prog.stop()
+
+
+def test_launched_process_as_luajit_sees_it(tmp_path):
+    """A process lldb launches (process launch, stopped at frames.lua's
+    ljgdb_break): lbt lists every frame at the line debug.getinfo gave,
+    llocals each Lua frame's locals and upvalues as debug.getlocal and
+    debug.getupvalue named them (test_lframe's checks, on lldb's text)."""
+    need_lldb()
+    from test_lframe import PROG, check_locals, frame_line, luajit_view
+    m = manifest()["r21-gc64"]
+    expected = str(tmp_path / "expected.txt")
+    levels = list(range(1, 4))
+    cmds = ["lbt"] + [c for k in levels for c in ("lframe %d" % k, "llocals")] + ["process kill"]
+    got = lldb_run(["target create " + m["host"],
+                    "settings set target.run-args %s %s" % (PROG, expected),
+                    "breakpoint set -n ljgdb_break", "process launch"], cmds, str(tmp_path))
+    stop = Stop.__new__(Stop)           # (only its records: luajit_view reads .expected)
+    stop.expected = read_expected(expected)
+    view = luajit_view(stop)
+    bt, err = got[0]
+    assert err is None and len(view) > len(levels), (err, view)
+    for level in sorted(view):
+        assert frame_line(level, view) in bt.split("\n"), (level, bt)
+    for i, level in enumerate(levels):
+        out, err = got[2 + 2 * i]
+        assert err is None, err
+        check_locals(out.rstrip("\n"), level, view)
