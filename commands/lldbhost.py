@@ -212,7 +212,10 @@ def sb_operand(v):
         floating = ty.GetBasicType() in (lldb.eBasicTypeFloat, lldb.eBasicTypeDouble,
                                          lldb.eBasicTypeLongDouble)
         if floating:
-            value = int(float(v.GetValue())) & 0xFFFFFFFFFFFFFFFF
+            try:
+                value = int(float(v.GetValue())) & 0xFFFFFFFFFFFFFFFF
+            except (TypeError, ValueError, OverflowError):
+                value = None        # (nan, inf: no number, as gdb's int() of one)
         else:
             value = v.GetValueAsSigned() & 0xFFFFFFFFFFFFFFFF
         return Operand(value=value, floating=floating)

@@ -30,7 +30,7 @@ from support import moments
 from support.stop import without_frame_names
 from test_corereader import (MOMENT_COMMANDS, MOMENT_SHAPES, PLAIN, _value_commands, differs, gdb_on_core,
                              kernel_cores)
-from test_profile_layout import gdb_layout, same
+from test_profile_layout import gdb_layout, gnu_build_id, same
 
 DUMP_LLDB = os.path.join(ROOT, "testprogs", "dump_layout_lldb.py")
 LLDBRUN = os.path.join(ROOT, "tests", "support", "lldbrun.py")
@@ -170,6 +170,12 @@ def test_bad_input_is_one_line(tmp_path):
     # No process at all: the program alone.
     (out, err), = lldb_commands(host, ["lbt"], str(tmp_path))
     assert err.startswith("lbt: no process or core file: launch the program"), err
+    # The core of another build: refused, naming the binary's build-id (readelf's).
+    other = manifest()["r21-x64"]["host"]
+    (_, err), = lldb_commands("%s --core %s" % (other, stop.core), ["lbt"], str(tmp_path))
+    assert err.startswith("lbt: the core file does not match %s: lldb loaded it with build-id %s"
+                          % (other, gnu_build_id(other))), err
+    assert "'ljgdb set check-build-id off'" in err and len(err.splitlines()) == 1, err
     # A setting set is used: max-string cuts a string.
     (_, err1), (out, err2) = lldb_commands("%s --core %s" % (host, stop.core),
                                            ["ljgdb set max-string 3", "ljgdb show max-string"],
