@@ -148,13 +148,18 @@ def test_live_commands_never_change_the_process(variant, tmp_path):
                         or read < 0.5 * sum(int(n) for _, n in stacks):
                     failures.append((" ".join(argv), "stacks", stacks[:5], err))
         assert not failures, failures
-        after = snapshot(prog.pid)
-        assert after == before, "the process changed: %s\n%s" % (before, after)
-        assert_left_alone(prog.pid)
-        # It goes on working.
-        prog.send("after")
-        prog.wait_blocked()
-        assert_left_alone(prog.pid)
-        prog.quit()
+        assert_unchanged(prog, before)
     finally:
         prog.stop()
+
+
+def assert_unchanged(prog, before):
+    """The process hashes as `before` (snapshot), is left untraced with no
+    signal pending, and goes on working: it reads its next line."""
+    after = snapshot(prog.pid)
+    assert after == before, "the process changed: %s\n%s" % (before, after)
+    assert_left_alone(prog.pid)
+    prog.send("after")
+    prog.wait_blocked()
+    assert_left_alone(prog.pid)
+    prog.quit()

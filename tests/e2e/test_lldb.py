@@ -384,8 +384,8 @@ def test_lldb_never_changes_the_process(tmp_path):
     input (calls and assignments among it) gets one line; the process is
     left untraced with nothing pending, and reads its next line."""
     need_lldb()
-    from test_live import Waiting, assert_frames, assert_left_alone
-    from test_live_readonly import snapshot
+    from test_live import Waiting, assert_frames
+    from test_live_readonly import assert_unchanged, snapshot
     prog = Waiting("r21-gc64", tmp_path, args=("5",), env={"GLIBC_TUNABLES": "glibc.pthread.rseq=0"})
     try:
         before = snapshot(prog.pid)
@@ -397,13 +397,7 @@ def test_lldb_never_changes_the_process(tmp_path):
             assert err is not None and not out and len(err.splitlines()) == 1, (cmd, out, err)
             assert "Traceback" not in err, (cmd, err)
         assert_frames(got[0][0], prog.frames())
-        after = snapshot(prog.pid)
-        assert after == before, "the process changed: %s\n%s" % (before, after)
-        assert_left_alone(prog.pid)
-        prog.send("after")
-        prog.wait_blocked()
-        assert_left_alone(prog.pid)
-        prog.quit()
+        assert_unchanged(prog, before)
     finally:
         prog.stop()
 
