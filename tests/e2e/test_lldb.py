@@ -257,24 +257,48 @@ def test_type_summaries_as_gdb_prints(variant, tmp_path):
     assert "u64 = " in raw and "it64 = " in raw or "u32 = " in raw, raw
 
 
+def without_frames(text):
+    """without_frame_names, and the frames left out of a list of places a
+    state was found ("frame; memory search"): lldb's unwinder can end
+    before the frame that names the state, at a moment gdb's does not
+    (the state found is the same; lbt says when it cannot place frames)."""
+    return re.sub(r"frame; |; frame\b", "", without_frame_names(text))
+
+
+# lbt's line when the thread's innermost machine frames are not in the VM.
+SHORT_UNWIND = "the innermost frames are not known: the selected OS thread is not inside the VM's code"
+
+
 @pytest.mark.slow      # random moments, a kernel core each
 @pytest.mark.parametrize("variant", ("r21-gc64", "r20-x64", "or-x64") + ARM64_VARIANTS)
 def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
     """Kernel cores (qemu-user's on arm64) at random moments of six
     spinning shapes (SIGABRT into the interpreter, traces, the GC,
     coroutine switches, calls from traces, allocation), two each: lldb
-    prints what gdb prints (the frames that name a state left out: the two
-    unwinders differ past a trace's code, where gdb guesses); and lldb's
+    prints what gdb prints (the frames that name a state left out, and
+    whether a frame named it: the two unwinders differ past a trace's code,
+    where gdb guesses, and inside the allocator, where lldb's can stop
+    short); and lldb's
     lbt is never wrong against the frames the program recorded
-    (moments.judge)."""
+    (moments.judge).  Where lldb's unwinder stops short of the VM's frame
+    and gdb's does not (a CI run: or-x64 inside lj_alloc_malloc, one core
+    of twelve), lbt must say so: such a core is not compared, and two of
+    twelve at most are allowed."""
     need_lldb()
-    compared, bad, verdicts = 0, [], {}
+    compared, bad, verdicts, short = 0, [], {}, []
     for shape, i, records, outs, core, build in kernel_cores(variant, tmp_path, 2000):
         got = lldb_commands("%s --core %s" % (build["host"], core), MOMENT_COMMANDS,
                             os.path.dirname(core), build=build)
-        verdict, why = moments.judge(records, (got[0][0] or "") + (got[0][1] or ""))
+        lbt = (got[0][0] or "") + (got[0][1] or "")
+        verdict, why = moments.judge(records, lbt)
         verdicts[verdict] = verdicts.get(verdict, 0) + 1
         assert verdict != "wrong", (shape, i, why, got[0])
+        if verdict == "honest" and moments.judge(records, outs[0])[0] == "exact" and \
+                SHORT_UNWIND in lbt:
+            # lldb's unwinder stopped short of the VM's frame where gdb's
+            # reached it: lbt says what it cannot know (docs/lldb.md).
+            short.append((shape, i))
+            continue
         for cmd, g, c in zip(MOMENT_COMMANDS, outs, got):
             # (The moments' driver marks gdb's error lines, and gdb drops
             # what a command wrote before it failed: test_corereader.)
@@ -282,12 +306,13 @@ def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
                 c = ("", c[1])
             g = re.sub(r"^gdb error: ", "", g, flags=re.M)
             if cmd in ("lstates", "linfo"):
-                g, c = without_frame_names(g), (without_frame_names(c[0] or ""), c[1])
+                g, c = without_frames(g), (without_frames(c[0] or ""), c[1])
             bad.append(differs(c, g, "%s (%s, %s core %d)" % (cmd, variant, shape, i),
                                "lldb"))
             compared += 1
     assert not any(bad), "\n".join(d for d in bad if d)
-    assert compared == len(MOMENT_SHAPES) * 2 * len(MOMENT_COMMANDS)
+    assert len(short) <= 2, short
+    assert compared == (len(MOMENT_SHAPES) * 2 - len(short)) * len(MOMENT_COMMANDS)
     assert verdicts.get("exact", 0) >= len(MOMENT_SHAPES), verdicts
 
 
@@ -427,3 +452,45 @@ def test_launched_process_as_luajit_sees_it(tmp_path):
         out, err = got[2 + 2 * i]
         assert err is None, err
         check_locals(out.rstrip("\n"), level, view)
+
+
+@pytest.mark.slow      # random moments of spinning programs
+@pytest.mark.parametrize("variant", ["r21-gc64", "or-x64"])
+def test_lbt_at_random_moments_attached(variant, tmp_path):
+    """lldb attaches to a spinning program at random moments (`process
+    attach -p`, lbt, `process detach`, a random pause, again), four times
+    for each of six shapes: lbt is never wrong against the stack the
+    program recorded (moments.judge: exact, or honest with a line saying
+    what it could not know), and the program runs on after each detach."""
+    need_lldb()
+    import random
+    build = moments.manifest()[variant]
+    rnd = random.Random(3000)
+    verdicts = {}
+    for shape in MOMENT_SHAPES:
+        work = tmp_path / shape
+        work.mkdir()
+        exp = str(work / "expected.txt")
+        prog = moments._start(build, shape, exp, str(work))
+        try:
+            moments._wait_ready(exp, prog)
+            cmds = []
+            for _ in range(4):
+                cmds += ["script import time; time.sleep(%.4f)" % rnd.uniform(0, 0.2),
+                         "process attach -p %d" % prog.pid, "lbt", "process detach"]
+            got = lldb_run([], cmds, str(work))
+            assert prog.poll() is None, "the program ended"
+            time.sleep(0.2)
+            assert proc_state(prog.pid) in "RS", proc_state(prog.pid)
+        finally:
+            prog.kill()
+            prog.wait()
+        records = read_expected(exp)
+        for k in range(4):
+            (_, aerr), (out, err), (_, derr) = got[4 * k + 1:4 * k + 4]
+            assert aerr is None and derr is None, (shape, k, aerr, derr)
+            verdict, why = moments.judge(records, (out or "") + (err or ""))
+            verdicts[verdict] = verdicts.get(verdict, 0) + 1
+            assert verdict != "wrong", (shape, k, why, out, err)
+    assert sum(verdicts.values()) == 4 * len(MOMENT_SHAPES)
+    assert verdicts.get("exact", 0) >= len(MOMENT_SHAPES), verdicts
