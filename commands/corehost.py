@@ -18,7 +18,7 @@ import sys
 from ..gdb_ext.backends import corefile
 from ..gdb_ext.errors import LjError
 from .base import CommandError, UsageError, help_text
-from .host import SETTINGS, Operand, OwnSettings, install
+from .host import SETTINGS, Operand, OwnSettings, install, setting_value, truncation_text
 
 USAGE = ("python3 -m ljgdb [--set NAME=VALUE] [--thread N] [--frame N] [--sysroot DIR] CORE [BINARY] COMMAND "
          "[ARGS...]  (or --help)")
@@ -96,11 +96,7 @@ class CoreHost(OwnSettings):
         return None
 
     def truncation_note(self):
-        cut = corefile.truncation(self.path)
-        if not cut:
-            return ""
-        return ("; note: the core file is truncated (%d of its %d bytes), so memory past its "
-                "end is missing: get a complete core" % cut)
+        return truncation_text(corefile.truncation(self.path))
 
     def profile_match(self):
         self.target_and_layout()
@@ -187,16 +183,10 @@ def take_options(argv, names=("--set", "--thread", "--frame", "--sysroot")):
             if name not in SETTINGS or not value:
                 raise ValueError("--set takes NAME=VALUE with NAME one of %s"
                                  % ", ".join(sorted(SETTINGS)))
-            kind = SETTINGS[name][0]
-            if kind == "bool" and value in ("on", "off"):
-                opts["settings"][name] = value == "on"
-            elif kind == "uint" and value.isdigit():
-                opts["settings"][name] = int(value)
-            elif kind == "string":
-                opts["settings"][name] = value
-            else:
-                raise ValueError("--set %s takes %s" % (name, "on or off" if kind == "bool"
-                                                        else "a number"))
+            try:
+                opts["settings"][name] = setting_value(name, value)
+            except ValueError as e:
+                raise ValueError("--set %s takes %s" % (name, e))
     return opts
 
 

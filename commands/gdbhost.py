@@ -15,7 +15,7 @@ from ..gdb_ext.layouts.layout import Layout
 from ..gdb_ext.vm.objects import decode_tv
 from .base import CommandError, UsageError, get_vm, help_text, param, side_effect
 from .format import value_text
-from .host import SETTINGS, Host, Operand, install
+from .host import SETTINGS, Host, Operand, install, truncation_text
 
 
 class GdbHost(Host):
@@ -74,13 +74,9 @@ class GdbHost(Host):
     def truncation_note(self):
         """A note for error lines when the loaded core file is cut short."""
         try:
-            cut = core_truncation()
+            return truncation_text(core_truncation())
         except (gdb.error, OSError):
             return ""
-        if not cut:
-            return ""
-        return ("; note: the core file is truncated (%d of its %d bytes), so memory past its "
-                "end is missing: get a complete core" % cut)
 
     def profile_match(self):
         return active_match()

@@ -57,6 +57,28 @@ SETTINGS = {
 }
 
 
+def setting_value(name, text):
+    """The value the words `text` give setting `name` (a known one): True or
+    False for on/off, an int, a string; ValueError(what it takes)."""
+    kind = SETTINGS[name][0]
+    if kind == "bool" and text in ("on", "off"):
+        return text == "on"
+    if kind == "uint" and text.isdigit():
+        return int(text)
+    if kind == "string":
+        return text
+    raise ValueError("on or off" if kind == "bool" else "a number")
+
+
+def truncation_text(cut):
+    """The '; note: ...' of a core cut short (cut: (bytes there, bytes
+    needed), or None for a whole core: '')."""
+    if not cut:
+        return ""
+    return ("; note: the core file is truncated (%d of its %d bytes), so memory past its "
+            "end is missing: get a complete core" % cut)
+
+
 class Operand(object):
     """What an argument expression denotes, in the terms the commands ask:
     value: its number when it is a pointer, an integer or an enum, else None
