@@ -21,7 +21,8 @@ from ..gdb_ext.errors import LjError, NotLuaJITError
 from ..gdb_ext.layouts.layout import Layout
 from .base import CommandError, UsageError, display_vm, help_text
 from .corehost import parse_operand
-from .host import SETTINGS, Operand, OwnSettings, current, install
+from .host import (SETTINGS, Operand, OwnSettings, current, install, setting_value,
+                   truncation_text)
 from .summaries import GC_TYPES, global_text, guarded, object_text, tvalue_text
 
 # The commands lldb has (lmalloc reads glibc's types through gdb's scopes
@@ -44,15 +45,28 @@ class LldbHost(OwnSettings):
         self.debugger = debugger
         self.pending = []
         self._layouts = {}
+        self.target = None          # this command's (or this stop's) Target: fresh()
+
+    def fresh(self):
+        """Forget the Target: the next command (or the next stop's
+        summaries) makes its own, as the process may have run since.  One
+        command makes one, whatever it asks of the host (the state search,
+        the checks, the notes of its error line)."""
+        self.target = None
+
+    def _target(self):
+        if self.target is None:
+            self.target = LldbTarget(self.debugger)
+        return self.target
 
     def _modules_key(self, sbt):
         return tuple(sbt.GetModuleAtIndex(i).GetFileSpec().fullpath
                      for i in range(sbt.GetNumModules()))
 
     def target_and_layout(self):
-        """A Target for this command (the process may have run since the
-        last one) and the Layout, read once per set of loaded modules."""
-        target = LldbTarget(self.debugger)
+        """This command's Target and the Layout, read once per set of
+        loaded modules."""
+        target = self._target()
         key = self._modules_key(target.sbt)
         lay = self._layouts.get(key)
         if lay is None:
@@ -137,25 +151,25 @@ class LldbHost(OwnSettings):
             return None
         insns = sbt.GetInstructions(lldb.SBAddress(lo, sbt), data)
         out = []
+        addr = lo
         for i in range(insns.GetSize()):
             ins = insns.GetInstructionAtIndex(i)
-            addr = ins.GetAddress().GetLoadAddress(sbt)
-            if addr == lldb.LLDB_INVALID_ADDRESS:
-                addr = lo + sum(insns.GetInstructionAtIndex(k).GetByteSize() for k in range(i))
+            at = ins.GetAddress().GetLoadAddress(sbt)
+            addr = addr if at == lldb.LLDB_INVALID_ADDRESS else at
             if addr >= hi:
                 break
             ops = ins.GetOperands(sbt)
             out.append((addr, ("%-6s %s" % (ins.GetMnemonic(sbt), ops)).rstrip() if ops
                         else ins.GetMnemonic(sbt)))
+            addr += ins.GetByteSize()
         return out
 
     def truncation_note(self):
-        path = LldbTarget(self.debugger).core_path()
-        cut = corefile.truncation(path) if path else None
-        if not cut:
-            return ""
-        return ("; note: the core file is truncated (%d of its %d bytes), so memory past its "
-                "end is missing: get a complete core" % cut)
+        try:
+            path = self._target().core_path()
+        except LjError:
+            return ""           # (no target: nothing to say of a core)
+        return truncation_text(corefile.truncation(path) if path else None)
 
     def take_written(self):
         text, self.pending = "".join(self.pending), []
@@ -249,6 +263,7 @@ def run(cls, debugger, command, result):
     or its one error line into result (lldb.SBCommandReturnObject)."""
     host = _host(debugger)
     host.pending = []
+    host.fresh()
     _forget_after_a_run(host)
     try:
         out = cls().execute(command or "")
@@ -336,17 +351,10 @@ class Settings(object):
                                                        SETTINGS[name][4].rstrip(".")))
             return
         if verb == "set" and len(words) == 3 and words[1] in SETTINGS:
-            name, value = words[1], words[2]
-            kind = SETTINGS[name][0]
-            if kind == "bool" and value in ("on", "off"):
-                host.settings[name] = value == "on"
-            elif kind == "uint" and value.isdigit():
-                host.settings[name] = int(value)
-            elif kind == "string":
-                host.settings[name] = value
-            else:
-                wants = "on or off" if kind == "bool" else "a number"
-                result.SetError("ljgdb set %s takes %s" % (name, wants))
+            try:
+                host.settings[words[1]] = setting_value(words[1], words[2])
+            except ValueError as e:
+                result.SetError("ljgdb set %s takes %s" % (words[1], e))
             return
         result.SetError("ljgdb: takes 'set NAME VALUE', 'show [NAME]' or 'help', with NAME "
                         "one of %s" % ", ".join(sorted(SETTINGS)))
@@ -367,6 +375,7 @@ def _summary_vm(valobj):
         if proc.IsValid() else None
     if key is None or getattr(host, "summary_key", None) != key:
         host.summary_key = key
+        host.fresh()
         host.summary_vm = display_vm() if key is not None else None
     return host.summary_vm
 

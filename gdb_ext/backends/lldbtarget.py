@@ -476,10 +476,12 @@ def frame_candidates(t: LldbTarget, lay: Any, max_frames: int = 64) -> List[Tupl
     if th is None:
         return out
     regs = STATE_REGISTERS.get(t.arch, ())
+    exe = t.sbt.GetExecutable()
     start = th.GetSelectedFrame().GetFrameID()
     for num in range(start, min(th.GetNumFrames(), start + max_frames)):
         f = th.GetFrameAtIndex(num)
-        fname = machine_frame(f, num).name
+        m = machine_frame(f, num)
+        fname = m.name
         variables = f.GetVariables(True, True, False, True)
         for i in range(variables.GetSize()):
             v = variables.GetValueAtIndex(i)
@@ -495,9 +497,8 @@ def frame_candidates(t: LldbTarget, lay: Any, max_frames: int = 64) -> List[Tupl
                 out.append(("L" if tag == "lua_State" else "G", addr,
                             "frame #%d %s: %s" % (num, fname or "??", v.GetName())))
         if fname is None or fname.startswith(("lj_vm_", "lj_BC_")):
-            out.extend(register_candidates(lay, regs, _register_reader(f), num, fname))
+            out.extend(register_candidates(lay, regs, m.reg, num, fname))
         mod = f.GetModule()
-        exe = t.sbt.GetExecutable()
         in_library = mod.IsValid() and mod.GetFileSpec() != exe
         if fname is None and not in_library:
             break
