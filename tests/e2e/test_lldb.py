@@ -27,6 +27,7 @@ from support.stop import (ALL_VARIANTS, ARM64_VARIANTS, LOADER, NOJIT_VARIANTS, 
                           cut_outputs, manifest, read_expected, run_gdb, stripped_with_profile,
                           wrap_commands)
 from support import moments
+from support.host import proc_state
 from support.stop import without_frame_names
 from test_corereader import (MOMENT_COMMANDS, MOMENT_SHAPES, PLAIN, _value_commands, differs, gdb_on_core,
                              kernel_cores)
@@ -181,13 +182,6 @@ def test_bad_input_is_one_line(tmp_path):
                                            ["ljgdb set max-string 3", "ljgdb show max-string"],
                                            str(tmp_path))
     assert err1 is None and err2 is None and out.startswith("max-string:  3 "), (err1, out)
-
-
-def proc_state(pid):
-    """The scheduling state letter of process pid, from /proc."""
-    with open("/proc/%d/stat" % pid) as f:
-        text = f.read()
-    return text[text.rfind(")") + 2]
 
 
 @pytest.mark.parametrize("variant", ["r21-gc64", "r20-x64", "or-x64"])
