@@ -714,14 +714,32 @@ class Process(object):
                              max(m[1] for m in maps), self.debug_dirs, self.sysroot)
         return None
 
-    def _image_at(self, name, disk, bias):
-        """An Image of a file not in NT_FILE, loaded at bias (None: from AT_PHDR)."""
+    def _elf_at(self, disk):
+        """The _Elf of the file at disk, or None (unreadable, not ELF, or
+        built for another machine)."""
         try:
             data = _map(disk)
             if self._foreign(data, disk):
                 return None
-            elf = _Elf(data)
+            return _Elf(data)
         except (OSError, ValueError, struct.error):
+            return None
+
+    def image_with_header(self, path: str, header: int) -> Optional[Image]:
+        """The Image of the file at path whose ELF header the process has
+        mapped at address `header` (a debugger's list of loaded modules
+        gives that), or None."""
+        elf = self._elf_at(path)
+        first = [p for p in elf.phdrs if p[0] == PT_LOAD and p[2] == 0] if elf else []
+        if not first:
+            return None
+        return self._image_at(path, path, header - (first[0][3] - first[0][3] % PAGE), elf)
+
+    def _image_at(self, name, disk, bias, elf=None):
+        """An Image of a file not in NT_FILE, loaded at bias (None: from
+        AT_PHDR); elf: the file's _Elf, when read already."""
+        elf = elf or self._elf_at(disk)
+        if elf is None:
             return None
         loads = [p for p in elf.phdrs if p[0] == PT_LOAD]
         if not loads:

@@ -7,12 +7,13 @@ come from the DWARF and symbol tables lldb has loaded (SBType, SBTarget);
 registers and frames from SBThread and SBFrame.  Nothing here writes to
 the process, evaluates an expression or calls a function in it.
 """
+import os
 from typing import Any, Dict, List, Optional, Tuple
 
 import lldb  # noqa: F401  (only importable inside lldb, or with its bindings)
 
 from . import corefile
-from .coredump import file_symbol_at
+from .coredump import ARCHES, AT_SYSINFO_EHDR, Process, file_symbol_at
 from ..errors import FaultError, NotLuaJITError
 from ..target import FLATTEN_DEPTH, Field, MachineFrame, Target, TypeInfo, TypeSource
 from ..vm.state import STATE_REGISTERS, register_candidates
@@ -178,6 +179,43 @@ class LldbTypes(TypeSource):
         return dict(got[1]) if got is not None else None
 
 
+class _ModuleTypes(LldbTypes):
+    """The structs of one module: those a variable's type reaches (its
+    own, and the ones its members point to, two levels down), then the
+    module's others by name (lldb.SBModule.FindFirstType)."""
+
+    def __init__(self, sbtarget: Any, module: Any, var_type: Any) -> None:
+        LldbTypes.__init__(self, sbtarget, module)
+        self._reach = {}
+        self._collect(var_type, 2)
+
+    def _collect(self, t: Any, depth: int) -> None:
+        t = t.GetCanonicalType()
+        while t.IsPointerType() or t.IsArrayType():
+            t = (t.GetPointeeType() if t.IsPointerType() else t.GetArrayElementType()) \
+                .GetCanonicalType()
+        name = _bare(t).split(" ", 1)[-1]      # (without "struct ")
+        if not _is_record(t) or not name or name in self._reach:
+            return
+        self._reach[name] = t
+        if depth > 0:
+            for i in range(t.GetNumberOfFields()):
+                self._collect(t.GetFieldAtIndex(i).GetType(), depth - 1)
+
+    def _modules(self) -> List[Any]:
+        return [self.first]
+
+    def type_info(self, name: str) -> Optional[TypeInfo]:
+        t = self._reach.get(name)
+        if t is None:
+            return LldbTypes.type_info(self, name)
+        if name not in self._types:
+            fields = {}
+            _flatten(t, 0, "", fields, 0)
+            self._types[name] = TypeInfo(name, t.GetByteSize(), fields)
+        return self._types[name]
+
+
 class LldbTarget(Target):
     """The selected target and process of an lldb debugger (live or core)."""
 
@@ -198,6 +236,7 @@ class LldbTarget(Target):
         self.luajit_module = self._luajit_module()     # (an SBModule, or None)
         self.types = LldbTypes(self.sbt, self.luajit_module)
         self._symbols = {}
+        self._own_frames = {}       # thread id -> _OwnFrames (None: lldb's frames)
         self.match = None           # the layout profile's ProfileMatch, without DWARF
         self.profile_failure = None
         if self.types.type_info("lua_State") is None and self.process.IsValid():
@@ -332,6 +371,18 @@ class LldbTarget(Target):
             return fn.GetName()
         return symbol_name(a, ctx.GetSymbol())
 
+    def types_of(self, symbol: str, cu_name: str) -> Optional[TypeSource]:
+        """The types of the module that defines the variable `symbol`, as
+        its type reaches them first (glibc's struct malloc_state from
+        main_arena: LuaJIT's lj_alloc.c has one of its own), or None where
+        lldb has no debug info of it."""
+        found = self.sbt.FindGlobalVariables(symbol, 1)
+        v = found.GetValueAtIndex(0) if found.GetSize() else None
+        mod = v.GetAddress().GetModule() if v is not None and v.GetAddress().IsValid() else None
+        if mod is None or not mod.IsValid():
+            return None
+        return _ModuleTypes(self.sbt, mod, v.GetType())
+
     def objfile_of(self, addr: int) -> Optional[str]:
         a = self.sbt.ResolveLoadAddress(addr)
         mod = a.GetModule() if a.IsValid() else None
@@ -346,18 +397,21 @@ class LldbTarget(Target):
         return th if th.IsValid() else None
 
     def machine_frames(self, max_frames: int = 64) -> List[MachineFrame]:
-        """The selected thread's frames as lldb's unwinder gives them
-        (inlined functions as frames of their own, as gdb shows them),
-        innermost first; registers read when asked, None where lldb has no
-        value."""
+        """The selected thread's frames, innermost first, with a frame for
+        each function inlined at a pc (as gdb shows them): unwound by
+        ljgdb's own CFI unwinder (the core reader's, coredump.Process.unwind)
+        from the registers lldb gives for the innermost frame, as gdb's
+        unwinder gives them (lldb's own can stop short inside the
+        allocator, where gdb's goes on); lldb's frames where that unwinder
+        cannot run (a machine it does not know)."""
         th = self.thread()
-        out = []
         if th is None:
-            return out
-        for i in range(min(th.GetNumFrames(), max_frames)):
-            f = th.GetFrameAtIndex(i)
-            out.append(machine_frame(f, i))
-        return out
+            return []
+        frames = _OwnFrames.of(self, th)
+        if frames is not None:
+            return frames.machine_frames(max_frames)
+        return [machine_frame(th.GetFrameAtIndex(i), i)
+                for i in range(min(th.GetNumFrames(), max_frames))]
 
     def address_space(self) -> Optional[List[Tuple[int, int]]]:
         path = self.core_path()
@@ -397,6 +451,148 @@ class LldbTarget(Target):
         return out
 
 
+class LldbProcess(Process):
+    """The files lldb has loaded, as the core reader's Process has them
+    (their symbols, their unwind information), over the memory lldb reads:
+    what ljgdb's own unwinder needs.  Kept from command to command while
+    the loaded modules are the same (key); `target` is the Target of the
+    command at hand (its reads)."""
+
+    what = "the process"
+
+    def __init__(self, target: 'LldbTarget', arch: Any, key: Tuple[Any, ...]) -> None:
+        self.arch = arch
+        self.key = key
+        self.target = target
+        self._init_files(None, "/", ("/usr/lib/debug",))
+        self.files, self.auxv, self.psargs = [], {}, ""
+        self._fmaps, self._fmap_starts = [], []
+        exe = target.sbt.GetExecutable().fullpath
+        images, vdso = [], None
+        for path, header in key:
+            if path.endswith("[vdso]") or path == "[vdso]":
+                vdso = header
+            elif header is not None and os.path.isfile(path):
+                img = self.image_with_header(path, header)
+                if img is not None:
+                    images.append(img)
+        self.exe_image = next((i for i in images if i.path == exe), None)
+        if vdso is not None:
+            self.auxv[AT_SYSINFO_EHDR] = vdso
+            img = self._vdso()
+            if img is not None:
+                images.append(img)
+        self.images = images
+        self._by_start = sorted(images, key=lambda i: i.start)
+        self._starts = [i.start for i in self._by_start]
+
+    def read(self, addr: int, n: int) -> bytes:
+        return self.target.read_raw(addr, n)
+
+    def regions(self) -> List[Tuple[int, int, bool, str]]:
+        return self.target.regions() or []
+
+
+class _OwnFrames(object):
+    """The machine frames of one lldb thread by ljgdb's unwinder
+    (coredump.Process.unwind over an LldbProcess), from the registers lldb
+    gives for the thread's innermost frame; each frame named, and its
+    inlined functions found, by lldb's symbol context of its pc."""
+
+    _process = None         # the LldbProcess kept from command to command
+
+    @classmethod
+    def of(cls, outer: 'LldbTarget', th: Any) -> Optional['_OwnFrames']:
+        tid = th.GetThreadID()
+        if tid not in outer._own_frames:
+            arch = next((a for a in ARCHES.values() if a.name == outer.arch), None)
+            regs = _innermost_registers(th, arch) if arch is not None else None
+            if not regs or regs.get(arch.pc) is None or regs.get(arch.sp) is None:
+                outer._own_frames[tid] = None
+            else:
+                key = tuple(_module_places(outer.sbt))
+                proc = cls._process
+                if proc is None or proc.key != key or proc.arch is not arch:
+                    proc = _OwnFrames._process = LldbProcess(outer, arch, key)
+                proc.target = outer
+                outer._own_frames[tid] = cls(proc, outer, regs)
+        return outer._own_frames[tid]
+
+    def __init__(self, proc: LldbProcess, outer: 'LldbTarget', regs: Dict[str, int]) -> None:
+        self.proc, self.outer, self.regs = proc, outer, regs
+        self.unwind_stop = None
+        self._frames = None
+
+    def machine_frames(self, max_frames: int) -> List[MachineFrame]:
+        if self._frames is None:
+            from .framevars import register_reader
+            frames, self.unwind_stop = self.proc.unwind(self.regs, 64, self.outer.read)
+            self._frames = out = []
+            for i, (pc, _) in enumerate(frames):
+                # (A caller's pc is a return address: the call is before it.)
+                lookup = pc if i == 0 else pc - 1
+                reg = register_reader(frames, i)
+                for name, debug in self._names(lookup):
+                    out.append(MachineFrame(len(out), pc, name, debug, reg))
+        return self._frames[:max_frames]
+
+    def _names(self, addr: int) -> List[Tuple[Optional[str], bool]]:
+        """[(name, has debug info)] of the functions at addr, innermost
+        first: the inlined ones, then the one they are inlined in (as gdb
+        gives each a frame); the symbol alone without debug info."""
+        outer = self.outer
+        a = outer.sbt.ResolveLoadAddress(addr)
+        ctx = outer.sbt.ResolveSymbolContextForAddress(
+            a, lldb.eSymbolContextFunction | lldb.eSymbolContextBlock |
+            lldb.eSymbolContextSymbol) if a.IsValid() else None
+        fn = ctx.GetFunction() if ctx is not None else None
+        if fn is None or not fn.IsValid() or not real_name(fn.GetName()):
+            return [(outer.symbolize(addr), False)]
+        path = fn.GetStartAddress().GetLineEntry().GetFileSpec().GetFilename()
+        # (OpenResty's buildvm gives the assembler VM line info in its
+        # .dasc source: that is not C debug info.)
+        debug = not (path or "").endswith(".dasc")
+        out = []
+        b = ctx.GetBlock().GetContainingInlinedBlock()
+        while b.IsValid() and len(out) < 64:
+            out.append((b.GetInlinedName(), debug))
+            b = b.GetParent().GetContainingInlinedBlock()
+        out.append((fn.GetName(), debug))
+        return out
+
+
+def _module_places(sbt: Any) -> List[Tuple[str, Optional[int]]]:
+    """(path, load address of the ELF header) of each module lldb has loaded."""
+    out = []
+    for i in range(sbt.GetNumModules()):
+        m = sbt.GetModuleAtIndex(i)
+        a = m.GetObjectFileHeaderAddress()
+        load = a.GetLoadAddress(sbt) if a.IsValid() else lldb.LLDB_INVALID_ADDRESS
+        out.append((m.GetFileSpec().fullpath or "",
+                    None if load == lldb.LLDB_INVALID_ADDRESS else load))
+    return out
+
+
+# lldb's names of the registers the kernel's (and so the core reader's) differ.
+_LLDB_NAMES = {"eflags": "rflags", "x29": "fp", "x30": "lr"}
+
+
+def _innermost_registers(th: Any, arch: Any) -> Dict[str, int]:
+    """The registers of thread th's innermost frame, named as the core
+    reader names them (coredump.Arch.pr_regs); those lldb lacks left out."""
+    f = th.GetFrameAtIndex(0)
+    out = {}
+    if not f.IsValid():
+        return out
+    for name in arch.pr_regs:
+        v = f.FindRegister(name)
+        if not v.IsValid() or v.GetValue() is None:
+            v = f.FindRegister(_LLDB_NAMES.get(name, name))
+        if v.IsValid() and v.GetValue() is not None:
+            out[name] = v.GetValueAsUnsigned() & 0xFFFFFFFFFFFFFFFF
+    return out
+
+
 # lldb names code without a symbol (a function of a stripped file that its
 # unwind information delimits) ___lldb_unnamed_symbolN; gdb gives no name.
 _UNNAMED = "___lldb_unnamed_symbol"
@@ -430,6 +626,7 @@ class _ProfileTarget(LldbTarget):
         self.debugger, self.sbt, self.process = outer.debugger, outer.sbt, outer.process
         self.ptr_size, self.arch, self.description = outer.ptr_size, outer.arch, outer.description
         self._symbols = {}
+        self._own_frames = {}
         self.match = None
         self.types = prof
         self.prof = prof

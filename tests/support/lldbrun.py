@@ -16,6 +16,16 @@ import os
 import lldb
 
 
+def context(debugger):
+    """The selected target's execution context: its process's selected
+    thread and frame, when it has a process."""
+    target = debugger.GetSelectedTarget()
+    thread = target.GetProcess().GetSelectedThread() if target.IsValid() else None
+    if thread is not None and thread.IsValid():
+        return lldb.SBExecutionContext(thread.GetSelectedFrame())
+    return lldb.SBExecutionContext(target)
+
+
 def __lldb_init_module(debugger, internal_dict):
     with open(os.environ["LJGDB_LLDB_COMMANDS"]) as f:
         commands = json.load(f)
@@ -23,7 +33,10 @@ def __lldb_init_module(debugger, internal_dict):
     out = []
     for cmd in commands:
         res = lldb.SBCommandReturnObject()
-        interp.HandleCommand(cmd, res)
+        # (In the context of the moment: lldb's own commands, such as
+        # `register read`, would otherwise see the context this module was
+        # imported in, before a process launched by an earlier command.)
+        interp.HandleCommand(cmd, context(debugger), res)
         err = res.GetError() or None
         if err is not None:
             err = err.rstrip("\n")
