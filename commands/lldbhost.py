@@ -29,7 +29,7 @@ from .summaries import GC_TYPES, global_text, guarded, object_text, tvalue_text
 # and lprofile runs the process: gdb only, for now).
 LLDB_COMMANDS = ("linfo", "lval", "ltab", "lbt", "lthreads", "lstates", "lgcstat", "lgcref",
                  "lgcpath", "lmcode", "ltrace", "lbc", "lir", "lstr", "lheap", "lframe", "lup",
-                 "ldown", "llocals", "lprint", "llist")
+                 "ldown", "llocals", "lprint", "llist", "lmalloc")
 
 
 class LldbHost(OwnSettings):

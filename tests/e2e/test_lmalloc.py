@@ -110,6 +110,18 @@ def test_shipped_profile_without_debug_info(stop):
     assert outs["lmalloc"].split("\n")[1] == "(glibc's layout from %s)" % doc["layout_from"]
 
 
+def test_lldb_as_gdb(stop):
+    """lmalloc in lldb on the same core: gdb's text (glibc's types from
+    libc6-dbg's malloc.c, as lldb reads them)."""
+    from test_lldb import lldb_commands, need_lldb
+    need_lldb()
+    m = manifest()[stop.variant]
+    got = lldb_commands("%s --core %s" % (m["host"], stop.core), CMDS, os.path.dirname(stop.core))
+    for cmd, res in zip(CMDS, got):
+        d = differs(res, stop.out("core", cmd), cmd, "lldb")
+        assert d is None, d
+
+
 @pytest.mark.parametrize("variant", ARM64_VARIANTS[:1])
 def test_without_libc_debug_info(variant, tmp_path):
     """The arm64 cross libc has neither the symbols nor the debug info: one
