@@ -2,7 +2,8 @@
 """The CPU one record sample costs, by how long the sampler slept before it.
 
   python3 bench/bench_sample_cpu.py [--samples N] [--modes deep,busy-interp,coroutines]
-                                    [--gaps 0,0.001,0.01] [--stages] [VARIANT]
+                                    [--gaps 0,0.001,0.01] [--stages] [--parts N]
+                                    [VARIANT]
       (defaults: 800 samples, the three modes, gaps of 0, 1 and 10 ms, r21-gc64)
 
 Runs testprogs/lua/profile.lua MODE (deep: 200 Lua frames under a
@@ -20,6 +21,14 @@ between samples, a sample after a 10 ms sleep costs much more than one
 taken right after another (caches and the idle CPU's state), so the
 profiler's CPU at 100 Hz is not the per-sample cost of a busy loop times
 100.
+
+--parts N adds, per program, the CPU of a sample's parts at record's pace
+(a 10 ms sleep between samples), measured one after the other in the same
+process: the sleep alone, the C stop alone (pts_sample), the C stop with
+its Python (LiveProcess.stop_and_copy), the whole sample, and the whole
+sample with the decode put off and done N samples at a time (the copies
+kept meanwhile; what decoding in batches would save: the decode runs on a
+warm CPU, but reads prototypes and traces later than now).
 
 --stages adds a table of where a sample's CPU goes (this thread's CPU
 time, time.thread_time, around each step of Recorder.sample): the C
@@ -99,7 +108,7 @@ class _Lib(object):
         self.raw, self.pts_sample = raw, timed
 
 
-def measure(host, mode, n, gaps, tmp, stages=None):
+def measure(host, mode, n, gaps, tmp, stages=None, batch=0):
     log = os.path.join(tmp, mode + ".log")
     p = subprocess.Popen([host, PROG, log, mode], stdout=subprocess.DEVNULL)
     try:
@@ -109,31 +118,98 @@ def measure(host, mode, n, gaps, tmp, stages=None):
         time.sleep(0.5)
         proc = open_process(p.pid)
         rec = Recorder(proc, *sampling_target(proc))
-        for _ in range(20):
-            rec.sample()
-        rows = []
-        for gap in gaps:
-            pauses = []
-            if stages is not None:
-                stages.watch_c(proc)
-                stages.spent.clear()
-                c0 = time.thread_time()
-            r0 = resource.getrusage(resource.RUSAGE_SELF)
-            for _ in range(n):
-                pauses.append(rec.sample().pause)
-                if gap:
-                    time.sleep(gap)
-            r1 = resource.getrusage(resource.RUSAGE_SELF)
-            pauses.sort()
-            rows.append((mode, gap, 1e6 * (r1.ru_utime - r0.ru_utime) / n,
-                         1e6 * (r1.ru_stime - r0.ru_stime) / n, 1e6 * pauses[n // 2],
-                         1e6 * pauses[int(n * 0.99)], rec.fast, rec.retakes,
-                         rec.prof.samples,
-                         stages.rows(n, time.thread_time() - c0) if stages else None))
-        return rows
+        with proc.sigchld_blocked():        # (as record holds it)
+            return _measure(proc, rec, mode, n, gaps, stages, batch)
     finally:
         p.kill()
         p.wait()
+
+
+def _measure(proc, rec, mode, n, gaps, stages, batch):
+    for _ in range(20):
+        rec.sample()
+    rows = []
+    for gap in gaps:
+        pauses = []
+        if stages is not None:
+            stages.watch_c(proc)
+            stages.spent.clear()
+            c0 = time.thread_time()
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        for _ in range(n):
+            pauses.append(rec.sample().pause)
+            if gap:
+                time.sleep(gap)
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        pauses.sort()
+        rows.append((mode, gap, 1e6 * (r1.ru_utime - r0.ru_utime) / n,
+                     1e6 * (r1.ru_stime - r0.ru_stime) / n, 1e6 * pauses[n // 2],
+                     1e6 * pauses[int(n * 0.99)], rec.fast, rec.retakes,
+                     rec.prof.samples,
+                     stages.rows(n, time.thread_time() - c0) if stages else None))
+    if batch:
+        rows.append((mode, "parts", parts(proc, rec, n, 0.01, batch)))
+    return rows
+
+
+def parts(proc, rec, n, gap, batch):
+    """[(part, us of CPU a sample)] at a gap's pace (module docstring)."""
+    import ctypes
+    from gdb_ext.stack import recorder as R
+    from gdb_ext.target import BLOCK
+
+    def run(f):
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        for _ in range(n):
+            f()
+            time.sleep(gap)
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        return 1e6 * (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / n
+
+    def stop():
+        return rec.proc.stop_and_copy(rec.plan, R.RED_ZONE, R.CSTACK, rec.follows), \
+            list(rec.proc.threads)
+
+    st = rec.proc._stopper
+
+    def c_stop():
+        st._lay_out(rec.plan)
+        st.lib.pts_sample(st.pid, st.threads, st.nthreads, st.ranges, len(rec.plan), st.buf,
+                          st.follows, st.nfollows, st.fbuf, len(st.fbuf), st.below, st.above,
+                          st.stacks, st.slot, st.sp_index, 1, st.timeout_ms,
+                          ctypes.byref(st.result))
+
+    def decode(got, threads):
+        (cpu, copied, tried), t = got, rec.t
+        t.clear_cache()
+        for lo, data in copied:
+            for k in range(0, len(data) - BLOCK + 1, BLOCK):
+                t._blocks[lo + k] = data[k:k + BLOCK]
+        try:
+            with R._copy_only(t):
+                mom, seen = R.copy_moment(t, rec.lay, rec.Gs, threads, rec.recent, rec.arch,
+                                          rec.sp_reg, rec.proc.mappings(), rec.proc.reread_maps,
+                                          tried)
+        except R.Miss:
+            return
+        rec.proc.threads = threads
+        out = R.Sample()
+        for i, th in enumerate(threads):
+            rec._one_thread(out, i, th, cpu.get(th.tid, (None,))[0], seen.get(th.tid, ()))
+
+    pending = []
+
+    def batched():
+        pending.append(stop())
+        if len(pending) >= batch:
+            for got, threads in pending:
+                decode(got, threads)
+            del pending[:]
+
+    rows = [("the sleep alone", run(lambda: None)), ("the C stop alone", run(c_stop))]
+    rows += [("the C stop with its Python", run(stop)), ("the whole sample", run(rec.sample)),
+             ("the whole sample, decoded %d at a time" % batch, run(batched))]
+    return rows
 
 
 def main():
@@ -142,6 +218,7 @@ def main():
     ap.add_argument("--modes", default="deep,busy-interp,coroutines")
     ap.add_argument("--gaps", default="0,0.001,0.01")
     ap.add_argument("--stages", action="store_true")
+    ap.add_argument("--parts", type=int, default=0, metavar="N")
     ap.add_argument("variant", nargs="?", default="r21-gc64")
     a = ap.parse_args()
     stages = Stages() if a.stages else None
@@ -151,7 +228,9 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for mode in a.modes.split(","):
-            rows.extend(measure(host, mode, a.samples, gaps, tmp, stages))
+            rows.extend(measure(host, mode, a.samples, gaps, tmp, stages, a.parts))
+    split = [r for r in rows if r[1] == "parts"]
+    rows = [r for r in rows if r[1] != "parts"]
     print("%s, %d samples a row" % (a.variant, a.samples))
     print()
     print("| program | sleep between samples | CPU a sample: user + system (us) | pause "
@@ -168,6 +247,14 @@ def main():
         print("| --- |" + " --- |" * len(rows))
         for i, (label, _) in enumerate(rows[0][-1]):
             print("| %s | %s |" % (label, " | ".join("%.0f" % r[-1][i][1] for r in rows)))
+    if split:
+        print()
+        print("CPU a sample by part, 10 ms between samples (us):")
+        print()
+        print("| part | " + " | ".join("profile.lua " + r[0] for r in split) + " |")
+        print("| --- |" + " --- |" * len(split))
+        for i, (label, _) in enumerate(split[0][2]):
+            print("| %s | %s |" % (label, " | ".join("%.0f" % r[2][i][1] for r in split)))
 
 
 if __name__ == "__main__":

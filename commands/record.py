@@ -129,40 +129,44 @@ class Session(object):
         duration = self.opts["duration"]
         period = 1.0 / rate
         start = self.start = time.monotonic()
-        due = start
         old = {s: signal.signal(s, self._ask_stop) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            while not self.stop_asked:
-                due += period * random.uniform(0.5, 1.5)
-                if duration is not None and due - start > duration:
-                    break
-                wait = due - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-                elif wait < -period * 10:
-                    due = time.monotonic()      # (far behind: do not burst to catch up)
-                if self.stop_asked:
-                    break
-                try:
-                    s = self.rec.sample()
-                except LjError as e:
-                    if _gone(self.proc.pid):
-                        self.ended = "process %d exited" % self.proc.pid
-                        break
-                    self.errors += 1
-                    self.last_error = str(e)
-                    continue
-                self.pauses.append(s.pause)
-                self.waits.append(s.stop_wait)
-                for tid, keys, G in s.stacks:
-                    self.names.learn(keys, G)
-                if on_sample is not None:
-                    on_sample(self)
+            with self.proc.sigchld_blocked():
+                self._loop(start, period, duration, on_sample)
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
             self.wall = time.monotonic() - start
             self.proc.close()
+
+    def _loop(self, start, period, duration, on_sample):
+        due = start
+        while not self.stop_asked:
+            due += period * random.uniform(0.5, 1.5)
+            if duration is not None and due - start > duration:
+                break
+            wait = due - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            elif wait < -period * 10:
+                due = time.monotonic()      # (far behind: do not burst to catch up)
+            if self.stop_asked:
+                break
+            try:
+                s = self.rec.sample()
+            except LjError as e:
+                if _gone(self.proc.pid):
+                    self.ended = "process %d exited" % self.proc.pid
+                    break
+                self.errors += 1
+                self.last_error = str(e)
+                continue
+            self.pauses.append(s.pause)
+            self.waits.append(s.stop_wait)
+            for tid, keys, G in s.stacks:
+                self.names.learn(keys, G)
+            if on_sample is not None:
+                on_sample(self)
 
     def _ask_stop(self, signo, frame):
         self.stop_asked = True
