@@ -2,6 +2,7 @@
 from ..gdb_ext.stack.backtrace import Backtracer
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.stack.frames import frame_locals, frame_upvalues
+from ..gdb_ext.stack.signature import crash_signature
 from ..gdb_ext.vm.protoinfo import cached_proto
 from ..gdb_ext.vm.state import TRACE_UNKNOWN
 from .base import LjCommand, UsageError, get_vm, param, split_args
@@ -229,6 +230,20 @@ class BtFormat(object):
         doc["error"] = error_text(b.error)
         return doc
 
+    def signature(self, doc):
+        """The crash signature (gdb_ext.stack.signature) of the selected OS
+        thread when it runs thread doc (one of thread_data's documents),
+        else None."""
+        if doc.get("status") != "running":
+            return None
+        t = self.vm.t
+        try:
+            mframes = t.machine_frames(1)
+        except (FaultError, CorruptError):
+            mframes = []
+        return crash_signature(t.stop_signal(), mframes[0].name if mframes else None,
+                               [f["text"] for f in doc["frames"]])
+
     def frame_data(self, b, i, full=False):
         """Frame i of Backtrace b as data: one of thread_data's "frames"."""
         vm = self.vm
@@ -395,7 +410,9 @@ Example:
     def run_json(self, arg, from_tty):
         flags, bt = self._parse(arg)
         if "all" not in flags and "folded" not in flags:
-            return {"threads": [bt.thread_data(bt.vm.L, "full" in flags)]}
+            doc = {"threads": [bt.thread_data(bt.vm.L, "full" in flags)]}
+            doc["signature"] = bt.signature(doc["threads"][0])
+            return doc
         return self.data(bt, flags)
 
     def data(self, bt, flags, text=False):

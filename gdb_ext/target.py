@@ -186,6 +186,12 @@ class Target(object):
         or from its core, or None when unknown."""
         return None
 
+    def stop_signal(self) -> Optional[int]:
+        """The number of the signal that stopped the selected thread (a
+        core's: the one that killed the process), or None when it was not
+        a signal's stop or the backend cannot tell."""
+        return None
+
     def symbol(self, name: str) -> Optional[int]:
         return None
 

@@ -60,6 +60,12 @@ class CoreTarget(Target):
         ids = [t.tid for t in self.core.threads if t.tid > 0]
         return min(ids) if ids else None
 
+    def stop_signal(self) -> Optional[int]:
+        """The selected thread's pr_cursig (NT_PRSTATUS): for a kernel core
+        the signal that killed the process, in the thread it hit."""
+        threads = self.core.threads
+        return threads[self.thread].signal or None if self.thread < len(threads) else None
+
     def symbol(self, name: str) -> Optional[int]:
         addr = self.core.symbol(name)
         m = self.match

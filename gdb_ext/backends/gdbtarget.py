@@ -172,6 +172,21 @@ class GdbTarget(Target):
             ids = []
         return min(ids) if ids else (self.inferior.pid or None)
 
+    def stop_signal(self) -> Optional[int]:
+        """$_siginfo's si_signo: gdb's record of the selected thread's last
+        stop (a core's NT_SIGINFO); on a core without that note (qemu-user
+        writes none), $_exitsignal, the signal gdb read from the core's
+        NT_PRSTATUS when it loaded it.  Reading them runs nothing in the
+        process."""
+        for expr in ("$_siginfo.si_signo",) + (("$_exitsignal",) if is_core() else ()):
+            try:
+                v = gdb.parse_and_eval(expr)
+                if v.type.code != gdb.TYPE_CODE_VOID:
+                    return int(v) or None
+            except (gdb.error, RuntimeError, ValueError):
+                pass
+        return None
+
     def read_raw(self, addr: int, n: int) -> bytes:
         try:
             return self.inferior.read_memory(addr, n).tobytes()

@@ -302,6 +302,12 @@ class LldbTarget(Target):
         ids = [i for i in ids if i > 0]
         return min(ids) if ids else (self.process.GetProcessID() or None)
 
+    def stop_signal(self) -> Optional[int]:
+        th = self.thread()
+        if th is None or th.GetStopReason() != lldb.eStopReasonSignal:
+            return None
+        return th.GetStopReasonDataAtIndex(0) or None
+
     def read_raw(self, addr: int, n: int) -> bytes:
         if not self.process.IsValid():
             raise FaultError("cannot access memory at 0x%x: no process or core" % addr, addr)

@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 from ..errors import LjError
+from .signature import SIGNALS
 
 SIGCHLD, SIGURG, SIGWINCH = 17, 23, 28
 # Default action "ignore" (signal(7)); SIGCONT is left out: it resumes a
@@ -27,9 +28,6 @@ DEFAULT_IGNORED = (SIGURG, SIGWINCH, SIGCHLD)
 # Never used, even where ignored: the debugger's and the job control's own.
 # INT TRAP KILL CONT STOP TSTP TTIN TTOU, glibc's:
 NEVER = frozenset((2, 5, 9, 18, 19, 20, 21, 22, 32, 33))
-NAMES = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 10: "SIGUSR1", 12: "SIGUSR2", 13: "SIGPIPE",
-         14: "SIGALRM", 15: "SIGTERM", 17: "SIGCHLD", 23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ",
-         26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH", 29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS"}
 # Scheduling states that are on a CPU (running or waiting for one).
 ON_CPU = frozenset("R")
 TIMER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sampletimer.py")
@@ -42,7 +40,7 @@ class SamplingError(LjError):
 def signal_name(signo: int) -> str:
     """gdb's and the kernel's name of a signal number (SIG34 ... SIG64 for
     the real-time ones, as gdb names them)."""
-    return NAMES.get(signo, "SIG%d" % signo)
+    return SIGNALS.get(signo, "SIG%d" % signo)
 
 
 def _mask(status_text, field):
