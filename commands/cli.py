@@ -2,7 +2,8 @@
 CORE COMMAND ...) or, with --pid among the options before the command, the
 same commands on a running process (commands.livehost); python3 -m ljgdb
 dump --pid PID: every thread's Lua backtrace (commands.dump); record and
-top --pid PID: a sampling profiler (commands.record).  Only the
+top --pid PID: a sampling profiler (commands.record); triage CORE_OR_DIR...:
+many cores grouped by crash signature (commands.triage).  Only the
 modules the chosen path needs are imported."""
 import sys
 
@@ -15,6 +16,9 @@ def main(argv=None):
     if argv[:1] == ["record"]:
         from .record import record_main
         return record_main(argv[1:])
+    if argv[:1] == ["triage"]:
+        from .triage import main as triage
+        return triage(argv[1:])
     if argv[:1] == ["top"]:
         from .record import top_main
         return top_main(argv[1:])

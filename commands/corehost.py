@@ -235,6 +235,8 @@ def main(argv=None):
                          "--pid PID [--all] [--locals] [--json]; a sampling profiler: "
                          "python3 -m ljgdb record --pid PID -o FILE (a flame graph; --help "
                          "tells more), and its live view, python3 -m ljgdb top --pid PID.\n"
+                         "Many cores grouped by crash signature (plain, or as systemd-coredump "
+                         "stores them): python3 -m ljgdb triage CORE_OR_DIR... [--json].\n"
                          % (USAGE, usage_text(cmds, "CORE COMMAND --help tells more"), settings_text()))
         return 0 if argv else 2
     core = argv.pop(0)

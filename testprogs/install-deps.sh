@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what ljgdb's tests and demo need, idempotently: gdb, a C toolchain,
-# patch, xz; the real hosts the tests run (tarantool, with its own LuaJIT
-# fork; nginx with libnginx-mod-http-lua, on OpenResty's libluajit2; a
-# debuginfod server and curl); the arm64 cross tools, qemu-user and
+# patch, xz, zstd and lz4 (triage's compressed cores); the real hosts the
+# tests run (tarantool, with its own LuaJIT fork; nginx with
+# libnginx-mod-http-lua, on OpenResty's libluajit2; a debuginfod server and
+# curl); the arm64 cross tools, qemu-user and
 # gdb-multiarch; and what testprogs/debs.py rebuilds Debian's
 # LuaJIT packages with (dpkg-dev, debhelper); and for the Python that runs the tests: pip, pytest,
 # setuptools, wheel (pip download of the lupa sdist runs its metadata step), pyelftools
@@ -21,7 +22,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 PY="${PYTHON:-python3}"
 
 apt_pkgs=()
-for pair in gdb:gdb gcc:gcc make:make patch:patch xz:xz-utils apt-get:apt; do
+for pair in gdb:gdb gcc:gcc make:make patch:patch xz:xz-utils zstd:zstd lz4:lz4 apt-get:apt; do
   cmd="${pair%%:*}"; pkg="${pair#*:}"
   command -v "$cmd" >/dev/null 2>&1 || apt_pkgs+=("$pkg")
 done
