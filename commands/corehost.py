@@ -259,7 +259,11 @@ def main(argv=None):
     if argv and argv[0] in ("-h", "--help"):
         sys.stdout.write((cmds[name].__doc__ or "").replace("(gdb) ", "$ ") + "\n")
         return 0
-    return run_command(cmds, name, argv)
+    code = run_command(cmds, name, argv)
+    from ..gdb_ext.backends import debuginfod
+    for note in debuginfod.notes():
+        sys.stderr.write("ljgdb: %s\n" % note)
+    return code
 
 
 def _fail(line):

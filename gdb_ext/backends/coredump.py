@@ -519,6 +519,10 @@ class Image(object):
                 self.debug_path = None
         return self._debug
 
+    def use_debug_file(self, path: str) -> None:
+        """Take path (a debuginfod server's copy) as the separate debug file."""
+        self.debug_path, self._debug, self._syms = path, None, None
+
     def dwarf_file(self) -> Optional[str]:
         """The file with the image's DWARF (its separate debug file, or
         itself), or None: from the section headers already read."""

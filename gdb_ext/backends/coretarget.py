@@ -266,8 +266,15 @@ def luajit_image(core: 'Process') -> Optional[Tuple[str, 'Image']]:
 def dwarf_layout(img: 'Image') -> Optional[Profile]:
     """The Profile of LuaJIT's layout from the DWARF of img (its separate
     debug file or itself), read once per build-id (cache_dir()); None when
-    neither has DWARF."""
+    neither has DWARF, nor a debuginfod server (DEBUGINFOD_URLS) has its
+    debug file."""
     src = _dwarf_file(img)
+    if src is None and img.build_id:
+        from . import debuginfod
+        fetched = debuginfod.debuginfo(img.build_id)
+        if fetched is not None:
+            img.use_debug_file(fetched)
+            src = _dwarf_file(img)
     if src is None:
         return None
 

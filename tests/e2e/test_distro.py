@@ -111,17 +111,76 @@ def test_debian_luajit_with_debuginfod(tmp_path):
     port = 18765
     out = subprocess.run(["readelf", "-n", LUAJIT], stdout=subprocess.PIPE, check=True).stdout
     bid = re.search(rb"Build ID: ([0-9a-f]+)", out).group(1).decode()
-    # Started, then asked until its first scan has indexed the file (a
-    # miss before that would be cached by gdb's client), stopped at the end.
-    # (The server must not inherit DEBUGINFOD_URLS: it would ask itself.)
-    server = ("ip link set lo up && env -u DEBUGINFOD_URLS debuginfod -p %d -d %s -F %s >%s "
-              "2>&1 & S=$!; for i in $(seq 300); do curl -sf -o /dev/null http://127.0.0.1:%d/buildid/%s/debuginfo "
-              "&& break; sleep 0.1; done; \"$@\"; rc=$?; kill $S; wait $S; exit $rc"
-              % (port, tmp_path / "db.sqlite", DEBUG_DIR, tmp_path / "debuginfod.log", port, bid))
     env = {"DEBUGINFOD_URLS": "http://127.0.0.1:%d" % port,
            "DEBUGINFOD_CACHE_PATH": str(tmp_path / "cache")}
     live, _, expected, text = session(
         tmp_path, ["set debuginfod enabled on", "set debug-file-directory /nonexistent"], env,
-        wrap=["unshare", "-n", "sh", "-c", server, "sh"])
+        wrap=["unshare", "-n", "sh", "-c", server_script(tmp_path, port, bid), "sh"])
     check(live, expected, text)
     assert os.listdir(str(tmp_path / "cache")), "gdb fetched nothing from debuginfod"
+
+
+def server_script(tmp_path, port, bid):
+    """sh -c text that brings the loopback up, starts a debuginfod server
+    serving the -dbgsym's files on 127.0.0.1:port, asks it until its first
+    scan has indexed build-id bid (a miss before that would be cached by a
+    client), runs "$@", and stops the server.  (The server must not
+    inherit DEBUGINFOD_URLS: it would ask itself.)"""
+    return ("ip link set lo up && env -u DEBUGINFOD_URLS debuginfod -p %d -d %s -F %s >%s "
+            "2>&1 & S=$!; for i in $(seq 300); do curl -sf -o /dev/null http://127.0.0.1:%d/buildid/%s/debuginfo "
+            "&& break; sleep 0.1; done; \"$@\"; rc=$?; kill $S; wait $S; exit $rc"
+            % (port, tmp_path / "db.sqlite", DEBUG_DIR, tmp_path / "debuginfod.log", port, bid))
+
+
+def in_namespace_with_server(tmp_path, port, bid, argv, env):
+    """argv run in a network namespace of its own (only the loopback),
+    beside a debuginfod server on 127.0.0.1:port (server_script); (exit
+    status, stdout, stderr)."""
+    p = subprocess.run(["unshare", "-n", "sh", "-c", server_script(tmp_path, port, bid), "sh"] + argv,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300,
+                       env=dict(os.environ, **env))
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+@pytest.mark.skipif(not has_debug_file() or shutil.which("debuginfod") is None
+                    or shutil.which("unshare") is None,
+                    reason="needs the debug file, debuginfod and unshare")
+def test_core_reader_with_debuginfod(tmp_path):
+    """The core reader (no gdb) on a core of Debian's stripped luajit, with
+    no debug file on the machine and no layout profile: a debuginfod
+    server (started here, on 127.0.0.1 in a network namespace of its own)
+    gives the debug file; it is kept where elfutils' client keeps it
+    (DEBUGINFOD_CACHE_PATH/BUILD_ID/debuginfo), and lbt is LuaJIT's own
+    view.  With the server down, one line says so and the shipped layout
+    profile serves."""
+    import sys
+    live, _, expected, text = session(tmp_path, ["set debug-file-directory " + DEBUG_DIR])
+    check(live, expected, text)
+    core = str(tmp_path / "core")
+    out = subprocess.run(["readelf", "-n", LUAJIT], stdout=subprocess.PIPE, check=True).stdout
+    bid = re.search(rb"Build ID: ([0-9a-f]+)", out).group(1).decode()
+    port = 18766
+    cache = tmp_path / "cache"
+    env = {"DEBUGINFOD_URLS": "http://127.0.0.1:%d" % port, "DEBUGINFOD_CACHE_PATH": str(cache),
+           "LJGDB_PROFILES": "none", "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    outs = {}
+    for cmd in COMMANDS:
+        code, o, err = in_namespace_with_server(
+            tmp_path, port, bid, [sys.executable, "-m", "ljgdb", core, LUAJIT, cmd],
+            dict(env, PYTHONPATH=os.path.dirname(LOADER)))
+        assert code == 0 and err == "", (cmd, code, err)
+        outs[cmd] = o.rstrip("\n")
+    check(outs, expected, text)
+    assert os.path.getsize(str(cache / bid / "debuginfo")) > 0
+    # The server down: one line, and the shipped profile of this build.
+    down = dict(env, DEBUGINFOD_URLS="http://127.0.0.1:%d" % (port + 1))
+    del down["LJGDB_PROFILES"]
+    shutil.rmtree(str(cache))
+    p = subprocess.run(["unshare", "-n", "sh", "-c", "ip link set lo up && exec \"$@\"", "sh",
+                        sys.executable, "-m", "ljgdb", core, LUAJIT, "lbt"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=os.path.dirname(LOADER), **down))
+    check({"lbt": p.stdout.decode().rstrip("\n"), "lgcstat": "(exact)"}, expected, text)
+    assert p.stderr.decode().splitlines() == [
+        "ljgdb: debuginfod: no debug file for build-id %s (http://127.0.0.1:%d: [Errno 111] "
+        "Connection refused); going on without it" % (bid, port + 1)], p.stderr.decode()
