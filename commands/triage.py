@@ -202,6 +202,9 @@ def main(argv: Sequence[str]) -> int:
     doc = triage(opts, progress if tty else None)
     if tty:
         sys.stderr.write("\n")
+    from ..gdb_ext.backends import debuginfod
+    for note in debuginfod.notes():
+        sys.stderr.write("ljgdb triage: %s\n" % note)
     if opts["json"]:
         sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     else:

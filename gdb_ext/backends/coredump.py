@@ -655,8 +655,8 @@ class Process(object):
                              if entry is not None and s <= entry < e), None)
         if not self.executable:
             for cand in (self._exe_nt, self._auxv_string(AT_EXECFN), self.psargs.split(" ")[0]):
-                if cand and os.path.isfile(_under(self.sysroot, cand)):
-                    self.executable = _under(self.sysroot, cand)
+                if cand and os.path.isfile(self._disk(cand)):
+                    self.executable = self._disk(cand)
                     break
         groups = {}
         for s, e, off, name in self.files:
@@ -1043,6 +1043,7 @@ class Core(Process):
     def __init__(self, path: str, executable: Optional[str] = None, sysroot: str = "/",
                  debug_dirs: Sequence[str] = ("/usr/lib/debug",)) -> None:
         self.path = path
+        self._ids = None            # {mapped address: build-id} (corefile.build_ids), when asked
         self._init_files(executable, sysroot, debug_dirs)
         try:
             self._m = _map(path)
@@ -1075,6 +1076,22 @@ class Core(Process):
                     if name == b"CORE":
                         self._note(ntype, desc)
         self._load_images()
+
+    def _disk(self, name):
+        """Process._disk's path; for a file not there, with DEBUGINFOD_URLS
+        set, a debuginfod server's copy of the file of the build-id the
+        core holds in its first page (debuginfod.executable)."""
+        disk = Process._disk(self, name)
+        if os.path.exists(disk):
+            return disk
+        from . import debuginfod
+        if not debuginfod.urls():
+            return disk
+        if self._ids is None:
+            self._ids = corefile.build_ids(self.path)
+        start = min((s for s, _, off, n in self.files if n == name and off == 0), default=None)
+        got = debuginfod.executable(self._ids[start]) if start in self._ids else None
+        return got or disk
 
     # --- notes ----------------------------------------------------------------
     def _note(self, ntype, desc):

@@ -17,10 +17,12 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
-# build-id -> why it could not be fetched (asked once a process).
-failures: Dict[str, str] = {}
+# (build-id, what) -> why it could not be fetched (asked once a process).
+failures: Dict[Tuple[str, str], str] = {}
+# What a server gives for a build-id, and how a note names it.
+WHAT = {"debuginfo": "debug file", "executable": "file"}
 
 
 def urls() -> List[str]:
@@ -45,25 +47,35 @@ def _timeout() -> float:
 def debuginfo(build_id: str) -> Optional[str]:
     """The path of build_id's debug file in the cache, fetched first when
     it is not there; None when no server gave it (failures says why)."""
+    return fetch(build_id, "debuginfo")
+
+
+def executable(build_id: str) -> Optional[str]:
+    """The same for the file itself (a program or library a core names
+    that is not on this machine)."""
+    return fetch(build_id, "executable")
+
+
+def fetch(build_id: str, what: str) -> Optional[str]:
     servers = urls()
     if not build_id or not servers:
         return None
-    path = os.path.join(cache_root(), build_id, "debuginfo")
+    path = os.path.join(cache_root(), build_id, what)
     if os.path.isfile(path) and os.path.getsize(path) > 0:
         return path
-    if build_id in failures:
+    if (build_id, what) in failures:
         return None
     why = []
     for url in servers:
         try:
-            _get("%s/buildid/%s/debuginfo" % (url.rstrip("/"), build_id), path)
+            _get("%s/buildid/%s/%s" % (url.rstrip("/"), build_id, what), path)
             return path
         except urllib.error.HTTPError as e:
             why.append("%s: %s %s" % (url, e.code, e.reason))
         except (urllib.error.URLError, OSError, ValueError) as e:
             reason = getattr(e, "reason", None) or getattr(e, "strerror", None) or e
             why.append("%s: %s" % (url, reason))
-    failures[build_id] = "; ".join(why)
+    failures[(build_id, what)] = "; ".join(why)
     return None
 
 
@@ -85,6 +97,6 @@ def _get(url: str, path: str) -> None:
 
 
 def notes() -> List[str]:
-    """One line for each build-id no server gave."""
-    return ["debuginfod: no debug file for build-id %s (%s); going on without it" % (b, w)
-            for b, w in sorted(failures.items())]
+    """One line for each file no server gave."""
+    return ["debuginfod: no %s for build-id %s (%s); going on without it" % (WHAT[k], b, w)
+            for (b, k), w in sorted(failures.items())]

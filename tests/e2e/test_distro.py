@@ -120,23 +120,26 @@ def test_debian_luajit_with_debuginfod(tmp_path):
     assert os.listdir(str(tmp_path / "cache")), "gdb fetched nothing from debuginfod"
 
 
-def server_script(tmp_path, port, bid):
+def server_script(tmp_path, port, bid, serve=DEBUG_DIR, kinds=("debuginfo",)):
     """sh -c text that brings the loopback up, starts a debuginfod server
-    serving the -dbgsym's files on 127.0.0.1:port, asks it until its first
-    scan has indexed build-id bid (a miss before that would be cached by a
-    client), runs "$@", and stops the server.  (The server must not
-    inherit DEBUGINFOD_URLS: it would ask itself.)"""
+    serving the ELF files under `serve` (the -dbgsym's) on
+    127.0.0.1:port, asks it until its first scan has indexed build-id
+    bid's `kinds` (a miss before that would be cached by a client), runs
+    "$@", and stops the server.  (The server must not inherit
+    DEBUGINFOD_URLS: it would ask itself.)"""
+    probe = " && ".join("curl -sf -o /dev/null http://127.0.0.1:%d/buildid/%s/%s" % (port, bid, k)
+                        for k in kinds)
     return ("ip link set lo up && env -u DEBUGINFOD_URLS debuginfod -p %d -d %s -F %s >%s "
-            "2>&1 & S=$!; for i in $(seq 300); do curl -sf -o /dev/null http://127.0.0.1:%d/buildid/%s/debuginfo "
-            "&& break; sleep 0.1; done; \"$@\"; rc=$?; kill $S; wait $S; exit $rc"
-            % (port, tmp_path / "db.sqlite", DEBUG_DIR, tmp_path / "debuginfod.log", port, bid))
+            "2>&1 & S=$!; for i in $(seq 300); do %s && break; sleep 0.1; done; \"$@\"; rc=$?; "
+            "kill $S; wait $S; exit $rc"
+            % (port, tmp_path / "db.sqlite", serve, tmp_path / "debuginfod.log", probe))
 
 
-def in_namespace_with_server(tmp_path, port, bid, argv, env):
+def in_namespace_with_server(tmp_path, port, bid, argv, env, serve=DEBUG_DIR, kinds=("debuginfo",)):
     """argv run in a network namespace of its own (only the loopback),
     beside a debuginfod server on 127.0.0.1:port (server_script); (exit
     status, stdout, stderr)."""
-    p = subprocess.run(["unshare", "-n", "sh", "-c", server_script(tmp_path, port, bid), "sh"] + argv,
+    p = subprocess.run(["unshare", "-n", "sh", "-c", server_script(tmp_path, port, bid, serve, kinds), "sh"] + argv,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300,
                        env=dict(os.environ, **env))
     return p.returncode, p.stdout.decode(), p.stderr.decode()
@@ -184,3 +187,44 @@ def test_core_reader_with_debuginfod(tmp_path):
     assert p.stderr.decode().splitlines() == [
         "ljgdb: debuginfod: no debug file for build-id %s (http://127.0.0.1:%d: [Errno 111] "
         "Connection refused); going on without it" % (bid, port + 1)], p.stderr.decode()
+
+
+@pytest.mark.skipif(not has_debug_file() or shutil.which("debuginfod") is None
+                    or shutil.which("unshare") is None,
+                    reason="needs the debug file, debuginfod and unshare")
+def test_core_reader_fetches_the_program_too(tmp_path):
+    """A kernel core of Debian's luajit whose program is no longer on the
+    machine (run from a copy, deleted after): the program itself and its
+    debug file come from the debuginfod server (serving the unpacked
+    package), by the build-id the core holds; lbt gives the line LuaJIT's
+    debug.getinfo printed before ffi.C.abort()."""
+    import sys
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    exe = str(gone / "luajit")
+    shutil.copy(LUAJIT, exe)
+    chunk = ("local ffi = require('ffi') ffi.cdef('void abort(void);') "
+             "local i = debug.getinfo(1, 'Sl') io.write(i.short_src, ':', i.currentline, '\\n') "
+             "io.flush() ffi.C.abort()")
+    p = subprocess.run(["bash", "-c", 'ulimit -c unlimited; exec "$@"', "sh", exe, "-e", chunk],
+                       cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       timeout=60)
+    assert p.returncode == -6, p.returncode
+    where = p.stdout.decode().strip()
+    core = str(tmp_path / "core")
+    assert os.path.exists(core)
+    os.unlink(exe)
+    out = subprocess.run(["readelf", "-n", LUAJIT], stdout=subprocess.PIPE, check=True).stdout
+    bid = re.search(rb"Build ID: ([0-9a-f]+)", out).group(1).decode()
+    cache = tmp_path / "cache"
+    env = {"DEBUGINFOD_URLS": "http://127.0.0.1:18767", "DEBUGINFOD_CACHE_PATH": str(cache),
+           "LJGDB_PROFILES": "none", "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+           "PYTHONPATH": os.path.dirname(LOADER)}
+    code, o, err = in_namespace_with_server(
+        tmp_path, 18767, bid, [sys.executable, "-m", "ljgdb", core, "lbt"], env, serve=ROOT,
+        kinds=("debuginfo", "executable"))
+    assert code == 0 and err == "", (code, o, err)
+    lines = o.rstrip("\n").split("\n")
+    assert lines[1] == "#0   [builtin#ffi.meta.__call]" and lines[2] == "#1   " + where, lines
+    assert os.path.getsize(str(cache / bid / "executable")) > 0
+    assert os.path.getsize(str(cache / bid / "debuginfo")) > 0
