@@ -156,7 +156,6 @@ def parts(proc, rec, n, gap, batch):
     """[(part, us of CPU a sample)] at a gap's pace (module docstring)."""
     import ctypes
     from gdb_ext.stack import recorder as R
-    from gdb_ext.target import BLOCK
 
     def run(f):
         r0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -180,22 +179,12 @@ def parts(proc, rec, n, gap, batch):
                           ctypes.byref(st.result))
 
     def decode(got, threads):
-        (cpu, copied, tried), t = got, rec.t
-        t.clear_cache()
-        for lo, data in copied:
-            for k in range(0, len(data) - BLOCK + 1, BLOCK):
-                t._blocks[lo + k] = data[k:k + BLOCK]
+        cpu, copied, tried = got
         try:
-            with R._copy_only(t):
-                mom, seen = R.copy_moment(t, rec.lay, rec.Gs, threads, rec.recent, rec.arch,
-                                          rec.sp_reg, rec.proc.mappings(), rec.proc.reread_maps,
-                                          tried)
+            _, seen = rec.checked_copy(threads, copied, tried)
         except R.Miss:
             return
-        rec.proc.threads = threads
-        out = R.Sample()
-        for i, th in enumerate(threads):
-            rec._one_thread(out, i, th, cpu.get(th.tid, (None,))[0], seen.get(th.tid, ()))
+        rec.decode(R.Sample(), threads, seen, {tid: st for tid, (st, _) in cpu.items()})
 
     pending = []
 

@@ -364,12 +364,18 @@ class Recorder(object):
             self.fast += 1
         self.plan = merged(mom.ranges)
         out.copied = mom.bytes
+        self.decode(out, threads, seen, states)
+        return out
+
+    def decode(self, out: Sample, threads: List[Any], seen: Dict[int, Set[int]],
+               states: Dict[int, Optional[str]]) -> None:
+        """Each thread's stack from the moment in the target's block cache
+        (threads, {tid: lua_States copied}, {tid: state letter}), into out."""
         self.proc.threads = threads
         self.prof.samples += 1
         for i, th in enumerate(threads):
             self._one_thread(out, i, th, states.get(th.tid), seen.get(th.tid, ()))
         self.proc.threads = []
-        return out
 
     def _fast(self, out: Sample) -> Optional[Tuple[List[Any], Moment, Dict[int, Set[int]],
                                                    Dict[int, Optional[str]]]]:
@@ -380,7 +386,6 @@ class Recorder(object):
         the plan and the stop is made again, once.  (threads, moment,
         {tid: lua_States copied}, {tid: state letter}), or None (stop in
         Python)."""
-        t = self.t
         for _ in range(2):
             got = self.proc.stop_and_copy(self.plan, RED_ZONE, CSTACK, self.follows)
             if got is None:
@@ -388,17 +393,9 @@ class Recorder(object):
             out.pause += self.proc.held_seconds
             out.stop_wait += self.proc.stop_wait
             cpu, copied, tried = got
-            t.clear_cache()
-            blocks = t._blocks
-            for lo, data in copied:
-                for k in range(0, len(data) - BLOCK + 1, BLOCK):
-                    blocks[lo + k] = data[k:k + BLOCK]
             threads = list(self.proc.threads)
             try:
-                with _copy_only(t):
-                    mom, seen = copy_moment(t, self.lay, self.Gs, threads, self.recent,
-                                            self.arch, self.sp_reg, self.proc.mappings(),
-                                            self.proc.reread_maps, tried)
+                mom, seen = self.checked_copy(threads, copied, tried)
             except Miss as m:
                 self.plan = merged(self.plan + [(m.lo, m.hi)])
                 self.retakes += 1
@@ -407,6 +404,22 @@ class Recorder(object):
             self.waiting = set(tid for tid, (st, on) in cpu.items() if st == "R" and not on)
             return threads, mom, seen, {tid: st for tid, (st, _) in cpu.items()}
         return None
+
+    def checked_copy(self, threads: List[Any], copied: List[Tuple[int, bytes]],
+                     tried: List[Tuple[int, int]]) -> Tuple[Moment, Dict[int, Set[int]]]:
+        """The C sampler's copy ([(lo, bytes)], the ranges it tried) made
+        the target's block cache, and checked by copy_moment reading the
+        copy alone: (moment, {tid: lua_States copied}); Miss when it lacks
+        a range."""
+        t = self.t
+        t.clear_cache()
+        blocks = t._blocks
+        for lo, data in copied:
+            for k in range(0, len(data) - BLOCK + 1, BLOCK):
+                blocks[lo + k] = data[k:k + BLOCK]
+        with _copy_only(t):
+            return copy_moment(t, self.lay, self.Gs, threads, self.recent, self.arch,
+                               self.sp_reg, self.proc.mappings(), self.proc.reread_maps, tried)
 
     def _one_thread(self, out: Sample, index: int, th: Any, state: Optional[str],
                     seen: Iterable[int]) -> None:
