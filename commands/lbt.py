@@ -2,7 +2,7 @@
 from ..gdb_ext.stack.backtrace import Backtracer
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.stack.frames import frame_locals, frame_upvalues
-from ..gdb_ext.stack.signature import crash_signature
+from ..gdb_ext.stack.signature import thread_signature
 from ..gdb_ext.vm.protoinfo import cached_proto
 from ..gdb_ext.vm.state import TRACE_UNKNOWN
 from .base import LjCommand, UsageError, get_vm, param, split_args
@@ -236,13 +236,7 @@ class BtFormat(object):
         else None."""
         if doc.get("status") != "running":
             return None
-        t = self.vm.t
-        try:
-            mframes = t.machine_frames(1)
-        except (FaultError, CorruptError):
-            mframes = []
-        return crash_signature(t.stop_signal(), mframes[0].name if mframes else None,
-                               [f["text"] for f in doc["frames"]])
+        return thread_signature(self.vm.t, [f["text"] for f in doc["frames"]])
 
     def frame_data(self, b, i, full=False):
         """Frame i of Backtrace b as data: one of thread_data's "frames"."""

@@ -107,7 +107,7 @@ def read_one(path: str, opts: Dict[str, Any], known: Any
     key is in `known`) of one core; LjError with the reason it cannot be
     read."""
     from ..gdb_ext.backends.corestore import plain_core
-    from ..gdb_ext.stack.signature import crash_signature
+    from ..gdb_ext.stack.signature import thread_signature
     from .base import CommandError
     from .corehost import CoreHost, commands
     from .host import install
@@ -117,12 +117,9 @@ def read_one(path: str, opts: Dict[str, Any], known: Any
         try:
             doc = json.loads(cmds["lbt"]().execute("--json"))
             t, _ = host.target_and_layout()
-            sig = doc.get("signature")
-            if sig is None:
-                # The thread that got the signal runs no Lua of this VM:
-                # the signal and the C frame alone.
-                frames = t.machine_frames(1)
-                sig = crash_signature(t.stop_signal(), frames[0].name if frames else None, [])
+            # (None: the thread that got the signal runs no Lua of this VM;
+            # the signal and the C frame alone.)
+            sig = doc.get("signature") or thread_signature(t, [])
             text = cmds["lbt"]().execute("") if sig["key"] not in known else None
         except CommandError as e:
             raise LjError(str(e))
@@ -132,7 +129,7 @@ def read_one(path: str, opts: Dict[str, Any], known: Any
 def triage(opts: Dict[str, Any], progress: Any = None) -> Dict[str, Any]:
     """The document: {"cores", "groups": [...], "unreadable": [{"path",
     "error"}], "skipped"} (groups: most cores first)."""
-    from ..gdb_ext.backends.corestore import metadata
+    from ..gdb_ext.backends.corestore import metadata, time_text
     groups = {}
     unreadable = []
     skipped = 0
@@ -155,7 +152,6 @@ def triage(opts: Dict[str, Any], progress: Any = None) -> Dict[str, Any]:
             total += 1
         if progress is not None:
             progress(total, len(groups), len(unreadable))
-    from ..gdb_ext.backends.corestore import time_text
     out = []
     for g in sorted(groups.values(), key=lambda g: (-g.count, g.first)):
         out.append({"count": g.count, "signature": g.sig, "first": time_text(g.first),

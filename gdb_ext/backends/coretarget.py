@@ -64,7 +64,7 @@ class CoreTarget(Target):
         """The selected thread's pr_cursig (NT_PRSTATUS): for a kernel core
         the signal that killed the process, in the thread it hit."""
         threads = self.core.threads
-        return threads[self.thread].signal or None if self.thread < len(threads) else None
+        return (threads[self.thread].signal or None) if self.thread < len(threads) else None
 
     def symbol(self, name: str) -> Optional[int]:
         addr = self.core.symbol(name)

@@ -476,7 +476,7 @@ class LldbProcess(Process):
         exe = target.sbt.GetExecutable().fullpath
         images, vdso = [], None
         for path, header in key:
-            if path.endswith("[vdso]") or path == "[vdso]":
+            if path.endswith("[vdso]"):
                 vdso = header
             elif header is not None and os.path.isfile(path):
                 img = self.image_with_header(path, header)
@@ -554,10 +554,7 @@ class _OwnFrames(object):
         fn = ctx.GetFunction() if ctx is not None else None
         if fn is None or not fn.IsValid() or not real_name(fn.GetName()):
             return [(outer.symbolize(addr), False)]
-        path = fn.GetStartAddress().GetLineEntry().GetFileSpec().GetFilename()
-        # (OpenResty's buildvm gives the assembler VM line info in its
-        # .dasc source: that is not C debug info.)
-        debug = not (path or "").endswith(".dasc")
+        debug = _c_debug_info(fn)
         out = []
         b = ctx.GetBlock().GetContainingInlinedBlock()
         while b.IsValid() and len(out) < 64:
@@ -648,12 +645,16 @@ def machine_frame(f: Any, level: int) -> MachineFrame:
     fn = f.GetFunction()
     name = f.GetFunctionName() if fn.IsValid() else \
         symbol_name(f.GetPCAddress(), f.GetSymbol()) or real_name(f.GetFunctionName())
-    path = fn.GetStartAddress().GetLineEntry().GetFileSpec().GetFilename() \
-        if fn.IsValid() else None
-    # (OpenResty's buildvm gives the assembler VM line info in its .dasc
-    # source: that is not C debug info.)
-    has_debug = fn.IsValid() and not (path or "").endswith(".dasc")
-    return MachineFrame(level, f.GetPC(), name, has_debug, _register_reader(f))
+    return MachineFrame(level, f.GetPC(), name, fn.IsValid() and _c_debug_info(fn),
+                        _register_reader(f))
+
+
+def _c_debug_info(fn: Any) -> bool:
+    """Whether lldb.SBFunction fn is described by C debug info: OpenResty's
+    buildvm gives the assembler VM line info in its .dasc source, which is
+    not."""
+    path = fn.GetStartAddress().GetLineEntry().GetFileSpec().GetFilename()
+    return not (path or "").endswith(".dasc")
 
 
 def _register_reader(f: Any) -> Any:

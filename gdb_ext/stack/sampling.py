@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 from ..errors import LjError
-from .signature import SIGNALS
+from .signature import signal_text
 
 SIGCHLD, SIGURG, SIGWINCH = 17, 23, 28
 # Default action "ignore" (signal(7)); SIGCONT is left out: it resumes a
@@ -40,7 +40,7 @@ class SamplingError(LjError):
 def signal_name(signo: int) -> str:
     """gdb's and the kernel's name of a signal number (SIG34 ... SIG64 for
     the real-time ones, as gdb names them)."""
-    return SIGNALS.get(signo, "SIG%d" % signo)
+    return signal_text(signo) or "SIG%d" % signo
 
 
 def _mask(status_text, field):

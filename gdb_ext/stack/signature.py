@@ -14,7 +14,12 @@ Two crashes with equal signatures are the same bug as far as a core can
 tell: the same signal at the same place of the same Lua code.  Addresses
 are left out (they differ from process to process); lines are kept.  The
 key is one line of text, the same in `lbt --json` and in `triage`."""
-from typing import Any, Dict, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence
+
+from ..errors import CorruptError, FaultError
+
+if TYPE_CHECKING:  # for the annotations only
+    from ..target import Target
 
 # Innermost Lua frames in a signature.
 DEPTH = 3
@@ -57,3 +62,14 @@ def crash_signature(signo: Optional[int], c_frame: Optional[str],
         c = c[len(GLIBC_ALIAS):]
     key = "%s in %s | %s" % (sig or "no signal", c, " < ".join(lua) if lua else "no Lua frame")
     return {"signal": sig, "c_frame": c, "lua": lua, "key": key}
+
+
+def thread_signature(t: 'Target', frames: Sequence[str]) -> Dict[str, Any]:
+    """crash_signature of t's selected OS thread: its stop signal and its
+    innermost machine frame as the backend gives them, with `frames` (lbt's
+    texts of the Lua thread it runs; none when it runs no Lua)."""
+    try:
+        mframes = t.machine_frames(1)
+    except (FaultError, CorruptError):
+        mframes = []
+    return crash_signature(t.stop_signal(), mframes[0].name if mframes else None, frames)
