@@ -97,7 +97,7 @@ elseif mode == "pipe" then
   -- lands, so each part's wall time holds the stops of the samples in it:
   -- the shares of the wall time are the shares a sampler must find.
   local function work() local x = spin(40 * N); return x end
-  lines.work = debug.getinfo(work, "S").linedefined
+  local sv = debug.getinfo(save, "S"); lines.work, lines.save, lines.save_end = debug.getinfo(work, "S").linedefined, sv.linedefined, sv.lastlinedefined
   local f = assert(io.popen("while :; do sleep 0.02; echo x; done"))
   local t = {work = 0, read = 0}
   ljgdb_stop()

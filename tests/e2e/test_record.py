@@ -171,7 +171,7 @@ def test_idle_pipe(tmp_path):
     that called f:read (and its system call while asleep), within 4 points
     of the share of wall time the program spent there (test_lprofile's
     bound, for the same reason).  --nonblocking --idle (the process never stopped) keeps only
-    stacks it can vouch for: every one the read's."""
+    stacks it can vouch for: every one the read's or save()'s."""
     prog = Profiled("r21-gc64", tmp_path, "pipe")
     try:
         out = str(tmp_path / "idle.folded")
@@ -194,9 +194,12 @@ def test_idle_pipe(tmp_path):
         kept = folded(nb)
         assert kept, err
         # (A thread runnable again inside its read is on a CPU: its stack
-        # has no system call frame, in either mode.)
+        # has no system call frame, in either mode.)  Every tenth round
+        # save() opens, writes, closes and renames its file: a sample may
+        # find the thread asleep in one of those system calls too.
         lua = set(s[:-len(";read")] for s in reads)
-        assert all(s in reads or s in lua for s in kept), (kept, reads)
+        saving = (lines["save"], lines["save_end"])
+        assert all(s in reads or s in lua or _in_span(s, saving) for s in kept), (kept, reads)
         assert "running (no registers without a stop)" in err, err
     finally:
         prog.close()
