@@ -53,7 +53,8 @@ setup(
     package_dir=dict({"ljgdb": "pkg", "ljgdb.gdb_ext": "gdb_ext", "ljgdb.commands": "commands"},
                      **{"ljgdb.gdb_ext." + s: "gdb_ext/" + s for s in ENGINE_WINGS}),
     # The shipped layout profiles (testprogs/make_profiles.py writes them).
-    package_data={"ljgdb": ["profiles/*.json", "profiles/glibc/*.json"],
+    package_data={"ljgdb": ["profiles/*.json", "profiles/glibc/*.json",
+                            "profiles/library/*.json.gz"],
                   "ljgdb.gdb_ext.backends": ["ptstop.c"]},
     cmdclass={"build_py": BuildWithSampler},
     # ljgdb: the core reader and the live commands (python3 -m ljgdb's).

@@ -67,8 +67,25 @@ VARIANTS = {
     "r21-dualnum": ("lupa21", "-DLUAJIT_NUMMODE=2",
                     "upstream 2.1 rolling, GC64, dual-number mode (integers as their own TValues)"),
     "r21-nojit": ("lupa21", NO_JIT, "upstream 2.1 rolling, GC64, JIT disabled (LUAJIT_DISABLE_JIT)"),
+    # The same source with other compiler options, its version stamped as a
+    # release tarball's (.relver): read stripped through the library of
+    # layout profiles (tests/e2e/test_profile_library.py).
+    "r21-O1": ("lupa21", "", "upstream 2.1 rolling as released, GC64, -O1"),
+    "r21-O3": ("lupa21", "", "upstream 2.1 rolling as released, GC64, -O3"),
+    "r21-fp": ("lupa21", "", "upstream 2.1 rolling as released, GC64, -O2 -fno-omit-frame-pointer"),
+    "r21-nojit-rel": ("lupa21", NO_JIT, "upstream 2.1 rolling as released, GC64, JIT disabled"),
     "r21-arm64": ("lupa21", "", "upstream 2.1 rolling, arm64 (GC64, dual-number), under qemu-user"),
     "or-arm64": ("luajit2", "", "OpenResty luajit2 2.1-20230119, arm64 (GC64, dual-number), under qemu-user"),
+}
+
+
+# name: CCOPT (the Makefile's default is -O2 -fomit-frame-pointer); these
+# builds' version is stamped (stamp_release).
+CCOPTS = {
+    "r21-O1": "-O1 -fomit-frame-pointer",
+    "r21-O3": "-O3 -fomit-frame-pointer",
+    "r21-fp": "-O2 -fno-omit-frame-pointer",
+    "r21-nojit-rel": "-O2 -fomit-frame-pointer",
 }
 
 
@@ -208,6 +225,25 @@ def unpack(source, files, dest):
                             cwd=dest)
 
 
+def stamp_release(tree):
+    """Give a rolling 2.x tree unpacked from lupa's sdist the version a
+    release tarball of its commit builds with: the sdist's .relver holds
+    the unexpanded '$Format:%ct$' (the build then says 2.x.ROLLING), while
+    its generated luajit.h names the commit's time.  Returns that version
+    string, or None for a tree without .relver (2.0.5, 2.1.0-beta3)."""
+    import re
+    relver = os.path.join(tree, ".relver")
+    if not os.path.exists(relver):
+        return None
+    with open(os.path.join(tree, "src", "luajit.h")) as f:
+        m = re.search(r'#define LUAJIT_VERSION\s+"(LuaJIT 2\.[01]\.(\d+))"', f.read())
+    if m is None:
+        raise SystemExit("build.py: no release time in %s/src/luajit.h" % tree)
+    with open(relver, "w") as f:
+        f.write(m.group(2) + "\n")
+    return m.group(1)
+
+
 def host_hash():
     h = hashlib.sha256()
     for name in ("host.c",):
@@ -220,7 +256,10 @@ def build_variant(name, sources):
     source, xcflags, what = VARIANTS[name]
     arm64 = name in ARM64_VARIANTS
     files = sources[source]
+    ccopt = CCOPTS.get(name)
     h = hashlib.sha256(("%s|%s|%s|%s" % (RECIPE, source, xcflags, "arm64" if arm64 else "")).encode())
+    if ccopt:
+        h.update(("|stamped|" + ccopt).encode())
     for f in files:
         h.update(sha256_file(f).encode())
     key = h.hexdigest()[:12]
@@ -232,6 +271,8 @@ def build_variant(name, sources):
         tree = os.path.join(out, "tree")
         os.makedirs(tree)
         unpack(source, files, tree)
+        if ccopt:
+            stamp_release(tree)
         jobs = str(os.cpu_count() or 2)
         # The lupa sdist ships generated files and host binaries: start clean.
         run(["make", "-s", "-C", os.path.join(tree, "src"), "clean"], stdout=subprocess.DEVNULL)
@@ -239,7 +280,8 @@ def build_variant(name, sources):
         # with CROSS itself; HOST_CC builds buildvm for this machine.)
         cross = ["HOST_CC=gcc", "CROSS=" + ARM64_CROSS, "TARGET_SYS=Linux"] if arm64 else []
         run(["make", "-s", "-j" + jobs, "-C", os.path.join(tree, "src"), "CCDEBUG=-g",
-             "BUILDMODE=static", "XCFLAGS=" + xcflags, "Q="] + cross, stdout=subprocess.DEVNULL)
+             "BUILDMODE=static", "XCFLAGS=" + xcflags, "Q="] + cross +
+            (["CCOPT=" + ccopt] if ccopt else []), stdout=subprocess.DEVNULL)
         os.rename(os.path.join(tree, "src"), srcdir)
         shutil.rmtree(tree)
         open(done, "w").close()
@@ -264,7 +306,7 @@ def build_variant(name, sources):
         "runner": ARM64_RUNNER if arm64 else [],
         "sysroot": ARM64_SYSROOT if arm64 else "",
         "dir": out, "src": srcdir, "luajit": os.path.join(srcdir, "luajit"),
-        "lib": os.path.join(srcdir, "libluajit.a"), "host": host,
+        "lib": os.path.join(srcdir, "libluajit.a"), "host": host, "ccopt": ccopt or "",
     }
 
 

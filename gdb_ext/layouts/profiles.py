@@ -3,7 +3,9 @@ a LuaJIT build without debug info lacks, for the build with that build-id.
 
 Profiles are looked for in the directories of $LJGDB_PROFILES (separated by
 ':') and in the package's own profiles/ directory (the shipped set, made by
-testprogs/make_profiles.py); LJGDB_PROFILES=none turns them all off.  The VM's symbols are
+testprogs/make_profiles.py) and its library/ (versions' profiles, made by
+testprogs/profile_library.py from their sources, gzipped);
+LJGDB_PROFILES=none turns them all off.  The VM's symbols are
 kept as offsets from an exported symbol (the anchor), so they hold wherever
 the file is loaded."""
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
@@ -33,7 +35,22 @@ def profile_dirs() -> List[str]:
               os.path.join(here, "..", "..", "profiles")):
         if os.path.isdir(d):
             dirs.append(os.path.normpath(d))
+            if os.path.isdir(os.path.join(d, "library")):
+                dirs.append(os.path.normpath(os.path.join(d, "library")))
     return dirs
+
+
+def _load(path: str) -> Optional[Dict[str, Any]]:
+    """A profile file's document (.json, or .json.gz), or None."""
+    try:
+        if path.endswith(".gz"):
+            import gzip
+            with gzip.open(path, "rt") as f:
+                return json.load(f)
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError, EOFError):
+        return None
 
 
 def by_build_id() -> Dict[str, 'Profile']:
@@ -49,13 +66,11 @@ def by_build_id() -> Dict[str, 'Profile']:
             except OSError:
                 continue
             for n in names:
-                if not n.endswith(".json"):
+                if not n.endswith((".json", ".json.gz")):
                     continue
                 path = os.path.join(d, n)
-                try:
-                    with open(path) as f:
-                        doc = json.load(f)
-                except (OSError, ValueError):
+                doc = _load(path)
+                if not isinstance(doc, dict):
                     continue
                 bid = doc.get("build_id")
                 if bid and bid not in found:
@@ -87,6 +102,19 @@ class Profile(TypeSource):
         self.version = doc.get("version")
         self.arch = doc.get("arch")
         self._enum_of = None        # enumerator -> its enumeration (enum_members)
+
+    def layout_key(self) -> str:
+        """What this profile says about memory (types, constants,
+        enumerations, flags), as one string: equal for two builds whose
+        structures are laid out alike (the enumerations in any order: the
+        DWARF reader meets them in the order of the build's units)."""
+        key = self.__dict__.get("_layout_key")
+        if key is None:
+            enums = sorted(json.dumps(e, sort_keys=True) for e in self.doc.get("enumerations", ()))
+            key = self._layout_key = json.dumps(
+                [self.doc.get(k) for k in ("types", "constants", "enums", "flags", "ptr_size",
+                                           "arch")] + [enums], sort_keys=True)
+        return key
 
     def describe(self) -> str:
         return "%s (%s, build-id %s)" % (os.path.basename(self.path),
@@ -160,22 +188,17 @@ def consistent(candidates: Iterable[Profile],
     return out
 
 
-def dispatch_base(prof: Profile, G: int, read: Callable[[int, int], bytes]) -> Optional[int]:
-    """The anchor address under which prof's VM labels name the VM of the
-    global_State G, found through its dispatch table, or None.
-
-    The static copy of the dispatch table (R lj_dispatch.c
-    lj_dispatch_init: disp[GG_LEN_DDISP+i] = lj_vm_asm_begin +
-    lj_bc_ofs[i] for the first BC_FUNCF opcodes, never patched by hooks or
-    the JIT) holds each bytecode's handler.  When every one of them lies at
-    the profile's offset of its label lj_BC_<op> from one base, the VM's
-    code is laid out as the profile's: the same VM object placed elsewhere
-    (linked in another order; its calls into C code then differ, so its
-    bytes do not match the profile's digest)."""
+def _static_dispatch(prof: Profile, G: int,
+                     read: Callable[[int, int], bytes]) -> Optional[List[int]]:
+    """The static copy of the dispatch table of the global_State G as
+    prof's layout places it (R lj_dispatch.c lj_dispatch_init:
+    disp[GG_LEN_DDISP+i] = lj_vm_asm_begin + lj_bc_ofs[i] for the first
+    BC_FUNCF opcodes, never patched by hooks or the JIT): its BC_FUNCF
+    entries; [] when that memory cannot be read; None when the profile
+    lacks what places it."""
     gg = prof.type_info("GG_State")
     funcf = prof.constant("BC_FUNCF")
-    ops = prof.enum_members("BC_ISLT") or {}
-    if gg is None or funcf is None or not ops:
+    if gg is None or funcf is None:
         return None
     disp, g = gg.fields.get("dispatch"), gg.fields.get("g")
     if disp is None or g is None or not disp.count or disp.count <= funcf:
@@ -184,15 +207,49 @@ def dispatch_base(prof: Profile, G: int, read: Callable[[int, int], bytes]) -> O
     static = G - g.offset + disp.offset + (disp.count - funcf) * size
     try:
         data = read(static, funcf * size)
-    except Exception:       # any backend's read failure: no base from here
+    except Exception:       # any backend's read failure: nothing to check from here
+        return []
+    return [int.from_bytes(data[i * size:(i + 1) * size], "little") for i in range(funcf)]
+
+
+def dispatch_plausible(prof: Profile, G: int, read: Callable[[int, int], bytes]) -> Optional[bool]:
+    """Whether, under prof's layout, G's static dispatch table holds what
+    one VM's handlers give: addresses away from zero, nearly all distinct
+    (each bytecode has its own label), all within twice the profile's VM
+    code size of each other, whichever version's VM they are.  A layout
+    that misplaces the table (a build without the JIT has no jit_State
+    before it) reads other memory there.  None when the profile cannot tell."""
+    entries = _static_dispatch(prof, G, read)
+    if entries is None or prof.vm_begin is None or prof.vm_end is None:
+        return None
+    if not entries:
+        return False
+    lo, hi = min(entries), max(entries)
+    return (lo > 0xffff and hi - lo < 2 * (prof.vm_end - prof.vm_begin) and
+            2 * len(set(entries)) > len(entries))
+
+
+def dispatch_base(prof: Profile, G: int, read: Callable[[int, int], bytes]) -> Optional[int]:
+    """The anchor address under which prof's VM labels name the VM of the
+    global_State G, found through its static dispatch table
+    (_static_dispatch), or None.
+
+    When every bytecode's handler lies at the profile's offset of its label
+    lj_BC_<op> from one base, the VM's code is laid out as the profile's:
+    the same VM object placed elsewhere (linked in another order, or with
+    other C compiler options; its calls into C code then differ, so its
+    bytes do not match the profile's digest)."""
+    entries = _static_dispatch(prof, G, read)
+    ops = prof.enum_members("BC_ISLT") or {}
+    if not entries or not ops:
         return None
     names = {v: k for k, v in ops.items()}
     base = None
-    for i in range(funcf):
+    for i, entry in enumerate(entries):
         off = prof.symbol_offset("lj_" + names.get(i, "?"))
         if off is None:
             return None
-        here = int.from_bytes(data[i * size:(i + 1) * size], "little") - off
+        here = entry - off
         if base is None:
             base = here
         elif here != base:
@@ -245,23 +302,33 @@ def choose(build_ids: Iterable[str], luajit_file: Optional[str], arch: str,
     cands = by_version(version, arch) if version else []
     if not cands:
         return None, None
-    fits = consistent(cands, states_under)
-    if len(fits) != 1:
+    # A global_State may look consistent under a layout that differs after
+    # it (GG_State without the JIT's state): the dispatch table must be
+    # where the layout puts it.
+    fits = [(p, states) for p, states in consistent(cands, states_under)
+            if any(dispatch_plausible(p, st.G, read) is not False for st in states)]
+    if len({p.layout_key() for p, _ in fits}) != 1:
         return None, (
             "%d layout profile%s %s LuaJIT's version string %r, but the process's memory fits "
             "%s" % (len(cands), "" if len(cands) == 1 else "s",
                     "has" if len(cands) == 1 else "have", version,
                     "none of them" if not fits else "%d of them (%s): no one layout is sure" % (
                         len(fits), ", ".join(os.path.basename(p.path) for p, _ in fits))))
-    prof, states = fits[0]
+    # Several profiles may fit with one layout (builds of versions whose
+    # structures did not change): the layout is sure, and the VM's labels
+    # are those of the profile whose code the process holds, if any.
     how = ("the version string %r and a global_State consistent under its layout (of %d "
-           "profiles with that version)" % (version, len(cands)))
-    base = anchor_address(prof)
-    if code_matches(prof, base, read):
-        return ProfileMatch(prof, base, how, True), None
-    for st in states:
-        moved = dispatch_base(prof, st.G, read)
-        if moved is not None:
-            return ProfileMatch(prof, moved, how + "; its VM code found at 0x%x through the "
-                                "dispatch table" % (moved + prof.vm_begin), True), None
-    return ProfileMatch(prof, base, how, False), None
+           "profiles with that version%s)" % (
+               version, len(cands), "" if len(fits) == 1 else
+               "; %d fit, all laid out alike" % len(fits)))
+    for prof, states in fits:
+        base = anchor_address(prof)
+        if code_matches(prof, base, read):
+            return ProfileMatch(prof, base, how, True), None
+        for st in states:
+            moved = dispatch_base(prof, st.G, read)
+            if moved is not None:
+                return ProfileMatch(prof, moved, how + "; its VM code found at 0x%x through the "
+                                    "dispatch table" % (moved + prof.vm_begin), True), None
+    prof = fits[0][0]
+    return ProfileMatch(prof, anchor_address(prof), how, False), None

@@ -26,6 +26,9 @@ def test_wheel_contents(tmp_path):
     glibc = sorted(f for f in os.listdir(os.path.join(ROOT, "pkg", "profiles", "glibc"))
                    if f.endswith(".json"))
     assert glibc and all("ljgdb/profiles/glibc/" + f in names for f in glibc), glibc
+    library = sorted(f for f in os.listdir(os.path.join(ROOT, "pkg", "profiles", "library"))
+                     if f.endswith(".json.gz"))
+    assert library and all("ljgdb/profiles/library/" + f in names for f in library), library
     # record's C sampler: its source, and the library built beside it for
     # this machine (a compiler is at hand here).
     assert "ljgdb/gdb_ext/backends/ptstop.c" in names

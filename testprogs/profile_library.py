@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Write the library of layout profiles (pkg/profiles/library/) from the
+sources of the LuaJIT versions people run, for stripped builds whose
+build-id no profile has: ljgdb chooses one by LuaJIT's version string and a
+check of the process's memory (gdb_ext/layouts/profiles.py choose).
+
+Each entry is built here from its source, in GC64 and X64 mode where the
+version has both, the way its own Makefile builds it (its default -O2
+-fomit-frame-pointer, with -g added), and its profile is read from that
+build's DWARF by python3 -m ljgdb.profile, then gzipped.  The layout and the
+VM's code labels do not depend on the C compiler's options; the VM's place
+in the file does, and ljgdb finds it through the dispatch table.
+
+Sources (all pinned by sha256):
+  lupa's sdists (PyPI)  bundle upstream LuaJIT: 2.0.5 and 2.1.0-beta3 (lupa
+                        2.0; older sdists hold no Makefile), then
+                        the rolling 2.0 and 2.1 branches at the commit of
+                        each lupa release; a rolling tree gets the version a
+                        release tarball of its commit has (build.py
+                        stamp_release)
+  Debian sources        luajit (Debian's 2.1.0-beta3 snapshot) and luajit2
+                        (OpenResty's fork), as build.py fetches them
+
+  python3 testprogs/profile_library.py [--check] [--list] [NAME ...]
+
+--check writes nothing and exits 1 when a shipped profile's layout differs
+from what its source gives now; NAME limits the run to those entries.
+"""
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from build import CACHE, NO_GC64, SRC, extract, fetch_debian, log, run, sha256_file, \
+    stamp_release, unpack  # noqa: E402
+
+OUT = os.path.join(ROOT, "pkg", "profiles", "library")
+WORK = os.path.join(CACHE, "library")
+
+LUPA_SHA256 = {
+    "2.0": "ad3fef486be7adddd349fe9a9c393789061312cf98ebc533b489be34f484cb79",
+    "2.1": "760030712d5273396f5e963dd8731aefb5ac65d92eff8bf8fd4124c1630fe950",
+    "2.2": "665a006bcf8d9aacdfdb953824b929d06a0c55910a662b59be2f157ab4c8924d",
+    "2.4": "5300d21f81aa1bd4d45f55e31dddba3b879895696068a3f84cfcb5fd9148aacd",
+    "2.5": "69c6a89f2b7b08a3040d7ed2a1eeccba37a31ddc92fa199339c53a2ae3c48c34",
+    "2.6": "9a770a6e89576be3447668d7ced312cd6fd41d3c13c2462c9dc2c2ab570e45d9",
+    "2.8": "d8022641b9ec8ecf2c5ecbe9f47e5a70e0b87c4b5ae921b92cb02a638e0acd08",
+}
+
+# name: (source, where in it, modes).  A source is ("lupa", version) or
+# ("debian", package); a name ends in the version string's number.
+ENTRIES = {
+    "upstream-2.0.5": (("lupa", "2.0"), "third-party/luajit20/", ("x64",)),
+    "upstream-2.0.1734355810": (("lupa", "2.4"), "third-party/luajit20/", ("x64",)),
+    "upstream-2.0.1774896119": (("lupa", "2.8"), "third-party/luajit20/", ("x64",)),
+    "upstream-2.1.0-beta3": (("lupa", "2.0"), "third-party/luajit21/", ("gc64", "x64")),
+    "upstream-2.1.1710088188": (("lupa", "2.1"), "third-party/luajit21/", ("gc64", "x64")),
+    "upstream-2.1.1716656478": (("lupa", "2.2"), "third-party/luajit21/", ("gc64", "x64")),
+    "upstream-2.1.1734355927": (("lupa", "2.4"), "third-party/luajit21/", ("gc64", "x64")),
+    "upstream-2.1.1748459687": (("lupa", "2.5"), "third-party/luajit21/", ("gc64", "x64")),
+    "upstream-2.1.1760617492": (("lupa", "2.6"), "third-party/luajit21/", ("gc64", "x64")),
+    "upstream-2.1.1774896198": (("lupa", "2.8"), "third-party/luajit21/", ("gc64", "x64")),
+    "debian-luajit-2.1.0-beta3+git20220320": (("debian", "luajit"), None, ("gc64", "x64")),
+    "openresty-luajit2-2.1-20230119": (("debian", "luajit2"), None, ("gc64", "x64")),
+}
+
+
+def fetch_lupa(version):
+    """The path of lupa's sdist of this version, downloaded once into SRC."""
+    name = "lupa-%s.tar.gz" % version
+    path = os.path.join(SRC, name)
+    if not os.path.exists(path):
+        os.makedirs(SRC, exist_ok=True)
+        tmp = tempfile.mkdtemp(dir=SRC)
+        try:
+            run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
+                 ":all:", "--no-build-isolation", "-d", tmp, "lupa==" + version])
+            os.rename(os.path.join(tmp, name), path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    got = sha256_file(path)
+    if got != LUPA_SHA256[version]:
+        raise SystemExit("profile_library: %s has sha256 %s, expected %s; delete it and retry"
+                         % (path, got, LUPA_SHA256[version]))
+    return path
+
+
+def build(name, mode):
+    """The luajit binary of entry `name` in `mode`, built with -g (cached
+    under WORK, keyed by its sources and this recipe)."""
+    (kind, what), inside, _ = ENTRIES[name]
+    files = [fetch_lupa(what)] if kind == "lupa" else fetch_debian(what)
+    # (GC64 became x86-64's default after 2.1.0-beta3: asked for by name, it
+    # is the same build in later versions.)
+    xcflags = NO_GC64 if mode == "x64" else "-DLUAJIT_ENABLE_GC64"
+    h = hashlib.sha256(("1|%s|%s|%s" % (name, inside, xcflags)).encode())
+    for f in files:
+        h.update(sha256_file(f).encode())
+    out = os.path.join(WORK, "%s-%s-%s" % (name, mode, h.hexdigest()[:12]))
+    luajit = os.path.join(out, "src", "luajit")
+    if not os.path.exists(os.path.join(out, "built")):
+        shutil.rmtree(out, ignore_errors=True)
+        tree = os.path.join(out, "tree")
+        os.makedirs(tree)
+        if kind == "lupa":
+            extract(files[0], tree, member_prefix="lupa-%s/%s" % (what, inside))
+            stamp_release(tree)
+        else:
+            unpack(what, files, tree)
+        run(["make", "-s", "-C", os.path.join(tree, "src"), "clean"], stdout=subprocess.DEVNULL)
+        run(["make", "-s", "-j%d" % (os.cpu_count() or 2), "-C", os.path.join(tree, "src"),
+             "CCDEBUG=-g", "BUILDMODE=static", "XCFLAGS=" + xcflags, "Q="],
+            stdout=subprocess.DEVNULL)
+        os.rename(os.path.join(tree, "src"), os.path.join(out, "src"))
+        shutil.rmtree(tree)
+        open(os.path.join(out, "built"), "w").close()
+    return luajit
+
+
+def profile_of(luajit):
+    """The layout profile of a build (python3 -m ljgdb.profile), as a dict."""
+    p = subprocess.run([sys.executable, "-m", "ljgdb.profile", luajit], cwd=ROOT,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        raise SystemExit("profile_library: python3 -m ljgdb.profile %s failed:\n%s"
+                         % (luajit, p.stderr.decode(errors="replace")))
+    return json.loads(p.stdout)
+
+
+def expected_version(name):
+    """The version string an entry's name promises: upstream's own, else
+    the 2.1.0-beta3 that Debian's snapshot and OpenResty's fork keep."""
+    if name.startswith("upstream-"):
+        return "LuaJIT " + name[len("upstream-"):]
+    return "LuaJIT 2.1.0-beta3"
+
+
+def layout_of(doc):
+    """What a profile says about memory and code, without what names the
+    one build it was read from (its build-id, file name)."""
+    return {k: v for k, v in doc.items() if k not in ("build_id", "file")}
+
+
+def write(path, doc):
+    data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as raw:
+        # mtime 0 and no file name: the same profile gives the same bytes.
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as f:
+            f.write(data)
+    os.rename(tmp, path)
+
+
+def read(path):
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("names", nargs="*")
+    args = ap.parse_args(argv)
+    if args.list:
+        for name, (_, _, modes) in ENTRIES.items():
+            print("%-42s %s" % (name, " ".join(modes)))
+        return 0
+    bad = [n for n in args.names if n not in ENTRIES]
+    if bad:
+        raise SystemExit("profile_library: unknown entr%s %s; --list shows them"
+                         % ("y" if len(bad) == 1 else "ies", ", ".join(bad)))
+    os.makedirs(OUT, exist_ok=True)
+    status = 0
+    for name in args.names or list(ENTRIES):
+        for mode in ENTRIES[name][2]:
+            doc = profile_of(build(name, mode))
+            want = expected_version(name)
+            if doc.get("version") != want:
+                raise SystemExit("profile_library: %s %s says %r, not %r"
+                                 % (name, mode, doc.get("version"), want))
+            if doc.get("flags", {}).get("gc64") != (mode == "gc64"):
+                raise SystemExit("profile_library: %s built as %s has flags %s"
+                                 % (name, mode, doc.get("flags")))
+            path = os.path.join(OUT, "%s-%s.json.gz" % (name, mode))
+            if args.check:
+                same = os.path.exists(path) and layout_of(read(path)) == layout_of(doc)
+                log("%s: %s" % (os.path.basename(path), "as its source gives" if same
+                                else "DIFFERS from what its source gives now"))
+                status |= 0 if same else 1
+            else:
+                write(path, doc)
+                log("wrote %s" % os.path.relpath(path, ROOT))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
