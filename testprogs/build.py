@@ -26,6 +26,7 @@ command line that runs their binaries here.
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -231,7 +232,6 @@ def stamp_release(tree):
     the unexpanded '$Format:%ct$' (the build then says 2.x.ROLLING), while
     its generated luajit.h names the commit's time.  Returns that version
     string, or None for a tree without .relver (2.0.5, 2.1.0-beta3)."""
-    import re
     relver = os.path.join(tree, ".relver")
     if not os.path.exists(relver):
         return None
@@ -306,7 +306,7 @@ def build_variant(name, sources):
         "runner": ARM64_RUNNER if arm64 else [],
         "sysroot": ARM64_SYSROOT if arm64 else "",
         "dir": out, "src": srcdir, "luajit": os.path.join(srcdir, "luajit"),
-        "lib": os.path.join(srcdir, "libluajit.a"), "host": host, "ccopt": ccopt or "",
+        "lib": os.path.join(srcdir, "libluajit.a"), "host": host,
     }
 
 
