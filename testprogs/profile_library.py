@@ -11,15 +11,18 @@ build's DWARF by python3 -m ljgdb.profile, then gzipped.  The layout and the
 VM's code labels do not depend on the C compiler's options; the VM's place
 in the file does, and ljgdb finds it through the dispatch table.
 
-Sources (all pinned by sha256):
+Sources:
   lupa's sdists (PyPI)  bundle upstream LuaJIT: 2.0.5 and 2.1.0-beta3 (lupa
                         2.0; older sdists hold no Makefile), then
                         the rolling 2.0 and 2.1 branches at the commit of
                         each lupa release; a rolling tree gets the version a
                         release tarball of its commit has (build.py
-                        stamp_release)
+                        stamp_release); pinned by sha256
   Debian sources        luajit (Debian's 2.1.0-beta3 snapshot) and luajit2
                         (OpenResty's fork), as build.py fetches them
+  OpenResty's releases  of 2025, as Debian's current suites carry them (the
+                        orig tarballs of trixie's and sid's luajit), built
+                        as released; pinned by sha256
 
   python3 testprogs/profile_library.py [--check] [--list] [NAME ...]
 
@@ -39,8 +42,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from build import CACHE, NO_GC64, SRC, extract, fetch_debian, log, run, sha256_file, \
-    stamp_release, unpack  # noqa: E402
+from build import CACHE, NO_GC64, SRC, debian_sources_list, extract, fetch_debian, log, \
+    run, sha256_file, stamp_release, unpack  # noqa: E402
 
 OUT = os.path.join(ROOT, "pkg", "profiles", "library")
 WORK = os.path.join(CACHE, "library")
@@ -55,22 +58,90 @@ LUPA_SHA256 = {
     "2.8": "d8022641b9ec8ecf2c5ecbe9f47e5a70e0b87c4b5ae921b92cb02a638e0acd08",
 }
 
-# name: (source, where in it, modes).  A source is ("lupa", version) or
-# ("debian", package); a name ends in the version string's number.
-ENTRIES = {
-    "upstream-2.0.5": (("lupa", "2.0"), "third-party/luajit20/", ("x64",)),
-    "upstream-2.0.1734355810": (("lupa", "2.4"), "third-party/luajit20/", ("x64",)),
-    "upstream-2.0.1774896119": (("lupa", "2.8"), "third-party/luajit20/", ("x64",)),
-    "upstream-2.1.0-beta3": (("lupa", "2.0"), "third-party/luajit21/", ("gc64", "x64")),
-    "upstream-2.1.1710088188": (("lupa", "2.1"), "third-party/luajit21/", ("gc64", "x64")),
-    "upstream-2.1.1716656478": (("lupa", "2.2"), "third-party/luajit21/", ("gc64", "x64")),
-    "upstream-2.1.1734355927": (("lupa", "2.4"), "third-party/luajit21/", ("gc64", "x64")),
-    "upstream-2.1.1748459687": (("lupa", "2.5"), "third-party/luajit21/", ("gc64", "x64")),
-    "upstream-2.1.1760617492": (("lupa", "2.6"), "third-party/luajit21/", ("gc64", "x64")),
-    "upstream-2.1.1774896198": (("lupa", "2.8"), "third-party/luajit21/", ("gc64", "x64")),
-    "debian-luajit-2.1.0-beta3+git20220320": (("debian", "luajit"), None, ("gc64", "x64")),
-    "openresty-luajit2-2.1-20230119": (("debian", "luajit2"), None, ("gc64", "x64")),
+# Upstream tarballs of releases that Debian's current suites carry (as the
+# orig tarballs of their source packages), fetched whole and built without
+# Debian's patches: file: (package=version, suites, sha256).
+ORIGS = {
+    "luajit_2.1.0+openresty20250117.orig.tar.xz": (
+        "luajit=2.1.0+openresty20250117-2", ("trixie", "sid"),
+        "99ad5fdfa85e08a291454f797f625fbb53f4d2129cac063922255a1fe34ccf1c"),
+    "luajit_2.1.0+openresty20251030.orig.tar.xz": (
+        "luajit=2.1.0+openresty20251030-1", ("trixie", "sid"),
+        "04106b57bb3b089ce21ae606163c6fbd260f245580cfeb45484201fd86835190"),
 }
+
+# name: (source, where in it, modes, the version string it builds).  A
+# source is ("lupa", version), ("debian", package) or ("orig", file).
+BETA3 = "LuaJIT 2.1.0-beta3"
+ENTRIES = {
+    "upstream-2.0.5": (("lupa", "2.0"), "third-party/luajit20/", ("x64",), "LuaJIT 2.0.5"),
+    "upstream-2.0.1734355810": (("lupa", "2.4"), "third-party/luajit20/", ("x64",),
+                                "LuaJIT 2.0.1734355810"),
+    "upstream-2.0.1774896119": (("lupa", "2.8"), "third-party/luajit20/", ("x64",),
+                                "LuaJIT 2.0.1774896119"),
+    "upstream-2.1.0-beta3": (("lupa", "2.0"), "third-party/luajit21/", ("gc64", "x64"), BETA3),
+    "upstream-2.1.1710088188": (("lupa", "2.1"), "third-party/luajit21/", ("gc64", "x64"),
+                                "LuaJIT 2.1.1710088188"),
+    "upstream-2.1.1716656478": (("lupa", "2.2"), "third-party/luajit21/", ("gc64", "x64"),
+                                "LuaJIT 2.1.1716656478"),
+    "upstream-2.1.1734355927": (("lupa", "2.4"), "third-party/luajit21/", ("gc64", "x64"),
+                                "LuaJIT 2.1.1734355927"),
+    "upstream-2.1.1748459687": (("lupa", "2.5"), "third-party/luajit21/", ("gc64", "x64"),
+                                "LuaJIT 2.1.1748459687"),
+    "upstream-2.1.1760617492": (("lupa", "2.6"), "third-party/luajit21/", ("gc64", "x64"),
+                                "LuaJIT 2.1.1760617492"),
+    "upstream-2.1.1774896198": (("lupa", "2.8"), "third-party/luajit21/", ("gc64", "x64"),
+                                "LuaJIT 2.1.1774896198"),
+    "debian-luajit-2.1.0-beta3+git20220320": (("debian", "luajit"), None, ("gc64", "x64"),
+                                              BETA3),
+    "openresty-luajit2-2.1-20230119": (("debian", "luajit2"), None, ("gc64", "x64"), BETA3),
+    "openresty-luajit2-2.1-20250117": (
+        ("orig", "luajit_2.1.0+openresty20250117.orig.tar.xz"), None, ("gc64", "x64"),
+        "LuaJIT 2.1.1737090214"),
+    "openresty-luajit2-2.1-20251030": (
+        ("orig", "luajit_2.1.0+openresty20251030.orig.tar.xz"), None, ("gc64", "x64"),
+        "LuaJIT 2.1.1761786044"),
+}
+
+
+def fetch_orig(name):
+    """The path of an ORIGS tarball, fetched once into SRC with apt-get
+    source through a private deb-src list of Debian's current suites (on
+    the mirrors the system's own entries name); its .dsc may be gone from
+    the mirror while the tarball is not, so only the tarball is needed."""
+    spec, suites, sha = ORIGS[name]
+    d = os.path.join(SRC, "debian-orig")
+    path = os.path.join(d, name)
+    if not os.path.exists(path):
+        apt = os.path.join(SRC, "apt-current")
+        parts, lists = os.path.join(apt, "parts"), os.path.join(apt, "lists")
+        for x in (d, parts, os.path.join(lists, "partial")):
+            os.makedirs(x, exist_ok=True)
+        uris = set()
+        for entry in debian_sources_list():
+            if entry.startswith("deb-src "):
+                uris.add(entry.split()[1])
+            for line in entry.splitlines():
+                if line.startswith("URIs:"):
+                    uris.update(line.split()[1:])
+        uris = sorted(u for u in uris if "security" not in u)
+        with open(os.path.join(parts, "current.list"), "w") as f:
+            for u in uris:
+                for suite in suites:
+                    f.write("deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
+                            "%s %s main\n" % (u, suite))
+        opts = ["-o", "Dir::Etc::SourceList=/dev/null", "-o", "Dir::Etc::SourceParts=" + parts,
+                "-o", "Dir::State::Lists=" + lists, "-o", "APT::Sandbox::User=root"]
+        run(["apt-get", "update", "-q"] + opts, stdout=subprocess.DEVNULL)
+        subprocess.run(["apt-get", "source", "--download-only", "-q"] + opts + [spec], cwd=d,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not os.path.exists(path):
+            raise SystemExit("profile_library: apt-get source %s did not fetch %s" % (spec, name))
+    got = sha256_file(path)
+    if got != sha:
+        raise SystemExit("profile_library: %s has sha256 %s, expected %s; delete it and retry"
+                         % (path, got, sha))
+    return path
 
 
 def fetch_lupa(version):
@@ -96,8 +167,9 @@ def fetch_lupa(version):
 def build(name, mode):
     """The luajit binary of entry `name` in `mode`, built with -g (cached
     under WORK, keyed by its sources and this recipe)."""
-    (kind, what), inside, _ = ENTRIES[name]
-    files = [fetch_lupa(what)] if kind == "lupa" else fetch_debian(what)
+    (kind, what), inside, _, _ = ENTRIES[name]
+    files = ([fetch_lupa(what)] if kind == "lupa" else [fetch_orig(what)] if kind == "orig"
+             else fetch_debian(what))
     # (GC64 became x86-64's default after 2.1.0-beta3: asked for by name, it
     # is the same build in later versions.)
     xcflags = NO_GC64 if mode == "x64" else "-DLUAJIT_ENABLE_GC64"
@@ -113,6 +185,8 @@ def build(name, mode):
         if kind == "lupa":
             extract(files[0], tree, member_prefix="lupa-%s/%s" % (what, inside))
             stamp_release(tree)
+        elif kind == "orig":
+            extract(files[0], tree)
         else:
             unpack(what, files, tree)
         run(["make", "-s", "-C", os.path.join(tree, "src"), "clean"], stdout=subprocess.DEVNULL)
@@ -133,14 +207,6 @@ def profile_of(luajit):
         raise SystemExit("profile_library: python3 -m ljgdb.profile %s failed:\n%s"
                          % (luajit, p.stderr.decode(errors="replace")))
     return json.loads(p.stdout)
-
-
-def expected_version(name):
-    """The version string an entry's name promises: upstream's own, else
-    the 2.1.0-beta3 that Debian's snapshot and OpenResty's fork keep."""
-    if name.startswith("upstream-"):
-        return "LuaJIT " + name[len("upstream-"):]
-    return "LuaJIT 2.1.0-beta3"
 
 
 def layout_of(doc):
@@ -171,7 +237,7 @@ def main(argv):
     ap.add_argument("names", nargs="*")
     args = ap.parse_args(argv)
     if args.list:
-        for name, (_, _, modes) in ENTRIES.items():
+        for name, (_, _, modes, _) in ENTRIES.items():
             print("%-42s %s" % (name, " ".join(modes)))
         return 0
     bad = [n for n in args.names if n not in ENTRIES]
@@ -183,7 +249,7 @@ def main(argv):
     for name in args.names or list(ENTRIES):
         for mode in ENTRIES[name][2]:
             doc = profile_of(build(name, mode))
-            want = expected_version(name)
+            want = ENTRIES[name][3]
             if doc.get("version") != want:
                 raise SystemExit("profile_library: %s %s says %r, not %r"
                                  % (name, mode, doc.get("version"), want))

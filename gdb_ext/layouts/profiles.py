@@ -193,9 +193,9 @@ def _static_dispatch(prof: Profile, G: int,
     """The static copy of the dispatch table of the global_State G as
     prof's layout places it (R lj_dispatch.c lj_dispatch_init:
     disp[GG_LEN_DDISP+i] = lj_vm_asm_begin + lj_bc_ofs[i] for the first
-    BC_FUNCF opcodes, never patched by hooks or the JIT): its BC_FUNCF
-    entries; [] when that memory cannot be read; None when the profile
-    lacks what places it."""
+    BC_FUNCF opcodes; hooks never patch it, and the JIT's mode only its
+    hot-counting loops: HOTLOOP_OPS): its BC_FUNCF entries; [] when that
+    memory cannot be read; None when the profile lacks what places it."""
     gg = prof.type_info("GG_State")
     funcf = prof.constant("BC_FUNCF")
     if gg is None or funcf is None:
@@ -229,13 +229,20 @@ def dispatch_plausible(prof: Profile, G: int, read: Callable[[int, int], bytes])
             2 * len(set(entries)) > len(entries))
 
 
+# The loops whose static dispatch entries lj_dispatch_update rewrites with
+# the JIT's mode (R lj_dispatch.c): while the JIT is off (jit.off(), or
+# while recording) they hold their non-counting twins (IFORL, IITERL,
+# lj_vm_IITERN, ILOOP), not their own labels.
+HOTLOOP_OPS = frozenset(("BC_FORL", "BC_ITERL", "BC_ITERN", "BC_LOOP"))
+
+
 def dispatch_base(prof: Profile, G: int, read: Callable[[int, int], bytes]) -> Optional[int]:
     """The anchor address under which prof's VM labels name the VM of the
     global_State G, found through its static dispatch table
     (_static_dispatch), or None.
 
-    When every bytecode's handler lies at the profile's offset of its label
-    lj_BC_<op> from one base, the VM's code is laid out as the profile's:
+    When every bytecode's handler (but HOTLOOP_OPS') lies at the profile's
+    offset of its label lj_BC_<op> from one base, the VM's code is laid out as the profile's:
     the same VM object placed elsewhere (linked in another order, or with
     other C compiler options; its calls into C code then differ, so its
     bytes do not match the profile's digest)."""
@@ -246,6 +253,8 @@ def dispatch_base(prof: Profile, G: int, read: Callable[[int, int], bytes]) -> O
     names = {v: k for k, v in ops.items()}
     base = None
     for i, entry in enumerate(entries):
+        if names.get(i) in HOTLOOP_OPS:
+            continue
         off = prof.symbol_offset("lj_" + names.get(i, "?"))
         if off is None:
             return None

@@ -19,6 +19,7 @@ import subprocess
 
 import pytest
 
+from support import moments
 from support.stop import ROOT, Stop, manifest
 from test_corereader import core_reader, differs
 from test_stripped import read_twice
@@ -74,6 +75,31 @@ def test_stripped_build_of_other_options(variant, tmp_path):
     got = core_reader(s.core, stripped, cmds, env={"LJGDB_PROFILES": ""}, build=s.build)
     bad = [d for d in map(differs, got, [s.out("core", c, 0) for c in cmds], cmds) if d]
     assert not bad, "\n".join(bad)
+
+
+def test_crash_core_with_the_jit_off(tmp_path):
+    """crash.lua turns the JIT off (jit.off()), and LuaJIT then points the
+    static dispatch entries of its four hot-counting loops at their
+    non-counting twins: the labels must still come through the dispatch
+    table.  The stripped -O3 build's kernel core, in the core reader: the
+    Lua frames the program recorded with debug.getinfo, under the library's
+    profile."""
+    why = moments.kernel_cores_possible()
+    if why:
+        pytest.skip(why)
+    from test_triage import crash
+    build = manifest()["r21-O3"]
+    stripped = stripped_copy(build["host"], tmp_path)
+    _, frames, core = crash(dict(build, host=stripped), "read_a", str(tmp_path / "run"))
+    (lbt, err), (linfo, _) = core_reader(core, stripped, ["lbt", "linfo"],
+                                         env={"LJGDB_PROFILES": ""}, build=build)
+    assert err is None, err
+    lua = [f for f in re.findall(r"^#\d+ +(.*)$", lbt, re.M)
+           if not f.startswith(("[builtin#", "C:"))]
+    assert lua == frames, (lbt, frames)
+    assert re.search(r"^layout: +layout profile upstream-[0-9.]+-gc64\.json\.gz .*; its VM "
+                     r"code found at 0x[0-9a-f]+ through the dispatch table .*; the VM's code "
+                     r"labels from the profile$", linfo, re.M), linfo
 
 
 def test_vm_elsewhere_than_in_the_profiled_build():
