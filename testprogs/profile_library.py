@@ -73,35 +73,25 @@ ORIGS = {
 # name: (source, where in it, modes, the version string it builds).  A
 # source is ("lupa", version), ("debian", package) or ("orig", file).
 BETA3 = "LuaJIT 2.1.0-beta3"
-ENTRIES = {
-    "upstream-2.0.5": (("lupa", "2.0"), "third-party/luajit20/", ("x64",), "LuaJIT 2.0.5"),
-    "upstream-2.0.1734355810": (("lupa", "2.4"), "third-party/luajit20/", ("x64",),
-                                "LuaJIT 2.0.1734355810"),
-    "upstream-2.0.1774896119": (("lupa", "2.8"), "third-party/luajit20/", ("x64",),
-                                "LuaJIT 2.0.1774896119"),
-    "upstream-2.1.0-beta3": (("lupa", "2.0"), "third-party/luajit21/", ("gc64", "x64"), BETA3),
-    "upstream-2.1.1710088188": (("lupa", "2.1"), "third-party/luajit21/", ("gc64", "x64"),
-                                "LuaJIT 2.1.1710088188"),
-    "upstream-2.1.1716656478": (("lupa", "2.2"), "third-party/luajit21/", ("gc64", "x64"),
-                                "LuaJIT 2.1.1716656478"),
-    "upstream-2.1.1734355927": (("lupa", "2.4"), "third-party/luajit21/", ("gc64", "x64"),
-                                "LuaJIT 2.1.1734355927"),
-    "upstream-2.1.1748459687": (("lupa", "2.5"), "third-party/luajit21/", ("gc64", "x64"),
-                                "LuaJIT 2.1.1748459687"),
-    "upstream-2.1.1760617492": (("lupa", "2.6"), "third-party/luajit21/", ("gc64", "x64"),
-                                "LuaJIT 2.1.1760617492"),
-    "upstream-2.1.1774896198": (("lupa", "2.8"), "third-party/luajit21/", ("gc64", "x64"),
-                                "LuaJIT 2.1.1774896198"),
-    "debian-luajit-2.1.0-beta3+git20220320": (("debian", "luajit"), None, ("gc64", "x64"),
-                                              BETA3),
-    "openresty-luajit2-2.1-20230119": (("debian", "luajit2"), None, ("gc64", "x64"), BETA3),
-    "openresty-luajit2-2.1-20250117": (
-        ("orig", "luajit_2.1.0+openresty20250117.orig.tar.xz"), None, ("gc64", "x64"),
-        "LuaJIT 2.1.1737090214"),
-    "openresty-luajit2-2.1-20251030": (
-        ("orig", "luajit_2.1.0+openresty20251030.orig.tar.xz"), None, ("gc64", "x64"),
-        "LuaJIT 2.1.1761786044"),
-}
+BOTH = ("gc64", "x64")
+# Upstream's rolling releases in lupa's sdists: (branch, lupa version, the
+# commit's time that names the version).
+ROLLING = (("2.0", "2.4", "1734355810"), ("2.0", "2.8", "1774896119"),
+           ("2.1", "2.1", "1710088188"), ("2.1", "2.2", "1716656478"),
+           ("2.1", "2.4", "1734355927"), ("2.1", "2.5", "1748459687"),
+           ("2.1", "2.6", "1760617492"), ("2.1", "2.8", "1774896198"))
+ENTRIES = dict(
+    [("upstream-2.0.5", (("lupa", "2.0"), "third-party/luajit20/", ("x64",), "LuaJIT 2.0.5")),
+     ("upstream-2.1.0-beta3", (("lupa", "2.0"), "third-party/luajit21/", BOTH, BETA3))] +
+    [("upstream-%s.%s" % (branch, when),
+      (("lupa", lupa), "third-party/luajit%s/" % branch.replace(".", ""),
+       BOTH if branch == "2.1" else ("x64",), "LuaJIT %s.%s" % (branch, when)))
+     for branch, lupa, when in ROLLING] +
+    [("debian-luajit-2.1.0-beta3+git20220320", (("debian", "luajit"), None, BOTH, BETA3)),
+     ("openresty-luajit2-2.1-20230119", (("debian", "luajit2"), None, BOTH, BETA3))] +
+    [("openresty-luajit2-2.1-%s" % day, (("orig", "luajit_2.1.0+openresty%s.orig.tar.xz" % day),
+                                         None, BOTH, "LuaJIT 2.1.%s" % when))
+     for day, when in (("20250117", "1737090214"), ("20251030", "1761786044"))])
 
 
 def fetch_orig(name):
