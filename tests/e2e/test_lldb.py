@@ -462,7 +462,7 @@ def test_lbt_at_random_moments_attached(variant, tmp_path):
             got = lldb_run([], cmds, str(work))
             assert prog.poll() is None, "the program ended"
             time.sleep(0.2)
-            assert proc_state(prog.pid) in "RS", proc_state(prog.pid)
+            assert proc_state(prog.pid) in "RSD", proc_state(prog.pid)
         finally:
             prog.kill()
             prog.wait()
