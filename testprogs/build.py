@@ -42,8 +42,7 @@ MANIFEST = os.path.join(CACHE, "builds.json")
 # Bump when the way a build is made changes, to invalidate the cache.
 RECIPE = "3"
 
-LUPA = "lupa==2.8"
-LUPA_FILE = "lupa-2.8.tar.gz"
+LUPA_VERSION = "2.8"
 LUPA_SHA256 = "d8022641b9ec8ecf2c5ecbe9f47e5a70e0b87c4b5ae921b92cb02a638e0acd08"
 
 NO_GC64 = "-DLUAJIT_DISABLE_GC64"
@@ -108,23 +107,31 @@ def sha256_file(path):
     return h.hexdigest()
 
 
-def fetch_lupa():
-    path = os.path.join(SRC, LUPA_FILE)
+def pinned(path, want, who="build.py"):
+    """path, once its sha256 is want; else exit saying what to do."""
+    got = sha256_file(path)
+    if got != want:
+        raise SystemExit("%s: %s has sha256 %s, expected %s; delete it and retry"
+                         % (who, path, got, want))
+    return path
+
+
+def fetch_lupa(version=LUPA_VERSION, sha256=LUPA_SHA256):
+    """The path of lupa's sdist of this version, downloaded once into SRC
+    and checked against its sha256."""
+    name = "lupa-%s.tar.gz" % version
+    path = os.path.join(SRC, name)
     if not os.path.exists(path):
         os.makedirs(SRC, exist_ok=True)
-        tmp = os.path.join(SRC, "lupa.tmp")
+        tmp = os.path.join(SRC, "lupa-%s.tmp" % version)
         shutil.rmtree(tmp, ignore_errors=True)
         # Resolving an sdist runs its metadata step, which takes a few
         # minutes for lupa; it needs setuptools and wheel in this Python.
         run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-             "--no-build-isolation", "-d", tmp, LUPA])
-        os.rename(os.path.join(tmp, LUPA_FILE), path)
+             "--no-build-isolation", "-d", tmp, "lupa==" + version])
+        os.rename(os.path.join(tmp, name), path)
         shutil.rmtree(tmp, ignore_errors=True)
-    got = sha256_file(path)
-    if got != LUPA_SHA256:
-        raise SystemExit("build.py: %s has sha256 %s, expected %s; delete it and retry"
-                         % (path, got, LUPA_SHA256))
-    return [path]
+    return pinned(path, sha256)
 
 
 def debian_sources_list():
@@ -244,6 +251,14 @@ def stamp_release(tree):
     return m.group(1)
 
 
+def make_static(srcdir, xcflags, extra=()):
+    """make clean (lupa's sdist ships generated files and host binaries),
+    then LuaJIT's static build with -g in srcdir: libluajit.a and luajit."""
+    run(["make", "-s", "-C", srcdir, "clean"], stdout=subprocess.DEVNULL)
+    run(["make", "-s", "-j%d" % (os.cpu_count() or 2), "-C", srcdir, "CCDEBUG=-g",
+         "BUILDMODE=static", "XCFLAGS=" + xcflags, "Q="] + list(extra), stdout=subprocess.DEVNULL)
+
+
 def host_hash():
     h = hashlib.sha256()
     for name in ("host.c",):
@@ -273,15 +288,11 @@ def build_variant(name, sources):
         unpack(source, files, tree)
         if ccopt:
             stamp_release(tree)
-        jobs = str(os.cpu_count() or 2)
-        # The lupa sdist ships generated files and host binaries: start clean.
-        run(["make", "-s", "-C", os.path.join(tree, "src"), "clean"], stdout=subprocess.DEVNULL)
         # (A cross build sets CROSS and not CC: the Makefile prefixes CC
         # with CROSS itself; HOST_CC builds buildvm for this machine.)
         cross = ["HOST_CC=gcc", "CROSS=" + ARM64_CROSS, "TARGET_SYS=Linux"] if arm64 else []
-        run(["make", "-s", "-j" + jobs, "-C", os.path.join(tree, "src"), "CCDEBUG=-g",
-             "BUILDMODE=static", "XCFLAGS=" + xcflags, "Q="] + cross +
-            (["CCOPT=" + ccopt] if ccopt else []), stdout=subprocess.DEVNULL)
+        make_static(os.path.join(tree, "src"), xcflags,
+                    cross + (["CCOPT=" + ccopt] if ccopt else []))
         os.rename(os.path.join(tree, "src"), srcdir)
         shutil.rmtree(tree)
         open(done, "w").close()
@@ -323,7 +334,7 @@ def main(argv):
     wanted = {VARIANTS[n][0] for n in names}
     sources = {}
     if wanted & {"lupa21", "lupa20"}:
-        sources["lupa21"] = sources["lupa20"] = fetch_lupa()
+        sources["lupa21"] = sources["lupa20"] = [fetch_lupa()]
     for pkg in ("luajit", "luajit2"):
         if pkg in wanted:
             sources[pkg] = fetch_debian(pkg)

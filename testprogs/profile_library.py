@@ -37,13 +37,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from build import CACHE, NO_GC64, SRC, debian_sources_list, extract, fetch_debian, log, \
-    run, sha256_file, stamp_release, unpack  # noqa: E402
+from build import CACHE, NO_GC64, SRC, debian_sources_list, extract, fetch_debian, fetch_lupa, \
+    log, make_static, pinned, run, sha256_file, stamp_release, unpack  # noqa: E402
 
 OUT = os.path.join(ROOT, "pkg", "profiles", "library")
 WORK = os.path.join(CACHE, "library")
@@ -127,39 +126,15 @@ def fetch_orig(name):
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if not os.path.exists(path):
             raise SystemExit("profile_library: apt-get source %s did not fetch %s" % (spec, name))
-    got = sha256_file(path)
-    if got != sha:
-        raise SystemExit("profile_library: %s has sha256 %s, expected %s; delete it and retry"
-                         % (path, got, sha))
-    return path
-
-
-def fetch_lupa(version):
-    """The path of lupa's sdist of this version, downloaded once into SRC."""
-    name = "lupa-%s.tar.gz" % version
-    path = os.path.join(SRC, name)
-    if not os.path.exists(path):
-        os.makedirs(SRC, exist_ok=True)
-        tmp = tempfile.mkdtemp(dir=SRC)
-        try:
-            run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
-                 ":all:", "--no-build-isolation", "-d", tmp, "lupa==" + version])
-            os.rename(os.path.join(tmp, name), path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    got = sha256_file(path)
-    if got != LUPA_SHA256[version]:
-        raise SystemExit("profile_library: %s has sha256 %s, expected %s; delete it and retry"
-                         % (path, got, LUPA_SHA256[version]))
-    return path
+    return pinned(path, sha, "profile_library")
 
 
 def build(name, mode):
     """The luajit binary of entry `name` in `mode`, built with -g (cached
     under WORK, keyed by its sources and this recipe)."""
     (kind, what), inside, _, _ = ENTRIES[name]
-    files = ([fetch_lupa(what)] if kind == "lupa" else [fetch_orig(what)] if kind == "orig"
-             else fetch_debian(what))
+    files = ([fetch_lupa(what, LUPA_SHA256[what])] if kind == "lupa" else
+             [fetch_orig(what)] if kind == "orig" else fetch_debian(what))
     # (GC64 became x86-64's default after 2.1.0-beta3: asked for by name, it
     # is the same build in later versions.)
     xcflags = NO_GC64 if mode == "x64" else "-DLUAJIT_ENABLE_GC64"
@@ -179,10 +154,7 @@ def build(name, mode):
             extract(files[0], tree)
         else:
             unpack(what, files, tree)
-        run(["make", "-s", "-C", os.path.join(tree, "src"), "clean"], stdout=subprocess.DEVNULL)
-        run(["make", "-s", "-j%d" % (os.cpu_count() or 2), "-C", os.path.join(tree, "src"),
-             "CCDEBUG=-g", "BUILDMODE=static", "XCFLAGS=" + xcflags, "Q="],
-            stdout=subprocess.DEVNULL)
+        make_static(os.path.join(tree, "src"), xcflags)
         os.rename(os.path.join(tree, "src"), os.path.join(out, "src"))
         shutil.rmtree(tree)
         open(os.path.join(out, "built"), "w").close()

@@ -102,13 +102,14 @@ class Profile(TypeSource):
         self.version = doc.get("version")
         self.arch = doc.get("arch")
         self._enum_of = None        # enumerator -> its enumeration (enum_members)
+        self._layout_key = None     # (layout_key)
 
     def layout_key(self) -> str:
         """What this profile says about memory (types, constants,
         enumerations, flags), as one string: equal for two builds whose
         structures are laid out alike (the enumerations in any order: the
         DWARF reader meets them in the order of the build's units)."""
-        key = self.__dict__.get("_layout_key")
+        key = self._layout_key
         if key is None:
             enums = sorted(json.dumps(e, sort_keys=True) for e in self.doc.get("enumerations", ()))
             key = self._layout_key = json.dumps(
