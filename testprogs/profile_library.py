@@ -23,11 +23,19 @@ Sources:
   OpenResty's releases  of 2025, as Debian's current suites carry them (the
                         orig tarballs of trixie's and sid's luajit), built
                         as released; pinned by sha256
+  Tarantool's fork      as Tarantool 2.6.0 bundles it (the orig tarball of
+                        bookworm's tarantool: third_party/luajit), built
+                        with the definition Tarantool's CMake adds
+                        (LUAJIT_SMART_STRINGS); pinned by sha256
 
-  python3 testprogs/profile_library.py [--check] [--list] [NAME ...]
+The 2.1 versions are also cross-built for arm64 (always GC64 there), with
+the cross tools install-deps.sh installs.
+
+  python3 testprogs/profile_library.py [--check] [--list] [--mode MODE] [NAME ...]
 
 --check writes nothing and exits 1 when a shipped profile's layout differs
-from what its source gives now; NAME limits the run to those entries.
+from what its source gives now; NAME limits the run to those entries, and
+--mode (gc64, x64 or arm64) to that mode.
 """
 import argparse
 import gzip
@@ -41,7 +49,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from build import CACHE, NO_GC64, SRC, debian_sources_list, extract, fetch_debian, fetch_lupa, \
+from build import ARM64_CROSS, CACHE, NO_GC64, SRC, debian_sources_list, extract, fetch_debian, fetch_lupa, \
     log, make_static, pinned, run, sha256_file, stamp_release, unpack  # noqa: E402
 
 OUT = os.path.join(ROOT, "pkg", "profiles", "library")
@@ -67,12 +75,17 @@ ORIGS = {
     "luajit_2.1.0+openresty20251030.orig.tar.xz": (
         "luajit=2.1.0+openresty20251030-1", ("trixie", "sid"),
         "04106b57bb3b089ce21ae606163c6fbd260f245580cfeb45484201fd86835190"),
+    "tarantool_2.6.0.orig.tar.gz": (
+        "tarantool=2.6.0-1.2", ("bookworm",),
+        "f7f547be785eaa91cd03a14ad2c02a8bc87adac0e9011a90500f744a08d8a106"),
 }
 
 # name: (source, where in it, modes, the version string it builds).  A
 # source is ("lupa", version), ("debian", package) or ("orig", file).
 BETA3 = "LuaJIT 2.1.0-beta3"
 BOTH = ("gc64", "x64")
+# 2.1's modes: GC64 and X64 on x86-64, and arm64 (GC64 by default there).
+ALL = BOTH + ("arm64",)
 # Upstream's rolling releases in lupa's sdists: (branch, lupa version, the
 # commit's time that names the version).
 ROLLING = (("2.0", "2.4", "1734355810"), ("2.0", "2.8", "1774896119"),
@@ -81,16 +94,20 @@ ROLLING = (("2.0", "2.4", "1734355810"), ("2.0", "2.8", "1774896119"),
            ("2.1", "2.6", "1760617492"), ("2.1", "2.8", "1774896198"))
 ENTRIES = dict(
     [("upstream-2.0.5", (("lupa", "2.0"), "third-party/luajit20/", ("x64",), "LuaJIT 2.0.5")),
-     ("upstream-2.1.0-beta3", (("lupa", "2.0"), "third-party/luajit21/", BOTH, BETA3))] +
+     ("upstream-2.1.0-beta3", (("lupa", "2.0"), "third-party/luajit21/", ALL, BETA3))] +
     [("upstream-%s.%s" % (branch, when),
       (("lupa", lupa), "third-party/luajit%s/" % branch.replace(".", ""),
-       BOTH if branch == "2.1" else ("x64",), "LuaJIT %s.%s" % (branch, when)))
+       ALL if branch == "2.1" else ("x64",), "LuaJIT %s.%s" % (branch, when)))
      for branch, lupa, when in ROLLING] +
-    [("debian-luajit-2.1.0-beta3+git20220320", (("debian", "luajit"), None, BOTH, BETA3)),
-     ("openresty-luajit2-2.1-20230119", (("debian", "luajit2"), None, BOTH, BETA3))] +
+    [("debian-luajit-2.1.0-beta3+git20220320", (("debian", "luajit"), None, ALL, BETA3)),
+     ("openresty-luajit2-2.1-20230119", (("debian", "luajit2"), None, ALL, BETA3))] +
     [("openresty-luajit2-2.1-%s" % day, (("orig", "luajit_2.1.0+openresty%s.orig.tar.xz" % day),
-                                         None, BOTH, "LuaJIT 2.1.%s" % when))
-     for day, when in (("20250117", "1737090214"), ("20251030", "1761786044"))])
+                                         None, ALL, "LuaJIT 2.1.%s" % when))
+     for day, when in (("20250117", "1737090214"), ("20251030", "1761786044"))] +
+    [("tarantool-2.6.0", (("orig", "tarantool_2.6.0.orig.tar.gz"),
+                          "tarantool_2.6.0/third_party/luajit/", ALL, BETA3))])
+# Definitions a fork's own build adds to LuaJIT's XCFLAGS in every mode.
+XCFLAGS = {"tarantool-2.6.0": "-DLUAJIT_SMART_STRINGS=1"}
 
 
 def fetch_orig(name):
@@ -137,8 +154,11 @@ def build(name, mode):
              [fetch_orig(what)] if kind == "orig" else fetch_debian(what))
     # (GC64 became x86-64's default after 2.1.0-beta3: asked for by name, it
     # is the same build in later versions.)
-    xcflags = NO_GC64 if mode == "x64" else "-DLUAJIT_ENABLE_GC64"
-    h = hashlib.sha256(("1|%s|%s|%s" % (name, inside, xcflags)).encode())
+    xcflags = NO_GC64 if mode == "x64" else "-DLUAJIT_ENABLE_GC64" if mode == "gc64" else ""
+    xcflags = " ".join(x for x in (xcflags, XCFLAGS.get(name)) if x)
+    cross = ["HOST_CC=gcc", "CROSS=" + ARM64_CROSS, "TARGET_SYS=Linux"] if mode == "arm64" else []
+    h = hashlib.sha256(("1|%s|%s|%s%s" % (name, inside, xcflags, "|arm64" if cross else ""))
+                       .encode())
     for f in files:
         h.update(sha256_file(f).encode())
     out = os.path.join(WORK, "%s-%s-%s" % (name, mode, h.hexdigest()[:12]))
@@ -151,10 +171,10 @@ def build(name, mode):
             extract(files[0], tree, member_prefix="lupa-%s/%s" % (what, inside))
             stamp_release(tree)
         elif kind == "orig":
-            extract(files[0], tree)
+            extract(files[0], tree, member_prefix=inside)
         else:
             unpack(what, files, tree)
-        make_static(os.path.join(tree, "src"), xcflags)
+        make_static(os.path.join(tree, "src"), xcflags, cross)
         os.rename(os.path.join(tree, "src"), os.path.join(out, "src"))
         shutil.rmtree(tree)
         open(os.path.join(out, "built"), "w").close()
@@ -196,6 +216,7 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--mode", choices=ALL)
     ap.add_argument("names", nargs="*")
     args = ap.parse_args(argv)
     if args.list:
@@ -210,14 +231,17 @@ def main(argv):
     status = 0
     for name in args.names or list(ENTRIES):
         for mode in ENTRIES[name][2]:
+            if args.mode and mode != args.mode:
+                continue
             doc = profile_of(build(name, mode))
             want = ENTRIES[name][3]
             if doc.get("version") != want:
                 raise SystemExit("profile_library: %s %s says %r, not %r"
                                  % (name, mode, doc.get("version"), want))
-            if doc.get("flags", {}).get("gc64") != (mode == "gc64"):
-                raise SystemExit("profile_library: %s built as %s has flags %s"
-                                 % (name, mode, doc.get("flags")))
+            if doc.get("flags", {}).get("gc64") != (mode != "x64") or \
+                    doc.get("arch") != ("aarch64" if mode == "arm64" else "x86_64"):
+                raise SystemExit("profile_library: %s built as %s has flags %s on %s"
+                                 % (name, mode, doc.get("flags"), doc.get("arch")))
             path = os.path.join(OUT, "%s-%s.json.gz" % (name, mode))
             if args.check:
                 same = os.path.exists(path) and layout_of(read(path)) == layout_of(doc)
