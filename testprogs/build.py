@@ -53,7 +53,7 @@ ARM64_SYSROOT = "/usr/aarch64-linux-gnu"
 ARM64_RUNNER = ["qemu-aarch64", "-L", ARM64_SYSROOT]
 # Built only when asked for by name or with --arm64 (they need the cross
 # tools; arm64 LuaJIT is always GC64 and dual-number).
-ARM64_VARIANTS = ("r21-arm64", "or-arm64")
+ARM64_VARIANTS = ("r21-arm64", "or-arm64", "r21-arm64-O3")
 
 # name: (source, extra XCFLAGS, what it is)
 VARIANTS = {
@@ -76,6 +76,7 @@ VARIANTS = {
     "r21-nojit-rel": ("lupa21", NO_JIT, "upstream 2.1 rolling as released, GC64, JIT disabled"),
     "r21-arm64": ("lupa21", "", "upstream 2.1 rolling, arm64 (GC64, dual-number), under qemu-user"),
     "or-arm64": ("luajit2", "", "OpenResty luajit2 2.1-20230119, arm64 (GC64, dual-number), under qemu-user"),
+    "r21-arm64-O3": ("lupa21", "", "upstream 2.1 rolling as released, arm64, -O3, under qemu-user"),
 }
 
 
@@ -86,6 +87,7 @@ CCOPTS = {
     "r21-O3": "-O3 -fomit-frame-pointer",
     "r21-fp": "-O2 -fno-omit-frame-pointer",
     "r21-nojit-rel": "-O2 -fomit-frame-pointer",
+    "r21-arm64-O3": "-O3 -fomit-frame-pointer",
 }
 
 

@@ -20,11 +20,13 @@ import subprocess
 import pytest
 
 from support import moments
-from support.stop import ROOT, Stop, manifest
+from support.stop import ROOT, Stop, manifest, tool_for
 from test_corereader import core_reader, differs
 from test_stripped import read_twice
 
 FLAVOURS = ["r21-O1", "r21-O3", "r21-fp"]
+# The same release cross-built for arm64 with -O3, run under qemu-user.
+ARM64 = ["r21-arm64-O3"]
 # Builds of the matrix whose source the library has, linked into the test
 # host (so the VM lies elsewhere than in the library's luajit): variant:
 # the profiles of its source and mode, one of which must be chosen, of the
@@ -39,17 +41,17 @@ LIBRARY = os.path.join(ROOT, "pkg", "profiles", "library")
 
 def luajit_version(build):
     """jit.version as the build's own luajit reports it."""
-    return subprocess.run([build["luajit"], "-e", "io.write(jit.version)"],
+    return subprocess.run(build.get("runner", []) + [build["luajit"], "-e", "io.write(jit.version)"],
                           stdout=subprocess.PIPE, check=True).stdout.decode()
 
 
 def stripped_copy(host, tmp_path):
     stripped = str(tmp_path / "host")
-    subprocess.run(["strip", "-o", stripped, host], check=True)
+    subprocess.run([tool_for(host, "strip"), "-o", stripped, host], check=True)
     return stripped
 
 
-@pytest.mark.parametrize("variant", FLAVOURS + sorted(FORKS))
+@pytest.mark.parametrize("variant", FLAVOURS + ARM64 + sorted(FORKS))
 def test_stripped_build_of_other_options(variant, tmp_path):
     build = manifest()[variant]
     version = luajit_version(build)
@@ -57,7 +59,8 @@ def test_stripped_build_of_other_options(variant, tmp_path):
         names = FORKS[variant]
     else:
         assert re.match(r"LuaJIT 2\.1\.\d+$", version), version     # a release's, not ROLLING
-        names = ("upstream-%s-gc64.json.gz" % version[len("LuaJIT "):],)
+        names = ("upstream-%s-%s.json.gz" % (version[len("LuaJIT "):],
+                                             "arm64" if variant in ARM64 else "gc64"),)
     stripped = stripped_copy(build["host"], tmp_path)
     s = read_twice(variant, stripped, build["host"], "", tmp_path)
     for mode in ("live", "core"):
