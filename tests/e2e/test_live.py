@@ -34,16 +34,17 @@ class Waiting(HostProcess):
     """wait.lua in the variant's test host (an arm64 one under qemu-user),
     blocked in its read."""
 
-    def __init__(self, variant, tmp_path, args=(), runner=None, env=None):
+    def __init__(self, variant, tmp_path, args=(), runner=None, env=None, host=None):
         """args: wait.lua's after the FIFO (DEPTH, idle-thread); runner: the
         command line before the host's (default: the build's own); env: more
-        environment variables."""
+        environment variables; host: the binary to run in place of the
+        build's host (a stripped copy)."""
         self.fifo = os.path.join(str(tmp_path), "fifo")
         os.mkfifo(self.fifo)
         expected = os.path.join(str(tmp_path), "expected.txt")
         m = manifest()[variant]
         runner = m.get("runner", []) if runner is None else runner
-        super().__init__(runner + [m["host"], PROG, expected, self.fifo] + list(args),
+        super().__init__(runner + [host or m["host"], PROG, expected, self.fifo] + list(args),
                          str(tmp_path), expected, env=env)
         self.wait_blocked()
 

@@ -9,7 +9,9 @@ comes by the version string LuaJIT itself reports and a check of the
 process's memory, and the VM's code labels through the dispatch table
 (the VM lies elsewhere in these files).  Nothing but the shipped set is
 given (LJGDB_PROFILES empty).  Each reads as with its own DWARF, live and
-from the core, in gdb and in the core reader.
+from the core, in gdb and in the core reader; the -O3 build also through
+--pid (the live backend), and the release cross-built for arm64 under
+qemu-user.
 """
 import gzip
 import json
@@ -78,6 +80,34 @@ def test_stripped_build_of_other_options(variant, tmp_path):
     got = core_reader(s.core, stripped, cmds, env={"LJGDB_PROFILES": ""}, build=s.build)
     bad = [d for d in map(differs, got, [s.out("core", c, 0) for c in cmds], cmds) if d]
     assert not bad, "\n".join(bad)
+
+
+def test_stripped_build_by_pid(tmp_path, monkeypatch):
+    """The live backend (python3 -m ljgdb --pid) on the stripped -O3
+    build, through the library as the core reader chooses: the text gdb
+    attached gives, the frames the program recorded, and the process left
+    as it was."""
+    from test_live import COMMANDS, Waiting, assert_frames, assert_left_alone, comparable, live
+    build = manifest()["r21-O3"]
+    stripped = stripped_copy(build["host"], tmp_path)
+    monkeypatch.setenv("LJGDB_PROFILES", "")    # (gdb and --pid inherit it)
+    prog = Waiting("r21-O3", tmp_path, host=stripped)
+    try:
+        want = dict(prog.attach(COMMANDS))
+        assert_left_alone(prog.pid)
+        assert re.search(r"^layout: +layout profile upstream-[0-9.]+-gc64\.json\.gz .*; its VM "
+                         r"code found at 0x[0-9a-f]+ through the dispatch table ", want["linfo"],
+                         re.M), want["linfo"]
+        for cmd in COMMANDS:
+            code, out, err = live(prog.pid, cmd.split())
+            assert (code, err) == (0, ""), (cmd, err)
+            assert comparable(cmd, out) == comparable(cmd, want[cmd]), \
+                "%s:\n--- gdb:\n%s\n--- --pid:\n%s" % (cmd, want[cmd], out)
+            assert_left_alone(prog.pid)
+        assert_frames(want["lbt"], prog.frames())
+        prog.quit()
+    finally:
+        prog.stop()
 
 
 def test_crash_core_with_the_jit_off(tmp_path):
