@@ -202,6 +202,12 @@ class Target(object):
         """The file (program or shared library) whose code holds addr, or None."""
         return None
 
+    def file_address(self, addr: int) -> Optional[Tuple[str, int]]:
+        """(file, address in the file's own ELF terms) of a process address
+        the file's mapping holds (what addr2line -e FILE takes), or None
+        (no file holds it: a JIT trace's code, the stack; or not known)."""
+        return None
+
     def mappings(self) -> Optional[List[Tuple[int, int, str]]]:
         return None
 

@@ -85,6 +85,10 @@ class CoreTarget(Target):
     def objfile_of(self, addr: int) -> Optional[str]:
         return self.core.objfile_of(addr)
 
+    def file_address(self, addr: int) -> Optional[Tuple[str, int]]:
+        img = self.core.image_of(addr)
+        return (img.path, addr - img.bias) if img is not None and img.file else None
+
     def mapped(self, addr: int) -> Optional[Tuple[int, int, Any]]:
         return self.core.mapped(addr)
 

@@ -329,6 +329,27 @@ class GdbTarget(Target):
                     continue
         return out if has_perms else None
 
+    def file_address(self, addr: int) -> Optional[Tuple[str, int]]:
+        """By `info proc mappings` (on a core too: its file-backed
+        mappings, from the core's NT_FILE note) and the file's program
+        headers."""
+        try:
+            text = gdb.execute("info proc mappings", to_string=True)
+        except gdb.error:
+            return None
+        for line in text.splitlines():
+            f = line.split()
+            if len(f) < 5 or not f[0].startswith("0x") or not f[-1].startswith("/"):
+                continue
+            try:
+                start, end, offset = int(f[0], 16), int(f[1], 16), int(f[3], 16)
+            except ValueError:
+                continue
+            if start <= addr < end:
+                vaddr = corefile.file_vaddr(f[-1], addr - start + offset)
+                return None if vaddr is None else (f[-1], vaddr)
+        return None
+
     def mappings(self) -> Optional[List[Tuple[int, int, str]]]:
         """A live process's mappings [(start, end, perms)], or None."""
         rows = self._proc_mappings()

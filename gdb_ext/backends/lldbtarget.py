@@ -396,6 +396,16 @@ class LldbTarget(Target):
             return None
         return mod.GetFileSpec().fullpath
 
+    def file_address(self, addr: int) -> Optional[Tuple[str, int]]:
+        a = self.sbt.ResolveLoadAddress(addr)
+        mod = a.GetModule() if a.IsValid() else None
+        if mod is None or not mod.IsValid() or not mod.GetFileSpec().fullpath:
+            return None
+        path = mod.GetFileSpec().fullpath
+        if path.endswith("[vdso]"):
+            return None
+        return path, a.GetFileAddress()
+
     def thread(self) -> Optional[Any]:
         if not self.process.IsValid():
             return None

@@ -5,8 +5,10 @@ thread stopped by a signal.  Three parts:
             or None where the stop was not a crash's signal
   C frame   the name of the innermost machine frame (the function the
             thread was in: lj_alloc_malloc, __pthread_kill_implementation;
-            "??" without a symbol, as a JIT trace's code has none; glibc's
-            internal alias __GI_kill as kill)
+            glibc's internal alias __GI_kill as kill); without a symbol (a
+            stripped file), the file and the address in its own terms,
+            as addr2line -e takes it (worker+0x630f7);
+            "??" in code no file holds (a JIT trace's)
   Lua       the innermost DEPTH frames of the running lua_State as lbt
             prints them ("app.lua:12", "[builtin#ipairs]", "C:myfunc")
 
@@ -14,6 +16,7 @@ Two crashes with equal signatures are the same bug as far as a core can
 tell: the same signal at the same place of the same Lua code.  Addresses
 are left out (they differ from process to process); lines are kept.  The
 key is one line of text, the same in `lbt --json` and in `triage`."""
+import os
 from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence
 
 from ..errors import CorruptError, FaultError
@@ -72,4 +75,19 @@ def thread_signature(t: 'Target', frames: Sequence[str]) -> Dict[str, Any]:
         mframes = t.machine_frames(1)
     except (FaultError, CorruptError):
         mframes = []
-    return crash_signature(t.stop_signal(), mframes[0].name if mframes else None, frames)
+    name = mframes[0].name if mframes else None
+    if mframes and not name:
+        name = file_place(t, mframes[0].pc)
+    return crash_signature(t.stop_signal(), name, frames)
+
+
+def file_place(t: 'Target', pc: int) -> Optional[str]:
+    """FILE+0xADDR for code without a symbol: the file's name (the file
+    itself, not a link to it: the kernel's name, as every backend can say
+    it) and pc as an address of that file's own; None where no file holds
+    pc."""
+    got = t.file_address(pc)
+    if got is None:
+        return None
+    path, vaddr = got
+    return "%s+0x%x" % (os.path.basename(os.path.realpath(path)), vaddr)

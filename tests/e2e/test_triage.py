@@ -141,3 +141,44 @@ def test_bad_input(tmp_path):
         code, out, err = triage(args)
         assert code == 2 and err.startswith("ljgdb triage: %s; usage: " % line), err
         assert "\n" not in err.rstrip("\n") and "Traceback" not in err
+
+
+def test_stripped_c_frame_by_file_and_address(tmp_path, monkeypatch):
+    """A stripped build (the release built with -O3, its layout from the
+    library) crashes inside a function of its own that no symbol names:
+    the signature's C frame is the file and the pc as an address of that
+    file, the same from the core reader (triage), gdb and lldb; the address
+    lies inside the function the unstripped file's symbol table (nm) says
+    gdb names there with the unstripped file."""
+    why = moments.kernel_cores_possible()
+    if why:
+        pytest.skip(why)
+    build = manifest()["r21-O3"]
+    stripped = str(tmp_path / "host")
+    subprocess.run(["strip", "-o", stripped, build["host"]], check=True)
+    monkeypatch.setenv("LJGDB_PROFILES", "")        # (gdb, lldb and triage inherit it)
+    sig, frames, core = crash(dict(build, host=stripped), "read_a", str(tmp_path / "run"))
+    code, out, err = triage(["--json", core])
+    assert code == 0, err
+    (g,) = json.loads(out)["groups"]
+    s = g["signature"]
+    m = re.match(r"^host\+0x([0-9a-f]+)$", s["c_frame"])
+    assert m and s["signal"] == sig, s
+    vaddr = int(m.group(1), 16)
+    # The function there, by the unstripped file (the same build-id).
+    f0, _ = gdb_view(build, core)
+    nm = subprocess.run(["nm", "-S", build["host"]], stdout=subprocess.PIPE,
+                        check=True).stdout.decode()
+    (start, size), = [(int(a, 16), int(n, 16)) for a, n, _, name in
+                      (line.split() for line in nm.splitlines() if len(line.split()) == 4)
+                      if name == f0]
+    assert start <= vaddr < start + size, (f0, hex(start), hex(size), s)
+    # gdb on the stripped file, and lldb where there is one.
+    _, gdb_sig = gdb_view(dict(build, host=stripped), core)
+    assert gdb_sig == s, (gdb_sig, s)
+    from test_lldb import lldb_binary, lldb_commands
+    if lldb_binary() is not None:
+        (text, error), = lldb_commands("%s --core %s" % (stripped, core), ["lbt --json"],
+                                       str(tmp_path))
+        assert error is None, error
+        assert json.loads(text)["signature"] == s, text
