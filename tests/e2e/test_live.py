@@ -124,20 +124,27 @@ def comparable(cmd, text):
     return without_frame_names(text) if cmd in ("linfo", "lstates") else text
 
 
+def assert_same_by_pid(prog, want):
+    """Each of COMMANDS by --pid gives gdb's text (want: {command:
+    output}), the process left alone after each; the first one's output."""
+    first = None
+    for cmd in COMMANDS:
+        code, out, err = live(prog.pid, cmd.split())
+        assert (code, err) == (0, ""), (cmd, err)
+        assert comparable(cmd, out) == comparable(cmd, want[cmd]), \
+            "%s:\n--- gdb:\n%s\n--- --pid:\n%s" % (cmd, want[cmd], out)
+        assert_left_alone(prog.pid)
+        first = first or out
+    return first
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_same_as_gdb_attached(variant, tmp_path):
     prog = Waiting(variant, tmp_path)
     try:
         want = dict(prog.attach(COMMANDS))
         assert_left_alone(prog.pid)
-        first = None
-        for cmd in COMMANDS:
-            code, out, err = live(prog.pid, cmd.split())
-            assert (code, err) == (0, ""), (cmd, err)
-            assert comparable(cmd, out) == comparable(cmd, want[cmd]), \
-                "%s:\n--- gdb:\n%s\n--- --pid:\n%s" % (cmd, want[cmd], out)
-            assert_left_alone(prog.pid)
-            first = first or out
+        first = assert_same_by_pid(prog, want)
         assert_frames(first, prog.frames())
         # It goes on working, and the same stack is there again.
         prog.send("ping")

@@ -87,7 +87,7 @@ def test_stripped_build_by_pid(tmp_path, monkeypatch):
     build, through the library as the core reader chooses: the text gdb
     attached gives, the frames the program recorded, and the process left
     as it was."""
-    from test_live import COMMANDS, Waiting, assert_frames, assert_left_alone, comparable, live
+    from test_live import COMMANDS, Waiting, assert_frames, assert_left_alone, assert_same_by_pid
     build = manifest()["r21-O3"]
     stripped = stripped_copy(build["host"], tmp_path)
     monkeypatch.setenv("LJGDB_PROFILES", "")    # (gdb and --pid inherit it)
@@ -98,12 +98,7 @@ def test_stripped_build_by_pid(tmp_path, monkeypatch):
         assert re.search(r"^layout: +layout profile upstream-[0-9.]+-gc64\.json\.gz .*; its VM "
                          r"code found at 0x[0-9a-f]+ through the dispatch table ", want["linfo"],
                          re.M), want["linfo"]
-        for cmd in COMMANDS:
-            code, out, err = live(prog.pid, cmd.split())
-            assert (code, err) == (0, ""), (cmd, err)
-            assert comparable(cmd, out) == comparable(cmd, want[cmd]), \
-                "%s:\n--- gdb:\n%s\n--- --pid:\n%s" % (cmd, want[cmd], out)
-            assert_left_alone(prog.pid)
+        assert_same_by_pid(prog, want)
         assert_frames(want["lbt"], prog.frames())
         prog.quit()
     finally:

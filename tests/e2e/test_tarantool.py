@@ -63,15 +63,21 @@ def check(outs, expected, how, fibers=True):
         (how, out["lstates"])
 
 
+def fibers_program(binary, d):
+    """(fibers.lua started in tarantool binary and ready, the commands
+    check() wants the output of)."""
+    exp = os.path.join(d, "expected.txt")
+    p = HostProcess([binary, PROGRAM, exp], d, exp)
+    threads = [addr_of(r[2]) for r in p.expected if r[0] == "thread"]
+    (held,) = [addr_of(r[1]) for r in p.expected if r[0] == "retained"]
+    return p, ["linfo", "lthreads", "lgcstat", "lstates"] + \
+        ["lbt L=0x%x" % L for L in threads] + ["lgcstat --retained --json 0x%x" % held]
+
+
 def test_tarantool_fibers(tmp_path):
     d = str(tmp_path)
-    exp = os.path.join(d, "expected.txt")
-    p = HostProcess([TARANTOOL, PROGRAM, exp], d, exp)
+    p, cmds = fibers_program(TARANTOOL, d)
     try:
-        threads = [addr_of(r[2]) for r in p.expected if r[0] == "thread"]
-        (held,) = [addr_of(r[1]) for r in p.expected if r[0] == "retained"]
-        cmds = ["linfo", "lthreads", "lgcstat", "lstates"] + ["lbt L=0x%x" % L for L in threads] \
-            + ["lgcstat --retained --json 0x%x" % held]
         core = os.path.join(d, "gcore")
         check(p.attach(cmds, core), p.expected, "attached")
         check(core_outputs(TARANTOOL, core, cmds, d), p.expected, "gcore")
@@ -97,13 +103,8 @@ def test_stripped_tarantool_through_the_library(tmp_path, monkeypatch):
     stripped = os.path.join(d, "tarantool")
     subprocess.run(["strip", "-o", stripped, TARANTOOL], check=True)
     monkeypatch.setenv("LJGDB_PROFILES", "")        # the shipped set alone (gdb inherits it)
-    exp = os.path.join(d, "expected.txt")
-    p = HostProcess([stripped, PROGRAM, exp], d, exp)
+    p, cmds = fibers_program(stripped, d)
     try:
-        threads = [addr_of(r[2]) for r in p.expected if r[0] == "thread"]
-        (held,) = [addr_of(r[1]) for r in p.expected if r[0] == "retained"]
-        cmds = ["linfo", "lthreads", "lgcstat", "lstates"] + ["lbt L=0x%x" % L for L in threads] \
-            + ["lgcstat --retained --json 0x%x" % held]
         core = os.path.join(d, "gcore")
         for outs, how in ((p.attach(cmds, core), "attached"),
                           (core_outputs(stripped, core, cmds, d), "gcore")):
