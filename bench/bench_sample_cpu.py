@@ -3,7 +3,7 @@
 
   python3 bench/bench_sample_cpu.py [--samples N] [--modes deep,busy-interp,coroutines]
                                     [--gaps 0,0.001,0.01] [--stages] [--parts N]
-                                    [VARIANT]
+                                    [--no-gc] [VARIANT]
       (defaults: 800 samples, the three modes, gaps of 0, 1 and 10 ms, r21-gc64)
 
 Runs testprogs/lua/profile.lua MODE (deep: 200 Lua frames under a
@@ -29,6 +29,8 @@ its Python (LiveProcess.stop_and_copy), the whole sample, and the whole
 sample with the decode put off and done N samples at a time (the copies
 kept meanwhile; what decoding in batches would save: the decode runs on a
 warm CPU, but reads prototypes and traces later than now).
+
+--no-gc turns Python's cyclic collector off in this process first.
 
 --stages adds a table of where a sample's CPU goes (this thread's CPU
 time, time.thread_time, around each step of Recorder.sample): the C
@@ -208,8 +210,12 @@ def main():
     ap.add_argument("--gaps", default="0,0.001,0.01")
     ap.add_argument("--stages", action="store_true")
     ap.add_argument("--parts", type=int, default=0, metavar="N")
+    ap.add_argument("--no-gc", action="store_true")
     ap.add_argument("variant", nargs="?", default="r21-gc64")
     a = ap.parse_args()
+    if a.no_gc:
+        import gc
+        gc.disable()
     stages = Stages() if a.stages else None
     import tempfile
     host = manifest()[a.variant]["host"]
