@@ -402,9 +402,10 @@ class LldbTarget(Target):
         if mod is None or not mod.IsValid() or not mod.GetFileSpec().fullpath:
             return None
         path = mod.GetFileSpec().fullpath
-        if path.endswith("[vdso]"):
+        vaddr = a.GetFileAddress()
+        if path.endswith("[vdso]") or vaddr == lldb.LLDB_INVALID_ADDRESS:
             return None
-        return path, a.GetFileAddress()
+        return path, vaddr
 
     def thread(self) -> Optional[Any]:
         if not self.process.IsValid():

@@ -13,8 +13,9 @@ thread stopped by a signal.  Three parts:
             prints them ("app.lua:12", "[builtin#ipairs]", "C:myfunc")
 
 Two crashes with equal signatures are the same bug as far as a core can
-tell: the same signal at the same place of the same Lua code.  Addresses
-are left out (they differ from process to process); lines are kept.  The
+tell: the same signal at the same place of the same Lua code.  Run-time
+addresses are left out (they differ from process to process); lines, and
+a file's own addresses, are kept.  The
 key is one line of text, the same in `lbt --json` and in `triage`."""
 import os
 from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence
