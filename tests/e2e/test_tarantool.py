@@ -68,8 +68,12 @@ def fibers_program(binary, d):
     check() wants the output of)."""
     exp = os.path.join(d, "expected.txt")
     p = HostProcess([binary, PROGRAM, exp], d, exp)
-    threads = [addr_of(r[2]) for r in p.expected if r[0] == "thread"]
-    (held,) = [addr_of(r[1]) for r in p.expected if r[0] == "retained"]
+    try:
+        threads = [addr_of(r[2]) for r in p.expected if r[0] == "thread"]
+        (held,) = [addr_of(r[1]) for r in p.expected if r[0] == "retained"]
+    except BaseException:
+        p.stop()
+        raise
     return p, ["linfo", "lthreads", "lgcstat", "lstates"] + \
         ["lbt L=0x%x" % L for L in threads] + ["lgcstat --retained --json 0x%x" % held]
 
