@@ -324,6 +324,16 @@ class _SymbolSet(object):
 _file_symbols = {}      # ELF file -> its _SymbolSet, or False when it cannot be read
 
 
+def section_address(path: str, name: str) -> Optional[int]:
+    """The ELF address of section `name` of the file at path, or None (no
+    such file or section)."""
+    try:
+        s = _Elf(_map(path)).sections.get(name)
+    except (OSError, ValueError, struct.error):
+        return None
+    return None if s is None else s[2]
+
+
 def file_symbol_at(path: str, vaddr: int) -> Optional[str]:
     """The symbol of ELF file `path` (.symtab, .dynsym, PLT entries) that
     holds its link-time address vaddr, as gdb picks it (_SymbolSet.at), or

@@ -65,21 +65,6 @@ def phdrs(data: Union[bytes, 'mmap'], base: int = 0) -> List[Tuple[int, int, int
     return out
 
 
-def file_vaddr(path: str, file_offset: int) -> Optional[int]:
-    """The ELF address of the byte at file_offset of the file at path (the
-    PT_LOAD segment that holds it places it), or None (not an ELF file
-    here, or no segment holds that byte)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 16)
-    except OSError:
-        return None
-    for p_type, _, p_offset, p_vaddr, p_filesz, _ in phdrs(head):
-        if p_type == PT_LOAD and p_offset <= file_offset < p_offset + p_filesz:
-            return p_vaddr + file_offset - p_offset
-    return None
-
-
 def segments(path: str) -> List[Segment]:
     """[Segment] of the core's PT_LOAD headers, in file order."""
     with open(path, "rb") as f:

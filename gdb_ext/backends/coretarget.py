@@ -87,7 +87,9 @@ class CoreTarget(Target):
 
     def file_address(self, addr: int) -> Optional[Tuple[str, int]]:
         img = self.core.image_of(addr)
-        return (img.path, addr - img.bias) if img is not None and img.file else None
+        # (The file read, as gdb and lldb name the file they read: a
+        # library in a sysroot by its path there.)
+        return (img.file, addr - img.bias) if img is not None and img.file else None
 
     def mapped(self, addr: int) -> Optional[Tuple[int, int, Any]]:
         return self.core.mapped(addr)

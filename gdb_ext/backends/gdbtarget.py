@@ -12,6 +12,7 @@ import gdb  # noqa: F401  (only importable inside gdb)
 
 from ..layouts import buildid
 from . import corefile
+from .coredump import section_address
 from ..errors import FaultError, NotLuaJITError
 from ..layouts.layout import LUAJIT_SYMBOLS, TAG_ONLY_TYPES
 from ..vm.state import STATE_REGISTERS, register_candidates
@@ -330,24 +331,31 @@ class GdbTarget(Target):
         return out if has_perms else None
 
     def file_address(self, addr: int) -> Optional[Tuple[str, int]]:
-        """By `info proc mappings` (on a core too: its file-backed
-        mappings, from the core's NT_FILE note) and the file's program
-        headers."""
+        """By `info files`: the sections of the program and of each
+        library at their run-time addresses, as gdb read them (a library
+        from the sysroot; on a core without NT_FILE, as qemu-user writes
+        them, too), and the section's address in that file."""
         try:
-            text = gdb.execute("info proc mappings", to_string=True)
+            text = gdb.execute("info files", to_string=True)
         except gdb.error:
             return None
+        exe, in_exec = None, False
         for line in text.splitlines():
-            f = line.split()
-            if len(f) < 5 or not f[0].startswith("0x") or not f[-1].startswith("/"):
+            if line.startswith("Local "):
+                in_exec = line.startswith("Local exec file:")
                 continue
-            try:
-                start, end, offset = int(f[0], 16), int(f[1], 16), int(f[3], 16)
-            except ValueError:
+            m = re.match(r"\s*`(.*)', file type", line)
+            if m and in_exec and exe is None:
+                exe = m.group(1)
                 continue
-            if start <= addr < end:
-                vaddr = corefile.file_vaddr(f[-1], addr - start + offset)
-                return None if vaddr is None else (f[-1], vaddr)
+            m = re.match(r"\s*0x([0-9a-f]+) - 0x([0-9a-f]+) is (\S+)(?: in (.+))?$", line)
+            if not m or not in_exec or not int(m.group(1), 16) <= addr < int(m.group(2), 16):
+                continue
+            path = m.group(4) or exe
+            if path is None:
+                return None
+            base = section_address(path, m.group(3))
+            return None if base is None else (path, addr - int(m.group(1), 16) + base)
         return None
 
     def mappings(self) -> Optional[List[Tuple[int, int, str]]]:
