@@ -83,10 +83,10 @@ def thread_signature(t: 'Target', frames: Sequence[str]) -> Dict[str, Any]:
 
 
 def file_place(t: 'Target', pc: int) -> Optional[str]:
-    """FILE+0xADDR for code without a symbol: the file's name (the file
-    itself, not a link to it: the kernel's name, as every backend can say
-    it) and pc as an address of that file's own; None where no file holds
-    pc."""
+    """FILE+0xADDR for code without a symbol: the name of the file the
+    backend read (the file itself, not a link to it, so that every backend
+    names it alike) and pc as an address of that file's own; None where no
+    file holds pc."""
     got = t.file_address(pc)
     if got is None:
         return None
