@@ -51,6 +51,10 @@ NO_JIT = "-DLUAJIT_DISABLE_JIT"
 ARM64_CROSS = "aarch64-linux-gnu-"
 ARM64_SYSROOT = "/usr/aarch64-linux-gnu"
 ARM64_RUNNER = ["qemu-aarch64", "-L", ARM64_SYSROOT]
+# make's arguments for an arm64 cross build: it sets CROSS and not CC (the
+# Makefile prefixes CC with CROSS itself); HOST_CC builds buildvm for this
+# machine.
+ARM64_MAKE = ["HOST_CC=gcc", "CROSS=" + ARM64_CROSS, "TARGET_SYS=Linux"]
 # Built only when asked for by name or with --arm64 (they need the cross
 # tools; arm64 LuaJIT is always GC64 and dual-number).
 ARM64_VARIANTS = ("r21-arm64", "or-arm64", "r21-arm64-O3")
@@ -290,11 +294,8 @@ def build_variant(name, sources):
         unpack(source, files, tree)
         if ccopt:
             stamp_release(tree)
-        # (A cross build sets CROSS and not CC: the Makefile prefixes CC
-        # with CROSS itself; HOST_CC builds buildvm for this machine.)
-        cross = ["HOST_CC=gcc", "CROSS=" + ARM64_CROSS, "TARGET_SYS=Linux"] if arm64 else []
         make_static(os.path.join(tree, "src"), xcflags,
-                    cross + (["CCOPT=" + ccopt] if ccopt else []))
+                    (ARM64_MAKE if arm64 else []) + (["CCOPT=" + ccopt] if ccopt else []))
         os.rename(os.path.join(tree, "src"), srcdir)
         shutil.rmtree(tree)
         open(done, "w").close()

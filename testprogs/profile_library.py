@@ -49,7 +49,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from build import ARM64_CROSS, CACHE, NO_GC64, SRC, debian_sources_list, extract, fetch_debian, fetch_lupa, \
+from build import ARM64_MAKE, CACHE, NO_GC64, SRC, debian_sources_list, extract, fetch_debian, fetch_lupa, \
     log, make_static, pinned, run, sha256_file, stamp_release, unpack  # noqa: E402
 
 OUT = os.path.join(ROOT, "pkg", "profiles", "library")
@@ -156,7 +156,7 @@ def build(name, mode):
     # is the same build in later versions.)
     xcflags = NO_GC64 if mode == "x64" else "-DLUAJIT_ENABLE_GC64" if mode == "gc64" else ""
     xcflags = " ".join(x for x in (xcflags, XCFLAGS.get(name)) if x)
-    cross = ["HOST_CC=gcc", "CROSS=" + ARM64_CROSS, "TARGET_SYS=Linux"] if mode == "arm64" else []
+    cross = ARM64_MAKE if mode == "arm64" else []
     h = hashlib.sha256(("1|%s|%s|%s%s" % (name, inside, xcflags, "|arm64" if cross else ""))
                        .encode())
     for f in files:
