@@ -24,7 +24,7 @@ import os
 import signal
 import struct
 import time
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, TYPE_CHECKING
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, TYPE_CHECKING
 
 from ..errors import FaultError, LjError
 from .coredump import AARCH64, X86_64, Process, Thread
@@ -415,6 +415,48 @@ class LiveProcess(Process):
         is no C sampler (c_sampler_why says why) or this stop is beyond it
         (more threads than it holds): stop in Python then.  LjError as
         stopped() raises it."""
+        stopper = self._c_stopper(below, above, follows)
+        if stopper is None:
+            return None
+        with self.sigchld_blocked() as sigwait:
+            try:
+                st = stopper.stop(ranges, sigwait)
+            except StopFailed as e:
+                return self._stop_failed(e)
+        self.held_seconds, self.stop_wait = st.held, st.wait
+        self.threads, states, copied, tried = self._stopped_copy(st, ranges)
+        return states, copied, tried
+
+    def stops_and_copies(self, ranges: List[Tuple[int, int]], below: int, above: int,
+                         follows: Sequence[Tuple[int, ...]], due: Sequence[float]
+                         ) -> Optional[Tuple[List[Tuple[Any, ...]], Optional[LjError], bool]]:
+        """Stops as stop_and_copy makes one, at each of the times due
+        (time.monotonic's), made by the C sampler in one call: ([(threads,
+        states, copied, tried, held seconds, stop wait)] of the stops made,
+        the LjError that ended them or None, whether the stop after them is
+        to be made alone: it was beyond the batch (more threads than its
+        buffers hold, or no process_vm_readv)), or None when there is no C
+        sampler.  Fewer stops than asked and neither: a signal came in a
+        sleep (Ctrl-C)."""
+        stopper = self._c_stopper(below, above, follows)
+        if stopper is None:
+            return None
+        with self.sigchld_blocked() as sigwait:
+            got, failed = stopper.batch(ranges, sigwait, due)
+        out = []
+        try:
+            for st in got:
+                out.append(self._stopped_copy(st, ranges) + (st.held, st.wait))
+            if failed is not None:
+                self._stop_failed(failed)
+        except LjError as e:
+            return out, e, False
+        return out, None, failed is not None
+
+    def _c_stopper(self, below: int, above: int, follows: Sequence[Tuple[int, ...]]
+                   ) -> Optional[Stopper]:
+        """The C sampler (built or loaded at first use), following follows;
+        None when there is none (c_sampler_why says why)."""
         if self._stopper is None:
             lib, why = load()
             if lib is None:
@@ -428,29 +470,34 @@ class LiveProcess(Process):
         if list(follows) != self._follows:
             self._follows = list(follows)
             self._stopper.follow(self._follows)
-        with self.sigchld_blocked() as sigwait:
-            try:
-                st = self._stopper.stop(ranges, sigwait)
-            except StopFailed as e:
-                if e.errno == errno.ENOSYS:     # (no process_vm_readv: /proc/PID/mem in Python)
-                    self._stopper, self.c_sampler_why = False, "no process_vm_readv"
-                    return None
-                if e.errno == errno.E2BIG:
-                    return None
-                if e.errno == errno.ESRCH and e.tid == 0:
-                    raise LjError("process %d is gone" % self.pid)
-                if e.errno == errno.ETIMEDOUT:
-                    raise LjError("thread %d of process %d did not stop in %.0f s after "
-                                  "PTRACE_INTERRUPT" % (e.tid, self.pid, STOP_TIMEOUT))
-                raise LjError(refusal(self.pid, OSError(e.errno, os.strerror(e.errno))))
-        self.held_seconds, self.stop_wait = st.held, st.wait
+        return self._stopper
+
+    def _stop_failed(self, e: StopFailed) -> None:
+        """A failed C stop: None where the stop is to be made in Python
+        (no process_vm_readv, more threads than the C sampler holds), else
+        the LjError that says why."""
+        if e.errno == errno.ENOSYS:     # (no process_vm_readv: /proc/PID/mem in Python)
+            self._stopper, self.c_sampler_why = False, "no process_vm_readv"
+            return None
+        if e.errno == errno.E2BIG:
+            return None
+        if e.errno == errno.ESRCH and e.tid == 0:
+            raise LjError("process %d is gone" % self.pid)
+        if e.errno == errno.ETIMEDOUT:
+            raise LjError("thread %d of process %d did not stop in %.0f s after "
+                          "PTRACE_INTERRUPT" % (e.tid, self.pid, STOP_TIMEOUT))
+        raise LjError(refusal(self.pid, OSError(e.errno, os.strerror(e.errno))))
+
+    def _stopped_copy(self, st: Any, ranges: List[Tuple[int, int]]) -> Tuple[Any, ...]:
+        """(threads, {tid: (state, on a CPU)}, [(lo, bytes)], [(lo, hi) tried])
+        of a C stop's ptstop.Stopped."""
         pc = self.arch.pc
-        self.threads = [Thread(tid, regs, 0, regs[pc]) for tid, regs in st.threads]
-        if not self.threads:
+        threads = [Thread(tid, regs, 0, regs[pc]) for tid, regs in st.threads]
+        if not threads:
             raise LjError("process %d has no thread left to read" % self.pid)
         tried = list(ranges) + st.followed + [(lo, hi) for lo, hi, _ in st.stacks.values()]
-        return (st.states, st.ranges + [(lo, data) for lo, _, data in st.stacks.values()],
-                tried)
+        return (threads, st.states,
+                st.ranges + [(lo, data) for lo, _, data in st.stacks.values()], tried)
 
     def _block_sigchld(self) -> Optional[Set[int]]:
         """Block SIGCHLD in this thread for _wait's sleep (the old mask), or

@@ -530,3 +530,46 @@ fail:
     res->held_ns = now_ns() - start;
     return -1;
 }
+
+/* One stop of a batch: pts_sample's own buffers (each stop of a batch
+ * writes its own). */
+struct pts_call {
+    struct pts_thread *threads;
+    struct pts_range *ranges;
+    char *buf;
+    struct pts_follow *follows;
+    char *fbuf;
+    char *stacks;
+    struct pts_result *res;
+    int64_t max_threads;
+    uint64_t fbuf_size;
+};
+
+/* Stops made at the times due_ns[0..n) (CLOCK_MONOTONIC, absolute), each
+ * into its own call's buffers, with no Python between them: the sampler
+ * decodes them afterwards, together, on a CPU that has not idled since.
+ * *done: the stops made.  0 when all were made; EINTR when a signal came
+ * in a sleep (Ctrl-C: the caller's handler runs once this returns); -1
+ * when stop *done failed (its result says why; no thread is held). */
+int pts_batch(int pid, struct pts_call *calls, int n, const uint64_t *due_ns,
+              int nranges, int nfollows, uint64_t stack_below, uint64_t stack_above,
+              uint64_t stack_slot, int sp_index, int sigwait, int timeout_ms, int *done)
+{
+    int i;
+
+    *done = 0;
+    for (i = 0; i < n; i++) {
+        struct pts_call *c = &calls[i];
+        struct timespec ts;
+        ts.tv_sec = (time_t)(due_ns[i] / 1000000000ULL);
+        ts.tv_nsec = (long)(due_ns[i] % 1000000000ULL);
+        if (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+            return EINTR;
+        if (pts_sample(pid, c->threads, (int)c->max_threads, c->ranges, nranges, c->buf,
+                       c->follows, nfollows, c->fbuf, c->fbuf_size, stack_below, stack_above,
+                       c->stacks, stack_slot, sp_index, sigwait, timeout_ms, c->res) != 0)
+            return -1;
+        *done = i + 1;
+    }
+    return 0;
+}

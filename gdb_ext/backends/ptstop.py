@@ -115,6 +115,11 @@ def load() -> Tuple[Optional[ctypes.CDLL], str]:
         ctypes.POINTER(_Follow), ctypes.c_int, ctypes.c_char_p, ctypes.c_uint64,
         ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_uint64,
         ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Result))
+    lib.pts_batch.restype = ctypes.c_int
+    lib.pts_batch.argtypes = (
+        ctypes.c_int, ctypes.POINTER(_Call), ctypes.c_int, ctypes.POINTER(ctypes.c_uint64),
+        ctypes.c_int, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64,
+        ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int))
     _loaded = (lib, "")
     return _loaded
 
@@ -137,6 +142,50 @@ class Stopped(object):
         self.wait = 0.0
 
 
+class _Call(ctypes.Structure):
+    _fields_ = [("threads", ctypes.c_void_p), ("ranges", ctypes.c_void_p),
+                ("buf", ctypes.c_void_p), ("follows", ctypes.c_void_p),
+                ("fbuf", ctypes.c_void_p), ("stacks", ctypes.c_void_p),
+                ("res", ctypes.c_void_p), ("max_threads", ctypes.c_int64),
+                ("fbuf_size", ctypes.c_uint64)]
+
+
+class _Slot(object):
+    """The buffers one stop writes: the threads, each thread's stack, the
+    ranges of the plan, the followed objects (ptstop.c's pts_sample
+    arguments; a batch has one slot per stop)."""
+
+    def __init__(self, nthreads: int, stack_slot: int) -> None:
+        self.nthreads = nthreads
+        self.threads = (_Thread * nthreads)()
+        self.stacks = ctypes.create_string_buffer(nthreads * stack_slot)
+        self.ranges = (_Range * 1)()
+        self.plan = None            # the ranges the buffers are laid out for
+        self.buf = ctypes.create_string_buffer(1)
+        self.follows = (_Follow * 1)()
+        self.followed = None        # what follows holds
+        self.fbuf = ctypes.create_string_buffer(FOLLOWED)
+        self.result = _Result()
+
+    def lay_out(self, ranges: List[Tuple[int, int]],
+                follows: List[Tuple[int, int, int, int, int, int, int, int]]) -> None:
+        if ranges != self.plan:
+            rs = (_Range * max(len(ranges), 1))()
+            off = 0
+            for i, (lo, hi) in enumerate(ranges):
+                rs[i].lo, rs[i].hi, rs[i].offset = lo, hi, off
+                off += hi - lo
+            self.ranges, self.plan = rs, list(ranges)
+            if len(self.buf) < off:
+                self.buf = ctypes.create_string_buffer(off)
+        if follows != self.followed:
+            self.follows = (_Follow * max(len(follows), 1))()
+            for f, v in zip(self.follows, follows):
+                (f.at, f.mask, f.at_size, f.size, f.array_at, f.array_at_size, f.count_at,
+                 f.item) = v
+            self.followed = list(follows)
+
+
 class Stopper(object):
     """pts_sample over one process; below/above: the stack copied around
     each thread's stack pointer; sp_index: its word in NT_PRSTATUS."""
@@ -148,78 +197,94 @@ class Stopper(object):
         self.below, self.above = below, above
         self.slot = below + above + 2 * 4096
         self.timeout_ms = int(timeout * 1000)
-        self.nthreads = 16          # room for so many threads (grown when a stop needs more)
-        self.threads = (_Thread * self.nthreads)()
-        self.stacks = ctypes.create_string_buffer(self.nthreads * self.slot)
-        self.ranges = (_Range * 0)()
-        self.plan = None            # the ranges the buffers are laid out for
-        self.buf = ctypes.create_string_buffer(1)
-        self.result = _Result()
-        self.follows = (_Follow * 1)()
-        self.nfollows = 0
-        self.fbuf = ctypes.create_string_buffer(FOLLOWED)
+        # Room for 16 threads at first (a stop that needs more grows it).
+        self.slots = [_Slot(16, self.slot)]
+        self.follows = []
 
     def follow(self, follows: Sequence[Tuple[int, int, int, int, int, int, int, int]]) -> None:
         """The objects each stop copies at an address it reads then (ptstop.c's
         pts_follow): [(at, mask, at_size, size, array_at, array_at_size,
         count_at, item)]."""
-        self.follows = (_Follow * max(len(follows), 1))()
-        for f, v in zip(self.follows, follows):
-            (f.at, f.mask, f.at_size, f.size, f.array_at, f.array_at_size, f.count_at,
-             f.item) = v
-        self.nfollows = len(follows)
+        self.follows = list(follows)
 
-    def _lay_out(self, ranges: List[Tuple[int, int]]) -> None:
-        if ranges == self.plan:
-            return
-        rs = (_Range * max(len(ranges), 1))()
-        off = 0
-        for i, (lo, hi) in enumerate(ranges):
-            rs[i].lo, rs[i].hi, rs[i].offset = lo, hi, off
-            off += hi - lo
-        self.ranges, self.plan = rs, list(ranges)
-        if len(self.buf) < off:
-            self.buf = ctypes.create_string_buffer(off)
+    def raw_stop(self, ranges: List[Tuple[int, int]], sigwait: bool) -> int:
+        """pts_sample into the first slot, its return code (the result in
+        the slot)."""
+        s = self.slots[0]
+        s.lay_out(ranges, self.follows)
+        return self.lib.pts_sample(self.pid, s.threads, s.nthreads, s.ranges, len(ranges), s.buf,
+                                   s.follows, len(self.follows), s.fbuf, len(s.fbuf),
+                                   self.below, self.above, s.stacks, self.slot, self.sp_index,
+                                   int(sigwait), self.timeout_ms, ctypes.byref(s.result))
 
     def stop(self, ranges: List[Tuple[int, int]], sigwait: bool) -> Stopped:
         """One stop: the threads' states, then registers of every thread,
         the ranges [(lo, hi)] and each thread's stack.  StopFailed when the
         C side failed (every thread let go)."""
-        self._lay_out(ranges)
-        rs, r = self.ranges, self.result
         while True:
-            rc = self.lib.pts_sample(self.pid, self.threads, self.nthreads, rs, len(ranges),
-                                     self.buf, self.follows, self.nfollows, self.fbuf,
-                                     len(self.fbuf), self.below, self.above, self.stacks,
-                                     self.slot,
-                                     self.sp_index, int(sigwait), self.timeout_ms,
-                                     ctypes.byref(r))
-            if rc == 0 or r.err != errno.E2BIG or self.nthreads >= MAX_THREADS:
+            rc = self.raw_stop(ranges, sigwait)
+            r, n = self.slots[0].result, self.slots[0].nthreads
+            if rc == 0 or r.err != errno.E2BIG or n >= MAX_THREADS:
                 break
-            self.nthreads = min(MAX_THREADS, 4 * self.nthreads)     # (and again)
-            self.threads = (_Thread * self.nthreads)()
-            self.stacks = ctypes.create_string_buffer(self.nthreads * self.slot)
+            self.slots = [_Slot(min(MAX_THREADS, 4 * n), self.slot)]     # (and again)
         if rc != 0:
             raise StopFailed(r.err, r.err_tid)
+        return self._read(self.slots[0], len(ranges))
+
+    def batch(self, ranges: List[Tuple[int, int]], sigwait: bool, due: Sequence[float]
+              ) -> Tuple[List[Stopped], Optional["StopFailed"]]:
+        """A stop at each of the CLOCK_MONOTONIC times due (seconds, as
+        time.monotonic gives them), made by pts_batch in one call, each
+        into a slot of its own: ([what each stop made read], the StopFailed
+        of the stop that failed, or None).  A signal in a sleep ends the
+        batch early, with the stops made so far."""
+        n = len(due)
+        want = self.slots[0].nthreads
+        while len(self.slots) < n:
+            self.slots.append(_Slot(want, self.slot))
+        calls = (_Call * n)()
+        for c, s in zip(calls, self.slots):
+            if s.nthreads != want:
+                s.__init__(want, self.slot)
+            s.lay_out(ranges, self.follows)
+            (c.threads, c.ranges, c.buf, c.follows, c.fbuf, c.stacks, c.res) = (
+                ctypes.addressof(b) for b in (s.threads, s.ranges, s.buf, s.follows, s.fbuf,
+                                              s.stacks, s.result))
+            c.max_threads, c.fbuf_size = s.nthreads, len(s.fbuf)
+        times = (ctypes.c_uint64 * n)(*(int(d * 1e9) for d in due))
+        done = ctypes.c_int()
+        rc = self.lib.pts_batch(self.pid, calls, n, times, len(ranges), len(self.follows),
+                                self.below, self.above, self.slot, self.sp_index, int(sigwait),
+                                self.timeout_ms, ctypes.byref(done))
+        got = [self._read(self.slots[i], len(ranges)) for i in range(done.value)]
+        failed = None
+        if rc == -1:
+            r = self.slots[done.value].result
+            failed = StopFailed(r.err, r.err_tid)
+        return got, failed
+
+    def _read(self, s: _Slot, nranges: int) -> Stopped:
+        """What the stop in slot s read."""
         out = Stopped()
+        r, rs = s.result, s.ranges
         out.held, out.wait = r.held_ns / 1e9, r.wait_ns / 1e9
-        buf = self.buf
-        for i in range(len(ranges)):
+        buf = s.buf
+        for i in range(nranges):
             got = rs[i].got
             if got > 0:
                 off = rs[i].offset
                 out.ranges.append((rs[i].lo, buf[off:off + got]))
-        fbuf = self.fbuf
-        for i in range(self.nfollows):
-            for got in (self.follows[i].obj, self.follows[i].array):
+        fbuf = s.fbuf
+        for i in range(len(self.follows)):
+            for got in (s.follows[i].obj, s.follows[i].array):
                 if got.hi > got.lo:
                     out.followed.append((got.lo, got.hi))
                     if got.got > 0:
                         out.ranges.append((got.lo, fbuf[got.offset:got.offset + got.got]))
-        stacks, slot, names = self.stacks, self.slot, self.names
+        stacks, slot, names = s.stacks, self.slot, self.names
         k = len(names)
         for i in range(r.nthreads):
-            th = self.threads[i]
+            th = s.threads[i]
             state = th.sched.decode() if th.sched != b"\0" else None
             out.states[th.tid] = (state, bool(th.running[0]) if state == "R" else False)
             if th.state != 0:
