@@ -34,6 +34,7 @@ import argparse
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -296,7 +297,11 @@ def main():
         for r in [float(x) for x in a.rates.split(",")]:
             measure("ljgdb record %g Hz" % r, lua, record_argv(r), record_pause)
         measure("lprofile 100 Hz (gdb)", lua, lprofile_argv, lprofile_stats)
-        measure("py-spy record 100 Hz (Python)", py, pyspy_argv)
+        if shutil.which("py-spy"):
+            measure("py-spy record 100 Hz (Python)", py, pyspy_argv)
+        else:
+            sys.stderr.write("bench_record: no py-spy on PATH, its row left out "
+                             "(pip install py-spy)\n")
         first = float(a.rates.split(",")[0])
         in_python = dict(os.environ, LJGDB_SAMPLER="python")
         measure("ljgdb record %g Hz, Python sampler" % first, lua, record_argv(first),

@@ -89,7 +89,7 @@ class Stages(object):
         """Time ptstop.c's pts_sample of proc's C stopper (once it has one)."""
         st = proc._stopper
         if st and not isinstance(st.lib, _Lib):
-            st.lib = _Lib(st.lib.pts_sample, self._timed("the C stop", st.lib.pts_sample))
+            st.lib = _Lib(st.lib, self._timed("the C stop", st.lib.pts_sample))
 
     def rows(self, n, total):
         """[(label, us a sample)]; the C stop is inside "Python around"."""
@@ -108,6 +108,9 @@ class Stages(object):
 class _Lib(object):
     def __init__(self, raw, timed):
         self.raw, self.pts_sample = raw, timed
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
 
 
 def measure(host, mode, n, gaps, tmp, stages=None, batch=0):
@@ -156,7 +159,6 @@ def _measure(proc, rec, mode, n, gaps, stages, batch):
 
 def parts(proc, rec, n, gap, batch):
     """[(part, us of CPU a sample)] at a gap's pace (module docstring)."""
-    import ctypes
     from gdb_ext.stack import recorder as R
 
     def run(f):
@@ -174,11 +176,7 @@ def parts(proc, rec, n, gap, batch):
     st = rec.proc._stopper
 
     def c_stop():
-        st._lay_out(rec.plan)
-        st.lib.pts_sample(st.pid, st.threads, st.nthreads, st.ranges, len(rec.plan), st.buf,
-                          st.follows, st.nfollows, st.fbuf, len(st.fbuf), st.below, st.above,
-                          st.stacks, st.slot, st.sp_index, 1, st.timeout_ms,
-                          ctypes.byref(st.result))
+        st.raw_stop(rec.plan, True)
 
     def decode(got, threads):
         cpu, copied, tried = got
@@ -197,9 +195,19 @@ def parts(proc, rec, n, gap, batch):
                 decode(got, threads)
             del pending[:]
 
+    def c_batches():
+        k = max(1, n // batch)
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
+        for _ in range(k):
+            now = time.monotonic()
+            rec.sample_batch([now + gap * (i + 1) for i in range(batch)])
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        return 1e6 * (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / (k * batch)
+
     rows = [("the sleep alone", run(lambda: None)), ("the C stop alone", run(c_stop))]
     rows += [("the C stop with its Python", run(stop)), ("the whole sample", run(rec.sample)),
-             ("the whole sample, decoded %d at a time" % batch, run(batched))]
+             ("the whole sample, decoded %d at a time" % batch, run(batched)),
+             ("%d stops in one C call, then decoded (record's way)" % batch, c_batches())]
     return rows
 
 

@@ -24,6 +24,10 @@ FLAGS = ("--idle", "--native", "--nonblocking")
 # A median wait for the stop above this (seconds), or a share of the stacks
 # kept from threads that waited for a CPU above this, gets a warning.
 LATE_STOP = 0.001
+# Stops made in one call of the C sampler, decoded together after the last
+# (Recorder.sample_batch): as many as BATCH_SECONDS hold, at most MAX_BATCH.
+BATCH_SECONDS = 0.1
+MAX_BATCH = 10
 WAITING_SHARE = 0.2
 SYSCALL_TABLES = {"x86_64": "amd64-linux.xml", "aarch64": "aarch64-linux.xml"}
 
@@ -140,33 +144,49 @@ class Session(object):
             self.proc.close()
 
     def _loop(self, start, period, duration, on_sample):
+        batch = max(1, min(MAX_BATCH, int(BATCH_SECONDS / period)))
         due = start
         while not self.stop_asked:
-            due += period * random.uniform(0.5, 1.5)
-            if duration is not None and due - start > duration:
+            dues = []
+            while len(dues) < (batch if self.rec.can_batch() else 1):
+                due += period * random.uniform(0.5, 1.5)
+                if duration is not None and due - start > duration:
+                    break
+                dues.append(due)
+            if not dues:
                 break
-            wait = due - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-            elif wait < -period * 10:
-                due = time.monotonic()      # (far behind: do not burst to catch up)
-            if self.stop_asked:
-                break
-            try:
-                s = self.rec.sample()
-            except LjError as e:
+            now = time.monotonic()
+            if dues[0] < now - period * 10:
+                # (far behind: do not burst to catch up)
+                due = now
+                continue
+            if len(dues) > 1:
+                samples, err = self.rec.sample_batch(dues)
+            else:
+                if dues[0] > now:
+                    time.sleep(dues[0] - now)
+                if self.stop_asked:
+                    break
+                samples, err = [], None
+                try:
+                    samples.append(self.rec.sample())
+                except LjError as e:
+                    err = e
+            for s in samples:
+                self.pauses.append(s.pause)
+                self.waits.append(s.stop_wait)
+                for tid, keys, G in s.stacks:
+                    self.names.learn(keys, G)
+                if on_sample is not None:
+                    on_sample(self)
+            if err is not None:
                 if _gone(self.proc.pid):
                     self.ended = "process %d exited" % self.proc.pid
                     break
                 self.errors += 1
-                self.last_error = str(e)
-                continue
-            self.pauses.append(s.pause)
-            self.waits.append(s.stop_wait)
-            for tid, keys, G in s.stacks:
-                self.names.learn(keys, G)
-            if on_sample is not None:
-                on_sample(self)
+                self.last_error = str(err)
+            if duration is not None and due - start > duration:
+                break
 
     def _ask_stop(self, signo, frame):
         self.stop_asked = True
@@ -291,8 +311,9 @@ pprof (gzipped profile.proto, for go tool pprof).
 
 Each sample holds the process only while it copies the registers, the C
 stacks and the VM's state (lua_States and their stacks); the stacks are
-decoded while the process runs on.  A thread counts when the kernel has it
-running or runnable, also inside a system call.
+decoded while the process runs on, a tenth of a second of samples at a
+time.  A thread counts when the kernel has it running or runnable, also
+inside a system call.
 
   --idle         also count sleeping threads, with the system call they
                  wait in as their innermost frame

@@ -31,7 +31,7 @@ Placement of areas (the "allocation target"):
   reach every other and the exit handler.
 The engine never prints: everything below returns data.
 """
-from typing import List, Optional, TYPE_CHECKING, Tuple, Union
+from typing import Callable, List, Optional, TYPE_CHECKING, Tuple, Union
 import struct
 
 from ..errors import CorruptError, FaultError, NotLuaJITError
@@ -39,6 +39,7 @@ from ..vm.protoinfo import cached_proto, debug_line
 from ..vm.objects import Trace
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from ..layouts.layout import Layout
     from ..target import Field
     from ..vm.state import VM
 
@@ -129,6 +130,37 @@ def jit_state(vm: 'VM') -> JitState:
 
 # --------------------------------------------------------------------------
 # Traces
+
+def mcode_stamp(lay: 'Layout', GG: int, read: Callable[[int, int], bytes]
+                ) -> Optional[Tuple[int, int]]:
+    """(J->mcarea, J->mctop) of the VM whose GG_State is at GG, read with
+    read(addr, n) (a moment's copy, or the process as it is now); None in a
+    build without the JIT compiler.  FaultError as read raises it."""
+    if not lay.jit or lay.J is None:
+        return None
+    a, t = lay.J.field("mcarea"), lay.J.field("mctop")
+    J = GG + lay.GG.J
+    lo, hi = min(a.offset, t.offset), max(a.offset + a.size, t.offset + t.size)
+    buf = read(J + lo, hi - lo)
+    return (int.from_bytes(buf[a.offset - lo:a.offset - lo + a.size], "little"),
+            int.from_bytes(buf[t.offset - lo:t.offset - lo + t.size], "little"))
+
+
+def traces_kept(then: Optional[Tuple[int, int]], now: Optional[Tuple[int, int]]) -> bool:
+    """Whether the traces of the moment whose mcode_stamp was `then` are
+    still there, each with its machine code, at the moment of `now`.
+    LuaJIT frees machine code only all at once, on a flush (R lj_trace.c
+    lj_trace_flushall -> lj_mcode_free: J->mcarea NULL, every area
+    unmapped), and new code goes below J->mctop of the current area (R
+    lj_mcode.c lj_mcode_commit).  So the same current area with its top not
+    moved up means no flush came between; a new area may have been a
+    flush (an area mapped afresh can take an old one's address, but its
+    top starts at the end again): not kept, so a trace looked up now is
+    not taken for one of then."""
+    if then is None:
+        return True
+    return now is not None and now[0] == then[0] and now[1] <= then[1]
+
 
 class TraceObj(Trace):
     """A GCtrace with everything ltrace shows (objects.Trace plus more)."""

@@ -18,7 +18,19 @@ stack walker (samples.thread_stack, as lprofile does in gdb).  What the
 decoder reads beyond the copy is read then: prototypes (their bytecode and
 line tables), closures' prototypes, strings, traces; none of those change
 while they live, and a prototype named by an earlier sample is checked
-against its header before its name is reused (ProtoNames).
+against its header before its name is reused (ProtoNames).  The traces
+are looked up in the process as it is at the decode: a sample whose VM's
+machine code may have been flushed since its stop (jit.traces_kept) is
+dropped and counted (TRACES_MOVED).
+
+record makes its stops in batches (sample_batch): the C sampler makes a
+batch's stops (0.1 s of them) in one call, each at its time, and the
+copies are decoded together after the last, on a CPU that did not idle in
+between; what the decoder reads beyond a copy is then read up to 0.1 s
+after its stop, not about 1 ms after.  A closure freed since and its
+memory taken by another one of the same size would be named by the other
+one's prototype (the frame's pc then lies outside that prototype's
+bytecode, and its line is usually given as not known).
 
 The copy is made of target blocks (the Target's own read cache): a
 block the decoder reads is either wholly from the moment of the stop or
@@ -49,6 +61,7 @@ from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Set
 
 from .. import consts as C
 from ..errors import CorruptError, FaultError, LjError
+from ..jit.jit import mcode_stamp, traces_kept
 from ..target import BLOCK
 from ..vm.cframe import CFRAME_OFS, CFRAME_RAWMASK
 from ..vm.state import VM
@@ -76,6 +89,8 @@ MAX_MACHINE_FRAMES = 512
 # Why a sample was not kept, beyond samples.DROP_REASONS.
 CHANGED = "changed while read"
 NOT_PLACED = "running (no registers without a stop)"
+MISSED = "batched copy lacked a range"
+TRACES_MOVED = "traces changed before the decode"
 
 
 class Moment(object):
@@ -196,13 +211,15 @@ def copy_moment(t: 'Target', lay: 'Layout', Gs: Iterable[int], threads: List[Any
                 recent: Dict[int, List[int]], arch: str, sp_reg: str,
                 maps: List[Tuple[int, int, str]],
                 reread: Optional[Callable[[], List[Tuple[int, int, str]]]] = None,
-                tried: Optional[List[Tuple[int, int]]] = None
+                tried: Optional[List[Tuple[int, int]]] = None, optional_recent: bool = False
                 ) -> Tuple[Moment, Dict[int, Set[int]]]:
     """Copy the moment's mutable state (the module's list) into t's block
     cache, while the process is held; ({tid: lua_States copied for it}).
     recent: lua_States each thread ran in earlier samples; maps, reread,
     tried: as Moment takes them (tried: check a copy already in the cache,
-    Miss when it lacks a range; nothing is read then)."""
+    Miss when it lacks a range; nothing is read then); optional_recent: a
+    batch's check, where a lua_State of `recent` the copy lacks is passed
+    over."""
     mom = Moment(t, maps, reread, tried)
     cfo = CFRAME_OFS.get((arch, lay.gc64))
     states = {}
@@ -236,17 +253,23 @@ def copy_moment(t: 'Target', lay: 'Layout', Gs: Iterable[int], threads: List[Any
                 todo.append(guess)
             except FaultError:
                 pass
+        # Checking a batch's copy (tried, lay.has_cur_L): the lua_States of
+        # earlier samples are a hint, not a need (the running one is
+        # followed, its resumers are found through its C frames); one
+        # the copy lacks is passed over, not a Miss (the stops of a batch
+        # were all planned before the samples that ran them were decoded).
+        hints = set(recent.get(th.tid, ())) - base if optional_recent else set()
         seen = set()
         while todo and len(seen) < MAX_CHAIN:
             L = todo.pop()
             if L == guess and lay.has_cur_L and not mom.holds(L, L + Lsize):
                 continue
-            # (copied before it is looked at: a check reads only the copy)
-            if L in seen or not L or L & 7 or not mom.copy(L, L + Lsize) or \
-                    not any(_is_thread(t, lay, L, G) for G in Gs):
-                continue
-            seen.add(L)
             try:
+                # (copied before it is looked at: a check reads only the copy)
+                if L in seen or not L or L & 7 or not mom.copy(L, L + Lsize) or \
+                        not any(_is_thread(t, lay, L, G) for G in Gs):
+                    continue
+                seen.add(L)
                 stack = t.uint(L + lay.L.stack, lay.mref_size)
                 size = t.u32(L + lay.L.stacksize)
                 mom.copy(stack, stack + 8 * size)
@@ -256,9 +279,15 @@ def copy_moment(t: 'Target', lay: 'Layout', Gs: Iterable[int], threads: List[Any
                         break
                     mom.copy(cf, cf + 64)
                     todo.append(_ref(t, lay, cf + cfo["L"]))
+                    if L in hints and todo[-1] not in base:
+                        hints.add(todo[-1])     # (a hint's resumers are hints too)
                     cf = t.uint(cf + cfo["prev"], lay.ptr_size) & CFRAME_RAWMASK
             except FaultError:
                 continue
+            except Miss:
+                if L not in hints:
+                    raise
+                seen.discard(L)
         states[th.tid] = seen
     return mom, states
 
@@ -329,6 +358,7 @@ class Recorder(object):
         self.follows = running_states(lay, self.Gs)
         self.fast = 0               # samples stopped by the C sampler
         self.retakes = 0            # its stops made again (the copy lacked a range)
+        self.missed = False         # a copy of the last batch lacked a range
 
     # --- one sample ---------------------------------------------------------
     def sample(self) -> Sample:
@@ -363,9 +393,66 @@ class Recorder(object):
             threads, mom, seen, states = got
             self.fast += 1
         self.plan = merged(mom.ranges)
+        self.missed = False
         out.copied = mom.bytes
         self.decode(out, threads, seen, states)
         return out
+
+    def can_batch(self) -> bool:
+        """Whether sample_batch can stop in C: a stop was made already, the
+        sampler stops the process (not nonblocking), the C sampler is
+        there, the VM keeps its running lua_State (g->cur_L: 2.0 does not,
+        and the thread it runs is a need there, found in the interpreter's
+        C frame), and the last batch's copies lacked nothing (else the next
+        is one sample(), which makes its stop again when the copy lacks a
+        range, so the plan is whole again)."""
+        return self.plan is not None and not self.nonblocking and self.lay.has_cur_L and \
+            self.proc._stopper is not False and not self.missed
+
+    def sample_batch(self, due: List[float]) -> Tuple[List[Sample], Optional[LjError]]:
+        """Samples at the times due (time.monotonic's): the C sampler makes
+        every stop in one call, with no Python between them, and the copies
+        are decoded after the last, on a CPU that did not idle in between
+        (a sample decoded right after a 10 ms sleep costs twice the CPU
+        here: docs/benchmarks.md).  The decode reads prototypes and traces
+        up to the batch's length after their stop (the prototypes checked
+        as sample() checks them).  A copy that lacks a range (a Lua stack
+        moved, a coroutine not followed) cannot be made again: its threads
+        are dropped (MISSED), the range joins the plan, and the next sample
+        is sample()'s (can_batch).  ([samples made], the LjError that ended
+        the batch or None); where a stop is beyond the C sampler, one
+        sample() is made in its place."""
+        got = self.proc.stops_and_copies(self.plan, RED_ZONE, CSTACK, self.follows, due)
+        if got is None:
+            return [], None
+        stops, err, stops_short = got
+        out = []
+        for threads, cpu, copied, tried, held, wait in stops:
+            s = Sample()
+            s.pause, s.stop_wait = held, wait
+            try:
+                mom, seen = self.checked_copy(threads, copied, tried, batch=True)
+            except Miss as m:
+                self.plan = merged(self.plan + [(m.lo, m.hi)])
+                self.retakes += 1
+                self.missed = True
+                self.prof.samples += 1
+                for th in threads:
+                    self._drop(s, th.tid, MISSED)
+                out.append(s)
+                continue
+            self.fast += 1
+            s.copied = mom.bytes = sum(len(data) for _, data in copied)
+            self.plan = merged(mom.ranges)
+            self.waiting = set(tid for tid, (st, on) in cpu.items() if st == "R" and not on)
+            self.decode(s, threads, seen, {tid: st for tid, (st, _) in cpu.items()})
+            out.append(s)
+        if err is None and stops_short:
+            try:
+                out.append(self.sample())
+            except LjError as e:
+                err = e
+        return out, err
 
     def decode(self, out: Sample, threads: List[Any], seen: Dict[int, Set[int]],
                states: Dict[int, Optional[str]]) -> None:
@@ -373,9 +460,33 @@ class Recorder(object):
         (threads, {tid: lua_States copied}, {tid: state letter}), into out."""
         self.proc.threads = threads
         self.prof.samples += 1
-        for i, th in enumerate(threads):
-            self._one_thread(out, i, th, states.get(th.tid), seen.get(th.tid, ()))
+        if not self._traces_kept():
+            for th in threads:
+                self._drop(out, th.tid, TRACES_MOVED)
+        else:
+            for i, th in enumerate(threads):
+                self._one_thread(out, i, th, states.get(th.tid), seen.get(th.tid, ()))
         self.proc.threads = []
+
+    def _traces_kept(self) -> bool:
+        """Whether each VM's traces are still those of the moment in the
+        block cache (jit.traces_kept): the decode looks a trace up in the
+        process as it is now, and a flush since the stop could give a new
+        trace at an old one's address."""
+        t, lay = self.t, self.lay
+        for G in self.Gs:
+            gg = G - lay.GG.g
+            try:
+                then = mcode_stamp(lay, gg, t.read)
+            except FaultError:
+                continue            # (no jit_State in the copy: no trace is looked up)
+            try:
+                now = mcode_stamp(lay, gg, t.read_raw)
+            except FaultError:
+                now = None
+            if not traces_kept(then, now):
+                return False
+        return True
 
     def _fast(self, out: Sample) -> Optional[Tuple[List[Any], Moment, Dict[int, Set[int]],
                                                    Dict[int, Optional[str]]]]:
@@ -406,7 +517,8 @@ class Recorder(object):
         return None
 
     def checked_copy(self, threads: List[Any], copied: List[Tuple[int, bytes]],
-                     tried: List[Tuple[int, int]]) -> Tuple[Moment, Dict[int, Set[int]]]:
+                     tried: List[Tuple[int, int]], batch: bool = False
+                     ) -> Tuple[Moment, Dict[int, Set[int]]]:
         """The C sampler's copy ([(lo, bytes)], the ranges it tried) made
         the target's block cache, and checked by copy_moment reading the
         copy alone: (moment, {tid: lua_States copied}); Miss when it lacks
@@ -419,7 +531,8 @@ class Recorder(object):
                 blocks[lo + k] = data[k:k + BLOCK]
         with _copy_only(t):
             return copy_moment(t, self.lay, self.Gs, threads, self.recent, self.arch,
-                               self.sp_reg, self.proc.mappings(), self.proc.reread_maps, tried)
+                               self.sp_reg, self.proc.mappings(), self.proc.reread_maps, tried,
+                               batch and self.lay.has_cur_L)
 
     def _one_thread(self, out: Sample, index: int, th: Any, state: Optional[str],
                     seen: Iterable[int]) -> None:

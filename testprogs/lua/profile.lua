@@ -157,6 +157,18 @@ elseif mode == "deep" then
     end
   end
   down(depth)
+elseif mode == "flush" then
+  -- For record's decode after the stop: spin's loop runs as a trace, and
+  -- every 20 ms jit.flush() frees all machine code (lj_trace_flushall),
+  -- so the loop is compiled again; the file holds
+  -- the lines of the loop below.
+  lines.flush = debug.getinfo(1, "l").currentline + 4
+  save({})
+  local last = now()
+  while true do
+    spin(N)
+    if now() - last >= 0.02 then jit.flush(); last = now() end
+  end
 end
 
 error("unknown mode " .. tostring(mode))

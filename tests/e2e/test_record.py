@@ -351,6 +351,102 @@ def test_coroutines_taking_turns(tmp_path):
         prog.close()
 
 
+def test_stops_batched_in_c(tmp_path):
+    """record's way at 100 Hz: the C sampler makes ten stops in one call,
+    each at its time, and the copies are decoded after the last
+    (Recorder.sample_batch).  Each of the ten samples is of its own
+    moment: profile.lua `coroutines` switches coroutines between any two,
+    and every stack kept stands in a coroutine's body or spin's loop at
+    the lines the program recorded, or in the main chunk's resume.  A
+    copy that lacks a range cannot be made again afterwards: with the plan
+    emptied, the batch's stops lack the VM state, and every thread of
+    each is dropped (counted, never decoded from the process as it is
+    now); the next sample is then a single one, made again when its copy
+    lacks a range, and the batch after it keeps every stack."""
+    from gdb_ext.backends.live import open_process, sampling_target
+    from gdb_ext.stack.recorder import MISSED, Recorder
+    prog = Profiled("r21-gc64", tmp_path, "coroutines")
+    try:
+        proc = open_process(prog.pid)
+        rec = Recorder(proc, *sampling_target(proc))
+        with proc.sigchld_blocked():
+            rec.sample()                    # (the first stop: Python's)
+            assert rec.can_batch(), proc.c_sampler_why
+            lines = prog.times()[1]
+            ok = {lines["body"], lines["resume"]} | {lines["spin"] + d for d in (-1, 0, 1)}
+            start = time.monotonic()
+            due = [start + 0.01 * (i + 1) for i in range(10)]
+            samples, err = rec.sample_batch(due)
+            assert time.monotonic() >= due[-1]
+            assert err is None and len(samples) == 10 and rec.fast == 10, (err, samples)
+            body = 0
+            for s in samples:
+                assert len(s.stacks) == 1 and not s.dropped, (s.stacks, s.dropped)
+                got = [k[2] for k in s.stacks[0][1] if k[0] == "L"]
+                assert got and set(got) <= ok, (got, ok)
+                body += lines["body"] in got
+            assert body >= 8, samples
+            rec.plan = []
+            samples, err = rec.sample_batch([time.monotonic() + 0.005 * (i + 1)
+                                             for i in range(3)])
+            assert err is None and len(samples) == 3 and rec.retakes == 3, (err, rec.retakes)
+            for s in samples:
+                assert not s.stacks and s.dropped == [(tid, MISSED) for tid in proc.task_ids()]
+            assert not rec.can_batch()
+            rec.sample()
+            assert rec.can_batch()
+            samples, err = rec.sample_batch([time.monotonic() + 0.005 * (i + 1)
+                                             for i in range(3)])
+            assert err is None and [len(s.stacks) for s in samples] == [1, 1, 1], (err, samples)
+        proc.close()
+        assert rec.prof.dropped.get(MISSED) == 3 and rec.prof.samples == 18, rec.prof.dropped
+    finally:
+        prog.close()
+
+
+@pytest.mark.parametrize("mode", ["flush", "busy-jit"])
+def test_traces_flushed_before_the_decode(mode, tmp_path):
+    """The decode looks traces up in the process as it is when it runs,
+    up to a batch's length after the stop.  profile.lua `flush` frees all
+    machine code every 20 ms (jit.flush), so over ten batches of ten
+    stops 10 ms apart some stop's traces are gone before its decode: those
+    samples are dropped and counted, never decoded against the new code;
+    the ones kept stand in the loop the program recorded.  `busy-jit`
+    never flushes: after its first samples (its loops compiled), no sample
+    is dropped so."""
+    from gdb_ext.backends.live import open_process, sampling_target
+    from gdb_ext.stack.recorder import TRACES_MOVED, Recorder
+    prog = Profiled("r21-gc64", tmp_path, mode)
+    try:
+        proc = open_process(prog.pid)
+        rec = Recorder(proc, *sampling_target(proc))
+        with proc.sigchld_blocked():
+            for _ in range(20):
+                rec.sample()
+                time.sleep(0.01)
+            before = rec.prof.dropped.get(TRACES_MOVED, 0)
+            kept = []
+            for _ in range(10):
+                start = time.monotonic()
+                samples, err = rec.sample_batch([start + 0.01 * (i + 1) for i in range(10)])
+                assert err is None and len(samples) == 10, err
+                kept += [keys for s in samples for _, keys, _ in s.stacks]
+        proc.close()
+        moved = rec.prof.dropped.get(TRACES_MOVED, 0) - before
+        assert len(kept) + moved == 100, (len(kept), rec.prof.dropped)
+        lines = prog.times()[1]
+        if mode == "flush":
+            assert moved >= 10, rec.prof.dropped
+            loop = {lines["flush"], lines["flush"] + 1}
+            for keys in kept:
+                lua = [k[2] for k in keys if k[0] == "L"]
+                assert lua and lua[-1] in loop, (lua, loop)
+        else:
+            assert moved == 0, rec.prof.dropped
+    finally:
+        prog.close()
+
+
 def test_formats_read_by_their_consumers(tmp_path):
     """One recording in each format, each read by its real consumer: go
     tool pprof -top counts every kept stack and names spin, f1, f2 and f5

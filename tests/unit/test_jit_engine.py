@@ -139,3 +139,31 @@ def test_engine_exit_stubs_and_branches():
     a64 = struct.pack("<6I", 0x54000040, 0x17fffffe, 0xb4000080, 0x37180081, 0x91000400, 0x97fffffb)
     assert jit._branches("aarch64", a64, base) == [
         (0, base + 8), (4, base + 4 - 8), (8, base + 0x18), (12, base + 0x1c)]
+
+
+@pytest.mark.parametrize("variant", ("r21-gc64", "r21-x64"))
+def test_engine_traces_kept_across_a_flush(variant):
+    """jit.mcode_stamp reads J->mcarea and J->mctop; traces_kept holds while
+    code only goes below the top of the same area (lj_mcode_commit), and
+    not after anything a flush can leave (lj_mcode_free: J->mcarea NULL,
+    then an area mapped afresh, maybe at the old address with its top at
+    the end again), nor when the area changed."""
+    from ljgdb.gdb_ext.jit import jit
+    h, vm, areas, _ = _synthetic_jit(variant)
+    J = vm.GG + vm.lay.GG.J
+    cur = areas[-1]
+    then = jit.mcode_stamp(vm.lay, vm.GG, vm.t.read)
+    assert then == (cur, cur + AREA - 300)
+
+    def now(mcarea, mctop):
+        h.put("jit_State", J, "mcarea", mcarea)
+        h.put("jit_State", J, "mctop", mctop)
+        return jit.mcode_stamp(vm.lay, vm.GG, h.target().read)     # (the memory as it is now)
+
+    assert jit.traces_kept(then, now(cur, cur + AREA - 300))       # nothing compiled
+    assert jit.traces_kept(then, now(cur, cur + AREA - 900))       # a trace added
+    assert not jit.traces_kept(then, now(0, 0))                    # flushed, no area yet
+    assert not jit.traces_kept(then, now(cur, cur + AREA - 40))    # flushed, the area again
+    assert not jit.traces_kept(then, now(areas[0], areas[0] + AREA - 500))  # another area
+    assert not jit.traces_kept(then, None)                         # unreadable now
+    assert jit.traces_kept(None, None)                             # no JIT in this build
