@@ -31,7 +31,9 @@ def thread_stack(vm: 'VM', mframes: List['MachineFrame'],
     keys for Lua frames, ('M', name or None, pc) for machine frames.  None
     when the thread runs no Lua of this VM.  After a trace's machine code,
     which no unwind info describes, the unwinder's frames are left out.
-    walked, when given, receives the lua_States whose stacks were walked."""
+    walked, when given, receives the lua_States whose stacks were walked.
+    CorruptError when an entry's Lua frames are not known at all (its
+    warning says why): the caller counts the thread as unreadable."""
     bt = Backtracer(vm)
     keys = []
     lua = False
@@ -52,6 +54,11 @@ def thread_stack(vm: 'VM', mframes: List['MachineFrame'],
         if entry is None:
             keys.append(("M", m.name, m.pc))
             continue
+        if not entry.frames and entry.warning:
+            # (Not a stack of C frames alone: the Lua frames of this entry
+            # are there but not known, e.g. lj_vm_exit_interp before it
+            # sets the interpreter's state.)
+            raise CorruptError(entry.warning)
         seen.add((entry.L, entry.cframe))
         lua = True
         after_leaf = entry.leaf

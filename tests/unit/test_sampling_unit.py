@@ -195,3 +195,40 @@ def test_a_big_read_of_a_copied_range_comes_from_the_copy():
     assert t.read(a + 8, _BIG) == b"c" * _BIG
     del t._blocks[a + BLOCK]
     assert t.read(a + 8, _BIG) == b"m" * _BIG
+
+
+def test_thread_stack_refuses_an_entry_it_cannot_place(monkeypatch):
+    """A VM entry whose Lua frames are not known at all (its warning says
+    why: lj_vm_exit_interp before it sets the interpreter's state, see
+    docs/luajit-facts.md) is not a stack of C frames alone: thread_stack
+    raises CorruptError (counted as unreadable), where it once gave the C
+    frames outside the entry with no Lua frame.  An entry with frames, or
+    without a warning, is kept."""
+    from gdb_ext.errors import CorruptError
+    from gdb_ext.stack import samples
+
+    class Frame(object):
+        def __init__(self, name, pc):
+            self.name, self.pc, self.has_debug, self.level = name, pc, True, 0
+
+    class Entry(object):
+        def __init__(self, frames, warning):
+            self.frames, self.warning, self.L, self.cframe, self.leaf = frames, warning, 1, 2, False
+
+    class Lua(object):
+        key = ("L", 0x1000, 7)
+
+    vm_frame = Frame("lj_vm_exit_interp", 0x10)
+    mframes = [vm_frame, Frame("lua_pcall", 0x20), Frame("main", 0x30)]
+    monkeypatch.setattr(samples, "Backtracer", lambda vm: None)
+    monkeypatch.setattr(samples, "is_vm_code", lambda m: m is vm_frame)
+    warning = ("the line of the innermost frame is not known: no machine frame of this OS "
+               "thread is in the trace's code")
+    monkeypatch.setattr(samples, "vm_entry", lambda bt, m: Entry([], warning))
+    with pytest.raises(CorruptError, match="no machine frame"):
+        samples.thread_stack(None, mframes)
+    monkeypatch.setattr(samples, "vm_entry", lambda bt, m: Entry([Lua()], warning))
+    assert samples.thread_stack(None, mframes) == [("L", 0x1000, 7), ("M", "lua_pcall", 0x20),
+                                                   ("M", "main", 0x30)]
+    monkeypatch.setattr(samples, "vm_entry", lambda bt, m: Entry([], None))
+    assert samples.thread_stack(None, mframes) == [("M", "lua_pcall", 0x20), ("M", "main", 0x30)]
