@@ -67,7 +67,7 @@ from ..vm.cframe import CFRAME_OFS, CFRAME_RAWMASK
 from ..vm.state import VM
 from .backtrace import Backtracer
 from .samples import (NO_LUA, NO_STATE, OFF_CPU, UNREADABLE, SampledStacks, in_syscall,
-                      thread_stack)
+                      taken_out_of_a_wait, thread_stack)
 from .sampletimer import thread_state
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
@@ -540,6 +540,8 @@ class Recorder(object):
         cpu = on_cpu(state)
         if cpu is None:
             return self._drop(out, th.tid, NO_STATE)
+        if cpu and taken_out_of_a_wait(th.regs, self.arch):
+            cpu = False         # (runnable only because the last stop woke it)
         if not cpu and not self.idle:
             return self._drop(out, th.tid, OFF_CPU)
         t = self.t

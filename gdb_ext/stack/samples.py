@@ -9,7 +9,7 @@ with off-CPU samples, a sleeping thread counts too, with the system call
 it waits in as its innermost frame.  The SampledStacks sum them into folded
 stacks and into self and total counts per function, and counts the thread
 samples it did not keep, by reason."""
-from typing import Any, List, Optional, Sequence, Set, TYPE_CHECKING, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, TYPE_CHECKING, Tuple
 from .backtrace import Backtracer, vm_entry
 from ..errors import CorruptError, FaultError
 from .vmstack import is_vm_code
@@ -68,6 +68,29 @@ def thread_stack(vm: 'VM', mframes: List['MachineFrame'],
     if walked is not None:
         walked.update(seen_L for seen_L, _ in seen)
     return keys if lua else None
+
+
+# What a system call that waited returns when a signal or a ptrace stop
+# takes the thread out of it, to be made again after (linux/errno.h:
+# ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK),
+# in the register that holds the return value, as a ptrace stop shows it
+# (the kernel makes the call again only once the thread runs on).
+RESTARTING = frozenset((1 << 64) - n for n in (512, 513, 514, 516))
+
+
+def taken_out_of_a_wait(regs: Dict[str, int], arch: str) -> bool:
+    """Whether a thread's registers at a ptrace stop show a system call
+    that the stop took it out of while it waited: on x86-64, a system call
+    number in orig_rax (-1 in user code) and -ERESTART* in rax.  A thread
+    the kernel lists as runnable with such registers was asleep: an
+    earlier stop took it out of its call, and it has not run since to make
+    the call again (docs/luajit-facts.md); it is not on a CPU.  (aarch64's
+    NT_PRSTATUS has no system call number: x0 alone could be user data,
+    so the answer there is False.)"""
+    if arch != "x86_64":
+        return False
+    nr = regs.get("orig_rax")
+    return nr is not None and nr < 1 << 63 and regs.get("rax") in RESTARTING
 
 
 def in_syscall(m0: 'MachineFrame', arch: str = "x86_64") -> Optional[int]:

@@ -169,6 +169,22 @@ elseif mode == "flush" then
     spin(N)
     if now() - last >= 0.02 then jit.flush(); last = now() end
   end
+elseif mode == "sleepers" then
+  -- For record's reading of thread states: 40 OS threads asleep in
+  -- sleep(1000) (started with sleep itself as their start routine, the
+  -- seconds as its argument) beside this one, which spins.
+  ffi.cdef[[
+  typedef unsigned long ljgdb_pthread_t;
+  int pthread_create(ljgdb_pthread_t *t, const void *a, void *(*f)(void *), void *arg);
+  unsigned int sleep(unsigned int s);
+  ]]
+  local start = ffi.cast("void *(*)(void *)", ffi.C.sleep)
+  for _ = 1, 40 do
+    local t = ffi.new("ljgdb_pthread_t[1]")
+    assert(ffi.C.pthread_create(t, nil, start, ffi.cast("void *", 1000)) == 0)
+  end
+  save({})
+  while true do spin(N) end
 end
 
 error("unknown mode " .. tostring(mode))

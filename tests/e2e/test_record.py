@@ -447,6 +447,39 @@ def test_traces_flushed_before_the_decode(mode, tmp_path):
         prog.close()
 
 
+def test_sleepers_the_last_stop_woke(tmp_path):
+    """profile.lua `sleepers`: 40 threads asleep in sleep(1000) beside one
+    that spins.  Each stop takes every sleeper out of its system call; one
+    that has not run again by the next stop is listed as runnable (R),
+    but its registers show the call the stop interrupted (-ERESTART* in
+    rax, the call's number in orig_rax), so it counts as asleep.  Over 40
+    batches of ten stops, every sleeper's sample is off-CPU and none is
+    taken for a thread on a CPU ("no Lua": 0 to 19 of 16,000 were, before).
+    x86-64 only (aarch64's registers do not name the call)."""
+    from gdb_ext.backends.live import open_process, sampling_target
+    from gdb_ext.stack.recorder import Recorder
+    from gdb_ext.stack.samples import NO_LUA, OFF_CPU, UNREADABLE
+    prog = Profiled("r21-gc64", tmp_path, "sleepers")
+    try:
+        proc = open_process(prog.pid)
+        assert len(proc.task_ids()) == 41, proc.task_ids()
+        rec = Recorder(proc, *sampling_target(proc))
+        with proc.sigchld_blocked():
+            rec.sample()            # (Python's stop)
+            rec.sample()            # (the C stop, its buffers grown for 41 threads)
+            for _ in range(40):
+                start = time.monotonic()
+                samples, err = rec.sample_batch([start + 0.01 * (i + 1) for i in range(10)])
+                assert err is None and len(samples) == 10, err
+        proc.close()
+        prof = rec.prof
+        assert prof.samples == 402, prof.samples
+        assert prof.dropped[NO_LUA] == 0 and prof.dropped[OFF_CPU] == 40 * 402, prof.dropped
+        assert prof.threads + prof.dropped[UNREADABLE] == 402, (prof.threads, prof.dropped)
+    finally:
+        prog.close()
+
+
 def test_formats_read_by_their_consumers(tmp_path):
     """One recording in each format, each read by its real consumer: go
     tool pprof -top counts every kept stack and names spin, f1, f2 and f5

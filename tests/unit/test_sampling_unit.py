@@ -232,3 +232,20 @@ def test_thread_stack_refuses_an_entry_it_cannot_place(monkeypatch):
                                                    ("M", "main", 0x30)]
     monkeypatch.setattr(samples, "vm_entry", lambda bt, m: Entry([], None))
     assert samples.thread_stack(None, mframes) == [("M", "lua_pcall", 0x20), ("M", "main", 0x30)]
+
+
+def test_taken_out_of_a_wait():
+    """A thread listed as runnable whose registers show a system call the
+    stop interrupted while it waited (x86-64: the call's number in
+    orig_rax, -ERESTART* in rax) was asleep; user code (orig_rax -1), a
+    call's real result, and aarch64 (no call number in NT_PRSTATUS) are
+    not."""
+    from gdb_ext.stack.samples import taken_out_of_a_wait
+    neg = lambda n: (1 << 64) - n     # noqa: E731
+    for e in (512, 513, 514, 516):      # ERESTARTSYS .. ERESTART_RESTARTBLOCK
+        assert taken_out_of_a_wait({"orig_rax": 35, "rax": neg(e)}, "x86_64")
+    assert not taken_out_of_a_wait({"orig_rax": neg(1), "rax": neg(516)}, "x86_64")
+    assert not taken_out_of_a_wait({"orig_rax": 35, "rax": 0}, "x86_64")
+    assert not taken_out_of_a_wait({"orig_rax": 35, "rax": neg(4)}, "x86_64")     # EINTR
+    assert not taken_out_of_a_wait({"rax": neg(516)}, "x86_64")
+    assert not taken_out_of_a_wait({"x0": neg(516), "x8": 101}, "aarch64")
