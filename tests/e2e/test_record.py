@@ -264,7 +264,8 @@ def test_native_frames_of_the_moment(sampler, tmp_path):
     """--native's C frames are the stop's: profile.lua `files` opens and
     closes /dev/null for ever, so a sample finds it in io.open or in a
     file's close, under the C function lib_io.c runs for it (lj_cf_io_open;
-    lj_cf_io_method_close, or io_file_close, which it tail-calls).  Every
+    lj_cf_io_method_close, or io_file_close, which it tail-calls, or
+    luaL_fileresult, which io_file_close tail-calls: lib_io.c:120).  Every
     sample is kept but for a handful.  (The unwinder once read the stack
     after the process had run on: callers from another moment, and most
     samples dropped as having no Lua.)  With record's C sampler (built
@@ -286,7 +287,8 @@ def test_native_frames_of_the_moment(sampler, tmp_path):
         stacks = folded(out)
         line = "%s:%d" % (CHUNK, prog.times()[1]["files"])
         under = {"[builtin#io.open]": {"lj_cf_io_open"},
-                 "[builtin#io.method.close]": {"lj_cf_io_method_close", "io_file_close"}}
+                 "[builtin#io.method.close]": {"lj_cf_io_method_close", "io_file_close",
+                                               "luaL_fileresult"}}
         seen = 0
         for s, n in stacks.items():
             frames = s.split(";")
