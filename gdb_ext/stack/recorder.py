@@ -442,10 +442,9 @@ class Recorder(object):
                 out.append(s)
                 continue
             self.fast += 1
-            s.copied = mom.bytes = sum(len(data) for _, data in copied)
+            s.copied = mom.bytes
             self.plan = merged(mom.ranges)
-            self.waiting = set(tid for tid, (st, on) in cpu.items() if st == "R" and not on)
-            self.decode(s, threads, seen, {tid: st for tid, (st, _) in cpu.items()})
+            self.decode(s, threads, seen, self._states(cpu))
             out.append(s)
         if err is None and stops_short:
             try:
@@ -511,18 +510,23 @@ class Recorder(object):
                 self.plan = merged(self.plan + [(m.lo, m.hi)])
                 self.retakes += 1
                 continue
-            mom.bytes = sum(len(data) for _, data in copied)
-            self.waiting = set(tid for tid, (st, on) in cpu.items() if st == "R" and not on)
-            return threads, mom, seen, {tid: st for tid, (st, _) in cpu.items()}
+            return threads, mom, seen, self._states(cpu)
         return None
+
+    def _states(self, cpu: Dict[int, Tuple[Optional[str], bool]]) -> Dict[int, Optional[str]]:
+        """{tid: state letter} of a C stop's {tid: (state letter, on a
+        CPU)}; self.waiting: the threads runnable but not on a CPU."""
+        self.waiting = set(tid for tid, (st, on) in cpu.items() if st == "R" and not on)
+        return {tid: st for tid, (st, _) in cpu.items()}
 
     def checked_copy(self, threads: List[Any], copied: List[Tuple[int, bytes]],
                      tried: List[Tuple[int, int]], batch: bool = False
                      ) -> Tuple[Moment, Dict[int, Set[int]]]:
         """The C sampler's copy ([(lo, bytes)], the ranges it tried) made
         the target's block cache, and checked by copy_moment reading the
-        copy alone: (moment, {tid: lua_States copied}); Miss when it lacks
-        a range."""
+        copy alone: (moment, its bytes the copy's, {tid: lua_States
+        copied}); Miss when it lacks a range.  batch: a batch's check
+        (copy_moment's optional_recent)."""
         t = self.t
         t.clear_cache()
         blocks = t._blocks
@@ -530,9 +534,11 @@ class Recorder(object):
             for k in range(0, len(data) - BLOCK + 1, BLOCK):
                 blocks[lo + k] = data[k:k + BLOCK]
         with _copy_only(t):
-            return copy_moment(t, self.lay, self.Gs, threads, self.recent, self.arch,
-                               self.sp_reg, self.proc.mappings(), self.proc.reread_maps, tried,
-                               batch and self.lay.has_cur_L)
+            mom, seen = copy_moment(t, self.lay, self.Gs, threads, self.recent, self.arch,
+                                    self.sp_reg, self.proc.mappings(), self.proc.reread_maps,
+                                    tried, batch and self.lay.has_cur_L)
+        mom.bytes = sum(len(data) for _, data in copied)
+        return mom, seen
 
     def _one_thread(self, out: Sample, index: int, th: Any, state: Optional[str],
                     seen: Iterable[int]) -> None:
