@@ -122,21 +122,53 @@ def pinned(path, want, who="build.py"):
     return path
 
 
+def package_index():
+    """The package index pip is set to use (PIP_INDEX_URL, pip's own
+    configuration, else pip's default), without its trailing slash."""
+    url = os.environ.get("PIP_INDEX_URL")
+    if not url:
+        p = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        url = p.stdout.decode().strip() if p.returncode == 0 else ""
+    if not url:
+        try:
+            from pip._internal.models.index import PyPI
+        except ImportError:
+            raise SystemExit("build.py: pip is missing (testprogs/install-deps.sh installs "
+                             "python3-pip); it names the package index lupa's sources come from")
+        url = PyPI.simple_url
+    return url.rstrip("/")
+
+
 def fetch_lupa(version=LUPA_VERSION, sha256=LUPA_SHA256):
     """The path of lupa's sdist of this version, downloaded once into SRC
-    and checked against its sha256."""
+    and checked against its sha256.  The file is looked up in the package
+    index's JSON listing (PEP 691) and fetched as it is: pip download would
+    run the sdist's metadata step, which takes minutes and setuptools."""
     name = "lupa-%s.tar.gz" % version
     path = os.path.join(SRC, name)
     if not os.path.exists(path):
+        import urllib.parse
+        import urllib.request
         os.makedirs(SRC, exist_ok=True)
-        tmp = os.path.join(SRC, "lupa-%s.tmp" % version)
-        shutil.rmtree(tmp, ignore_errors=True)
-        # Resolving an sdist runs its metadata step, which takes a few
-        # minutes for lupa; it needs setuptools and wheel in this Python.
-        run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-             "--no-build-isolation", "-d", tmp, "lupa==" + version])
-        os.rename(os.path.join(tmp, name), path)
-        shutil.rmtree(tmp, ignore_errors=True)
+        index = package_index()
+        log("fetching %s from the package index" % name)
+        req = urllib.request.Request(index + "/lupa/",
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                listing = json.load(r)
+            url = [f["url"] for f in listing.get("files", []) if f.get("filename") == name]
+            if not url:
+                raise SystemExit("build.py: the package index lists no %s" % name)
+            tmp = path + ".tmp"
+            with urllib.request.urlopen(urllib.parse.urljoin(index + "/lupa/", url[0]),
+                                        timeout=120) as r, open(tmp, "wb") as f:
+                shutil.copyfileobj(r, f)
+        except (OSError, ValueError) as e:
+            raise SystemExit("build.py: cannot fetch %s from %s: %s" % (name, index, e))
+        pinned(tmp, sha256)
+        os.rename(tmp, path)
     return pinned(path, sha256)
 
 
