@@ -14,6 +14,10 @@ the machine's packages) into private roots under $LJGDB_CACHE/debs/:
             and point gdb's debug-file-directory at its usr/lib/debug.
             libluajit2-root/: Debian's official libluajit2-5.1-2, without a
             debug file: the stripped library users run.
+  nginx     nginx-lua-root/: Debian's libnginx-mod-http-lua, libnginx-mod-
+            http-ndk, lua-resty-core and lua-resty-lrucache, as they are
+            (the nginx modules in usr/lib/nginx/modules/, the Lua code in
+            usr/share/lua/5.1/).
   luajit    luajit-root/: Debian's official luajit package and, when the
             rebuild is byte-identical (checked by build-id), luajit-dbgsym
             (usr/bin/luajit, usr/lib/debug/.build-id/...).
@@ -38,6 +42,11 @@ DEBS = os.path.join(CACHE, "debs")
 # The rebuilt libluajit2-5.1-2 and its debug file (tests/support/stop.py names it too).
 REBUILT_ROOT = os.path.join(DEBS, "libluajit2-rebuilt-root")
 LIBDIR = os.path.join("usr", "lib", "x86_64-linux-gnu")
+# Debian's lua-nginx-module and what it needs besides libluajit2
+# (tests/e2e/test_nginx.py loads it from here).
+NGINX_LUA_ROOT = os.path.join(DEBS, "nginx-lua-root")
+NGINX_LUA_PACKAGES = ("libnginx-mod-http-lua", "libnginx-mod-http-ndk", "lua-resty-core",
+                      "lua-resty-lrucache")
 
 
 def build_id(path):
@@ -134,6 +143,12 @@ def main():
     # what users run, without a debug file anywhere (tests/e2e/test_nginx.py
     # runs nginx on it through LD_LIBRARY_PATH).
     unpack_official("libluajit2-5.1-2", os.path.join(DEBS, "libluajit2-root"))
+    # nginx's lua module (and the ndk module and Lua libraries it needs),
+    # unpacked, never installed: installed, it would bring OpenResty's
+    # libluajit2, which removes Debian's luajit.  The tests load the modules
+    # from here (load_module) and run nginx on a libluajit2 above
+    # (LD_LIBRARY_PATH).
+    unpack_official(NGINX_LUA_PACKAGES, NGINX_LUA_ROOT)
     # Debian's luajit: the official binary and, if the rebuild matches it,
     # its debug file, unpacked side by side.
     d = built("luajit")
@@ -161,15 +176,19 @@ def main():
     return 0
 
 
-def unpack_official(pkg, root):
-    """Debian's own binary package pkg, unpacked into root (once)."""
+def unpack_official(pkgs, root):
+    """Debian's own binary packages pkgs (a name or a list), as apt-get
+    download fetches them, unpacked together into root (once)."""
     if os.path.isdir(root):
         return root
+    pkgs = [pkgs] if isinstance(pkgs, str) else list(pkgs)
     dl = tempfile.mkdtemp(prefix="ljgdb-deb-")
     try:
-        run(["apt-get", "download", "-q", "-o", "APT::Sandbox::User=root", pkg], cwd=dl,
+        run(["apt-get", "download", "-q", "-o", "APT::Sandbox::User=root"] + pkgs, cwd=dl,
             stdout=subprocess.DEVNULL)
-        run(["dpkg-deb", "-x", glob.glob(os.path.join(dl, pkg + "_*.deb"))[0], root + ".tmp"])
+        shutil.rmtree(root + ".tmp", ignore_errors=True)
+        for pkg in pkgs:
+            run(["dpkg-deb", "-x", glob.glob(os.path.join(dl, pkg + "_*.deb"))[0], root + ".tmp"])
         os.rename(root + ".tmp", root)
     finally:
         shutil.rmtree(dl, ignore_errors=True)

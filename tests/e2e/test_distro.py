@@ -27,9 +27,10 @@ def has_debug_file():
     return os.path.isdir(os.path.join(DEBUG_DIR, ".build-id"))
 
 
-def session(tmp_path, pre, env=None, wrap=None, stop="lj_cf_os_clock"):
+def session(tmp_path, pre, env=None, wrap=None, stop="lj_cf_os_clock", binary=LUAJIT):
     """Outputs of COMMANDS live at the breakpoint `stop` (and from a gcore
-    core), with the gdb commands `pre` run before the binary is loaded."""
+    core) of `binary` running distro.lua, with the gdb commands `pre` run
+    before the binary is loaded."""
     exp = str(tmp_path / "expected.txt")
     core = str(tmp_path / "core")
     args = []
@@ -37,7 +38,7 @@ def session(tmp_path, pre, env=None, wrap=None, stop="lj_cf_os_clock"):
         args += ["-iex", p]
     args += ["-ex", "source " + LOADER, "-ex", "set breakpoint pending on",
              "-ex", "break " + stop, "-ex", "run"] + wrap_commands(COMMANDS)
-    args += ["-ex", "gcore " + core, "-ex", "kill", "--args", LUAJIT, PROGRAM, exp]
+    args += ["-ex", "gcore " + core, "-ex", "kill", "--args", binary, PROGRAM, exp]
     if wrap:
         cmd = ["gdb", "-nx", "-nh", "--batch", "-ex", "set confirm off", "-ex",
                "set pagination off", "-ex", "set width 0"] + args
@@ -51,7 +52,7 @@ def session(tmp_path, pre, env=None, wrap=None, stop="lj_cf_os_clock"):
     for p in pre:
         core_args += ["-iex", p]
     core_args += ["-ex", "source " + LOADER, "-ex", "core-file " + core] + wrap_commands(COMMANDS)
-    core_out = dict(cut_outputs(run_gdb(core_args + [LUAJIT], cwd=str(tmp_path), env=env), COMMANDS)) \
+    core_out = dict(cut_outputs(run_gdb(core_args + [binary], cwd=str(tmp_path), env=env), COMMANDS)) \
         if os.path.exists(core) and not wrap else None
     return live, core_out, read_expected(exp) if os.path.exists(exp) else None, text
 
@@ -99,6 +100,33 @@ def test_debian_luajit_without_its_debug_file(tmp_path):
             assert len(lines) == 1 and lines[0].startswith(cmd + ": LuaJIT is in " + LUAJIT), out
             # No package owns the unpacked file: no package is named.
             assert "without debug info" in lines[0] and "-dbgsym package)" in lines[0], out
+
+
+INSTALLED = "/usr/bin/luajit"
+
+
+def installed_owner():
+    """The package dpkg says ships /usr/bin/luajit, or None."""
+    out = subprocess.run(["dpkg-query", "-S", INSTALLED], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL).stdout.decode()
+    return out.split(":")[0] if out.startswith("luajit:") else None
+
+
+@pytest.mark.skipif(installed_owner() is None, reason="Debian's luajit is not installed "
+                    "(testprogs/install-deps.sh installs it where it installs cleanly)")
+def test_installed_luajit_names_its_package(tmp_path):
+    """The machine's own luajit (dpkg owns it) without its debug file or a
+    profile: the hint names the package to install, luajit-dbgsym, as
+    dpkg-query -S says it ships the file."""
+    live, core, _, text = session(tmp_path, ["set debug-file-directory /nonexistent",
+                                             "set debuginfod enabled off"], stop="lua_pcall",
+                                  env={"LJGDB_PROFILES": "none"}, binary=INSTALLED)
+    assert core is not None, text[-3000:]
+    for out in (live, core):
+        for cmd in COMMANDS:
+            lines = out[cmd].strip().splitlines()
+            assert len(lines) == 1 and "without debug info" in lines[0], out
+            assert "apt install %s-dbgsym" % installed_owner() in lines[0], out
 
 
 @pytest.mark.skipif(not has_debug_file() or shutil.which("debuginfod") is None

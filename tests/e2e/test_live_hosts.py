@@ -170,7 +170,8 @@ def official_libdir():
 
 
 nginx_needed = pytest.mark.skipif(not (os.path.exists(NGINX) and os.path.exists(LUA_MODULE)),
-                                  reason="nginx and libnginx-mod-http-lua are not installed")
+                                  reason="nginx or the unpacked libnginx-mod-http-lua is missing "
+                                  "(install-deps.sh, debs.py)")
 
 
 @pytest.mark.slow

@@ -143,8 +143,8 @@ def test_nginx_worker(tmp_path):
     from test_live import live
     from test_live_hosts import get
     if not (os.path.exists(NGINX) and os.path.exists(LUA_MODULE)):
-        pytest.fail("nginx and libnginx-mod-http-lua are not installed "
-                    "(testprogs/install-deps.sh installs them)")
+        pytest.fail("nginx or the unpacked libnginx-mod-http-lua is missing "
+                    "(testprogs/install-deps.sh installs nginx, testprogs/debs.py unpacks the module)")
     d = str(tmp_path)
     p, port = start_nginx(d, os.path.join(d, "expected.txt"))
     try:

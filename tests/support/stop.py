@@ -29,6 +29,8 @@ MANIFEST = os.path.join(CACHE, "builds.json")
 # LD_LIBRARY_PATH) and the gdb command that finds its debug file.
 LIBLUAJIT2_ROOT = os.path.join(CACHE, "debs", "libluajit2-rebuilt-root")
 LIBLUAJIT2_DIR = os.path.join(LIBLUAJIT2_ROOT, "usr", "lib", "x86_64-linux-gnu")
+# Debian's lua-nginx-module, unpacked by testprogs/debs.py (never installed).
+NGINX_LUA_ROOT = os.path.join(CACHE, "debs", "nginx-lua-root")
 LIBLUAJIT2_DEBUG = "set debug-file-directory %s:/usr/lib/debug" % os.path.join(
     LIBLUAJIT2_ROOT, "usr", "lib", "debug")
 
