@@ -389,4 +389,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except subprocess.CalledProcessError as e:
+        sys.exit("build.py: %s failed (exit %d); its output is above"
+                 % (" ".join(e.cmd[:2]), e.returncode))

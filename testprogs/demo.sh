@@ -6,12 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VARIANT="${VARIANT:-r21-gc64}"
-bash testprogs/install-deps.sh
-python3 testprogs/build.py "$VARIANT" >/dev/null
-host=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]["host"])' \
-       "${LJGDB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ljgdb}/builds.json" "$VARIANT")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+bash testprogs/packages.sh save "$work/packages"
+bash testprogs/install-deps.sh --demo
+echo "== building LuaJIT ($VARIANT) with -g into the cache (once; about 20 s)"
+python3 testprogs/build.py "$VARIANT" 2>"$work/build.log" >/dev/null || { cat "$work/build.log" >&2; exit 1; }
+bash testprogs/packages.sh check "$work/packages"
+host=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]["host"])' \
+       "${LJGDB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ljgdb}/builds.json" "$VARIANT")
 
 echo "== the example, testprogs/lua/demo.lua: a small \"API server\" keeps its configuration"
 echo "   and 100 user sessions in tables; while it handles a request (user42 adds a book to"

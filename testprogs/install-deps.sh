@@ -4,8 +4,8 @@
 # another package (docs/testing.md#set-up-what-is-installed).
 #
 #   bash testprogs/install-deps.sh --demo   what testprogs/demo.sh needs: gdb with its
-#                                           Python, gcc, make, pip (it names the index
-#                                           the LuaJIT sources come from)
+#                                           Python, gcc, libc6-dev, make, pip (it names
+#                                           the index the LuaJIT sources come from)
 #   bash testprogs/install-deps.sh          all the suite needs (run-tests.sh)
 #
 # The suite's share: patch, xz, zstd and lz4 (triage's compressed cores);
@@ -100,6 +100,8 @@ done
 if command -v gdb >/dev/null 2>&1 && ! gdb -nx --batch -ex 'python import sys' >/dev/null 2>&1; then
   apt_pkgs+=(gdb)
 fi
+# (gcc without its recommends has no C library headers)
+installed libc6-dev || apt_pkgs+=(libc6-dev)
 command -v "$PY" >/dev/null 2>&1 || apt_pkgs+=(python3)
 [ -f /etc/ssl/certs/ca-certificates.crt ] || apt_pkgs+=(ca-certificates)
 "$PY" -m pip --version >/dev/null 2>&1 || apt_pkgs+=(python3-pip)
