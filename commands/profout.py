@@ -23,10 +23,10 @@ import gzip
 import io
 import json
 import os
-import shutil
-import subprocess
 import tempfile
 from collections import namedtuple
+
+from . import flamegraph
 
 FORMATS = ("flamegraph", "folded", "speedscope", "pprof")
 
@@ -47,10 +47,10 @@ class Profile(object):
     and count the number of samples that had that stack; the same stack
     may come more than once (its counts add up).  A stack may have no
     frames (a thread in the VM between Lua frames, as lprofile keeps it):
-    it counts in every format, though a flame graph leaves it out.  `rate_hz`: samples a
-    second asked (0 when unknown: pprof then has no time values);
-    `duration_s`: how long it sampled; `unit`: what a count counts;
-    `name`: the title of the profile ("ljgdb record pid 123")."""
+    it counts in every format (in a flame graph, in the root box only).
+    `rate_hz`: samples a second asked (0 when unknown: pprof then has no
+    time values); `duration_s`: how long it sampled; `unit`: what a count
+    counts; `name`: the title of the profile ("ljgdb record pid 123")."""
 
     def __init__(self, stacks=(), rate_hz=0.0, duration_s=0.0, unit="samples",
                  name="ljgdb profile"):
@@ -108,8 +108,8 @@ def folded_counts(profile):
 def folded_text(profile):
     """FlameGraph's folded format: 'outer;...;inner COUNT' a line, most
     samples first, then by text.  A stack with no frames is ' COUNT' (as
-    lprofile has always written it): FlameGraph and inferno skip that line
-    with a warning."""
+    lprofile has always written it): FlameGraph's flamegraph.pl and inferno
+    skip that line with a warning."""
     rows = sorted(folded_counts(profile).items(), key=lambda e: (-e[1], e[0]))
     return "".join("%s %d\n" % (text, count) for text, count in rows)
 
@@ -249,46 +249,27 @@ def gzipped(data):
     return buf.getvalue()
 
 
-# --- flame graph (inferno's SVG) -------------------------------------------
+# --- flame graph (commands/flamegraph.py's SVG) ---------------------------
 
 def cache_dir():
     """ljgdb's cache: $LJGDB_CACHE, else $XDG_CACHE_HOME/ljgdb, else
-    ~/.cache/ljgdb (where testprogs/install-deps.sh builds inferno)."""
+    ~/.cache/ljgdb (where testprogs/install-deps.sh puts what the tests
+    run, as speedscope's npm package)."""
     return os.environ.get("LJGDB_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ljgdb")
 
 
-def find_inferno():
-    """The path of inferno-flamegraph: on PATH, else in the cache; or None."""
-    found = shutil.which("inferno-flamegraph")
-    if found:
-        return found
-    cached = os.path.join(cache_dir(), "cargo", "bin", "inferno-flamegraph")
-    return cached if os.access(cached, os.X_OK) else None
-
-
-def flamegraph_svg(profile, inferno=None):
-    """The profile's flame graph: inferno-flamegraph's SVG of the folded
-    stacks, titled with the profile's name."""
-    inferno = inferno or find_inferno()
-    if inferno is None:
-        raise OutputError("inferno-flamegraph not found (on PATH or in %s/cargo/bin): install "
-                          "inferno (cargo install inferno) or write --format folded"
-                          % cache_dir())
-    text = folded_text(profile)
-    if not text:
+def flamegraph_svg(profile):
+    """The profile's flame graph (bytes of SVG, drawn by
+    commands/flamegraph.py), titled with the profile's name; a box shows a
+    frame's name as a folded line does, and a stack without frames counts
+    in the root box only."""
+    stacks = [(tuple(folded_name(f.name) for f in frames), count)
+              for frames, count in profile.merged()]
+    if not stacks:
         raise OutputError("no stacks to draw: the profile has no samples")
-    argv = [inferno, "--title", profile.name or "ljgdb profile", "--countname", profile.unit]
-    try:
-        p = subprocess.run(argv, input=text.encode("utf-8"), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE)
-    except OSError as e:
-        raise OutputError("%s: %s" % (inferno, e.strerror or e))
-    if p.returncode != 0:
-        why = [ln for ln in p.stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-        raise OutputError("%s failed (exit %d)%s" % (inferno, p.returncode,
-                                                     ": " + why[-1] if why else ""))
-    return p.stdout
+    return flamegraph.svg(stacks, title=profile.name or "ljgdb profile",
+                          countname=profile.unit or "samples")
 
 
 # --- writing ---------------------------------------------------------------

@@ -305,8 +305,8 @@ def record_main(argv: Sequence[str]) -> int:
 
 RECORD_HELP = """Samples the process's Lua stacks HZ times a second (default 100, at
 jittered moments) until --duration S, Ctrl-C or the process's end, then
-writes them to FILE: --format flamegraph (an SVG drawn by inferno, the
-default), folded (FlameGraph's text), speedscope (its JSON file format) or
+writes them to FILE: --format flamegraph (an SVG flame graph, with zoom
+and search, the default), folded (FlameGraph's text), speedscope (its JSON file format) or
 pprof (gzipped profile.proto, for go tool pprof).
 
 Each sample holds the process only while it copies the registers, the C

@@ -6,19 +6,20 @@ CPU work with a blocking read of an io.popen pipe and records the time of
 each; or it spends its time in a loop of system calls that keeps it on a
 CPU (os.clock), in the interpreter and in a JIT-compiled loop.  The
 profile's shares must come within 3 points of those.  The
-folded stacks name the lines LuaJIT gives (debug.getinfo), and inferno
-draws them.
+folded stacks name the lines LuaJIT gives (debug.getinfo), and ljgdb's
+flame graph of them (python3 -m ljgdb.commands.flamegraph) has a box for
+each of their paths, with its count.
 """
 import json
 import os
 import re
-import shutil
 import subprocess
+import sys
 
 import pytest
 
-from support.stop import CACHE, LUA_DIR, Stop, chunk_display
-from test_profout_consumers import pprof, top_rows
+from support.stop import LUA_DIR, ROOT, Stop, chunk_display
+from test_profout_consumers import check_flame_graph, pprof, top_rows
 
 # Profiles of 2 to 15 seconds on every build.
 pytestmark = pytest.mark.slow
@@ -26,7 +27,6 @@ pytestmark = pytest.mark.slow
 PROG = os.path.join(LUA_DIR, "profile.lua")
 CHUNK = chunk_display("@" + PROG)
 BAD = ["lprofile --hz 0", "lprofile --seconds x", "lprofile --bogus", "lprofile extra"]
-INFERNO = os.path.join(CACHE, "cargo", "bin", "inferno-flamegraph")
 JSON = "lprofile --seconds 4 --hz 200 --json"
 
 
@@ -76,6 +76,7 @@ def busy(variant, mode, tmp):
     return _stops[key]
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("mode", ["interp", "jit"])
 @pytest.mark.parametrize("variant", ["r21-gc64", "deb-x64"])
 def test_busy_shares(variant, mode, tmp_path):
@@ -110,13 +111,12 @@ def test_busy_shares(variant, mode, tmp_path):
     # spin's loop.
     tail = "%s:%d;%s:%d" % (CHUNK, lines["f5"], CHUNK, lines["spin"])
     assert any(s.endswith(tail) for s in stacks), list(stacks)[:5]
-    if shutil.which(INFERNO) or os.path.exists(INFERNO):
-        svg = subprocess.run([INFERNO, fold], stdout=subprocess.PIPE, check=True).stdout.decode()
-        assert svg.lstrip().startswith("<?xml") and "<svg" in svg
-        assert "%s:%d" % (os.path.basename(CHUNK), lines["f5"]) in svg
-    else:
-        pytest.fail("inferno is not installed at %s: testprogs/install-deps.sh installs it"
-                    % INFERNO)
+    # The flame graph of the folded file: one box a path of its stacks, with
+    # the samples through it.
+    svg = subprocess.run([sys.executable, "-m", "ljgdb.commands.flamegraph", "--title", "busy", fold],
+                         cwd=ROOT, stdout=subprocess.PIPE, check=True).stdout
+    _, paths = check_flame_graph(svg, stacks, "busy")
+    assert any(p[-2:] == tuple(tail.split(";")) for p in paths), list(paths)[:5]
 
 
 @pytest.mark.parametrize("variant", ["r21-gc64", "deb-x64"])
@@ -161,6 +161,7 @@ def test_bad_input(tmp_path):
     assert core.startswith("lprofile: a core file is one moment"), core
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("variant", ["r21-gc64"])
 def test_off_cpu_pipe(variant, tmp_path):
     """--off-cpu: the blocking read of a popen pipe counts, under the Lua

@@ -1,20 +1,24 @@
 """commands/profout.py's formats read by the programs people read them with:
-go tool pprof (the pprof profile), inferno-flamegraph (the flame graph, from
-the folded text) and speedscope's own schema of its file format (validated
-with jsonschema).  Each profile is built here with known counts and every
+go tool pprof (the pprof profile), a web browser (the SVG flame graph, in
+headless Chromium: its screenshot, decoded here, and the document after its
+script ran) and speedscope's own schema of its file format (validated with
+jsonschema).  Each profile is built here with known counts and every
 expected figure is computed from it.  testprogs/install-deps.sh installs
 the consumers; a missing one fails the test with what to run."""
 import json
 import os
 import re
 import shutil
+import struct
 import subprocess
+import urllib.parse
 import xml.etree.ElementTree as ET
+import zlib
 
 import pytest
 
 import ljgdb  # noqa: F401
-from ljgdb.commands import profout
+from ljgdb.commands import flamegraph, profout
 from ljgdb.commands.profout import Frame, Profile, write
 
 MAIN = Frame("C:main", "host.c", 40)
@@ -110,36 +114,268 @@ def test_pprof_top_counts(tmp_path):
     assert out.strip() == prof.name
 
 
-def test_inferno_flamegraph_svg(tmp_path):
-    if profout.find_inferno() is None:
-        pytest.fail("inferno-flamegraph not found: testprogs/install-deps.sh installs it")
+# --- the flame graph --------------------------------------------------------
+
+SVG = "{http://www.w3.org/2000/svg}"
+TOL = 1e-6          # on a box's width over the root's (coordinates have 3 decimals)
+
+
+def flame_boxes(data):
+    """(the <svg> element, {path of names from the root: box}) of a flame
+    graph: a box is a dict of its <g> (name, count, pct from the <title>,
+    x, w, y, fill from the <rect>, index among the frames, the <g>
+    itself); its caller is the one box a row below whose span holds it."""
+    svg = ET.fromstring(data)
+    (frames,) = [g for g in svg.iter(SVG + "g") if g.get("id") == "frames"]
+    boxes = []
+    for i, g in enumerate(frames.findall(SVG + "g")):
+        m = re.match(r"^(.*) \(([\d,]+) samples, ([\d.]+)%\)$", g.find(SVG + "title").text, re.S)
+        assert m, g.find(SVG + "title").text
+        r = g.find(SVG + "rect")
+        boxes.append({"name": m.group(1), "count": int(m.group(2).replace(",", "")),
+                      "pct": m.group(3), "x": float(r.get("x")), "w": float(r.get("width")),
+                      "y": float(r.get("y")), "fill": r.get("fill"), "index": i, "g": g})
+    bottom = max(b["y"] for b in boxes)
+    paths = {}
+    for b in sorted(boxes, key=lambda b: -b["y"]):
+        if b["y"] == bottom:
+            assert b["name"] == "all" and () not in paths, b
+            paths[()] = b
+            continue
+        callers = [(p, c) for p, c in paths.items() if c["y"] == b["y"] + flamegraph.FRAME_H
+                   and c["x"] - 0.0011 <= b["x"] and b["x"] + b["w"] <= c["x"] + c["w"] + 0.0011]
+        assert len(callers) == 1, (b, callers)
+        path = callers[0][0] + (b["name"],)
+        assert path not in paths, path
+        paths[path] = b
+    return svg, paths
+
+
+def prefix_counts(folded):
+    """{path of names from the root: samples through it} of folded counts
+    ({'outer;...;inner': count}); () is the root."""
+    out = {}
+    for text, count in folded.items():
+        names = tuple(text.split(";")) if text else ()
+        for i in range(len(names) + 1):
+            out[names[:i]] = out.get(names[:i], 0) + count
+    return out
+
+
+def check_flame_graph(data, folded, title=None):
+    """Asserts that the flame graph has one box a path of the folded
+    stacks (but those too narrow to draw), with that path's count and
+    share, as wide as its share of the root (and the title); returns (svg,
+    boxes by path)."""
+    svg, paths = flame_boxes(data)
+    want = prefix_counts(folded)
+    total = want[()]
+    # (a box narrower than MIN_WIDTH is left out, with those above it)
+    k = (flamegraph.WIDTH - 2 * flamegraph.XPAD) / float(total)
+    assert sorted(paths) == sorted(p for p, n in want.items() if n * k >= flamegraph.MIN_WIDTH)
+    root = paths[()]
+    for path, b in paths.items():
+        assert b["count"] == want[path], path
+        assert b["pct"] == "%.2f" % (100.0 * want[path] / total), path
+        assert abs(b["w"] / root["w"] - want[path] / float(total)) <= TOL, path
+    if title is not None:
+        assert [t.text for t in svg.iter(SVG + "text") if t.get("id") == "title"] == [title]
+    return svg, paths
+
+
+def test_flamegraph_svg(tmp_path):
     prof = profile()
     path = str(tmp_path / "out.svg")
     write(prof, path, "flamegraph")
-    root = ET.parse(path).getroot()
-    svg = "{http://www.w3.org/2000/svg}"
-    assert root.tag == svg + "svg"
-    assert [t.text for t in root.iter(svg + "text") if t.get("id") == "title"] == [prof.name]
+    svg, paths = check_flame_graph(open(path, "rb").read(), profout.folded_counts(prof), prof.name)
+    assert svg.tag == SVG + "svg"
+    assert (svg.get("width"), svg.get("viewBox")) == ("1200", "0 0 1200 %s" % svg.get("height"))
     # One box a distinct path from the root: a name on two paths (worker.lua:3
     # here) has two boxes; a box's count is the samples whose stack passes
     # through it.
-    paths = {}
-    for stack, count in prof.merged():
-        for i in range(len(stack)):
-            key = tuple(profout.folded_name(f.name) for f in stack[:i + 1])
-            paths[key] = paths.get(key, 0) + count
-    total = prof.total()
-    want = {}
-    for key, n in paths.items():
-        want.setdefault(key[-1], []).append((n, "%.2f" % (100.0 * n / total)))
-    got = {}
-    for t in root.iter(svg + "title"):
-        m = re.match(r"^(.*) \(([\d,]+) samples, ([\d.]+)%\)$", t.text)
-        assert m, t.text
-        got.setdefault(m.group(1), []).append((int(m.group(2).replace(",", "")), m.group(3)))
-    assert got.pop("all") == [(total, "100")]
-    assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in want.items()}
-    assert '[string "<eval>"]:1 a,b' in got
+    assert sorted(b["count"] for p, b in paths.items() if p[-1:] == ("worker.lua:3",)) == [2, 3]
+    assert ("C:main", '[string "<eval>"]:1 a,b') in paths
+    assert paths[()]["count"] == prof.total() == 40
+
+
+def chromium():
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.fail("chromium not found: testprogs/install-deps.sh installs chromium")
+    return found
+
+
+def browse(tmp_path, url, *args):
+    """Headless Chromium's standard output for url, a window 1200x800."""
+    argv = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            "--force-device-scale-factor=1", "--window-size=1200,800",
+            "--user-data-dir=%s" % (tmp_path / "chromium")] + list(args) + [url]
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=180)
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    return p.stdout
+
+
+def png_rows(path, nrows):
+    """The first nrows rows of an 8-bit RGB or RGBA PNG as [[(r, g, b)]],
+    decoded here (zlib and the five row filters)."""
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    i, idat = 8, b""
+    while i < len(data):
+        n, kind = struct.unpack(">I4s", data[i:i + 8])
+        body = data[i + 8:i + 8 + n]
+        i += 12 + n
+        if kind == b"IHDR":
+            width, height, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+    assert depth == 8 and ctype in (2, 6) and interlace == 0, (depth, ctype, interlace)
+    assert (width, height) == (1200, 800)
+    bpp = 3 if ctype == 2 else 4
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows, prev = [], bytearray(stride)
+    for y in range(nrows):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for x in range(stride):
+            a = line[x - bpp] if x >= bpp else 0
+            b = prev[x]
+            c = prev[x - bpp] if x >= bpp else 0
+            if kind == 1:
+                line[x] = (line[x] + a) & 0xff
+            elif kind == 2:
+                line[x] = (line[x] + b) & 0xff
+            elif kind == 3:
+                line[x] = (line[x] + (a + b) // 2) & 0xff
+            elif kind == 4:
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xff
+        rows.append([tuple(line[x:x + 3]) for x in range(0, stride, bpp)])
+        prev = line
+    return rows
+
+
+def rgb(fill):
+    return tuple(int(v) for v in re.match(r"^rgb\((\d+),(\d+),(\d+)\)$", fill).groups())
+
+
+def near(p, q, tol=2):
+    return all(abs(a - b) <= tol for a, b in zip(p, q))
+
+
+def test_flamegraph_in_chromium(tmp_path):
+    """Chromium draws the boxes where the SVG puts them, in their colours
+    (pixels of its screenshot); its script zooms (?z=I) and searches (?s=RE)
+    as the document it leaves shows: the zoomed box spans the width, its
+    callees scale with it, the boxes outside it hide, the matched share is
+    the profile's."""
+    prof = profile()
+    path = str(tmp_path / "out.svg")
+    write(prof, path, "flamegraph")
+    folded = profout.folded_counts(prof)
+    svg, paths = check_flame_graph(open(path, "rb").read(), folded, prof.name)
+    height = int(svg.get("height"))
+    url = "file://" + path
+    shot = str(tmp_path / "plain.png")
+    browse(tmp_path, url, "--screenshot=%s" % shot)
+    rows = png_rows(shot, height)
+    # A point in a box's top line, clear of its text; the margin left of
+    # the boxes is background.
+    for p in [("C:main", "C:lua_pcall"), ("C:main", "C:lua_pcall", "app.lua:14", "[builtin#pairs]"),
+              ("C:main", "worker.lua:3"), ("C:main", "C:lua_pcall", "app.lua:12")]:
+        b = paths[p]
+        y = int(b["y"]) + 1
+        got = rows[y][int(b["x"] + b["w"] / 2)]
+        assert near(got, rgb(b["fill"])), (p, got, b["fill"])
+        assert not near(rows[y][flamegraph.XPAD // 2], rgb(b["fill"]), 30), p
+
+    # Zoomed into app.lua:14, searched for the builtins.
+    zoomed = ("C:main", "C:lua_pcall", "app.lua:14")
+    query = urllib.parse.urlencode({"z": paths[zoomed]["index"], "s": r"^\[builtin#"})
+    dom = browse(tmp_path, url + "?" + query, "--dump-dom")
+    done = ET.fromstring(dom)
+    (frames,) = [g for g in done.iter(SVG + "g") if g.get("id") == "frames"]
+    after = frames.findall(SVG + "g")
+    assert len(after) == len(paths)
+    want = prefix_counts(folded)
+    width = 1200 - 2 * flamegraph.XPAD
+    for p, b in paths.items():
+        g = after[b["index"]]
+        cls = (g.get("class") or "").split()
+        r = g.find(SVG + "rect")
+        if p[:len(zoomed)] == zoomed:
+            x0 = b["x"] - paths[zoomed]["x"]
+            assert "hide" not in cls and "parent" not in cls, p
+            assert abs(float(r.get("width")) / width - want[p] / float(want[zoomed])) <= TOL, p
+            assert abs(float(r.get("x")) - (flamegraph.XPAD + x0 * want[()] / want[zoomed])) <= 0.01, p
+        elif p == zoomed[:len(p)]:
+            assert "parent" in cls and float(r.get("width")) == width, p
+        else:
+            assert "hide" in cls, p
+        hit = p[-1:] == ("[builtin#pairs]",)
+        assert r.get("fill") == (flamegraph.SEARCH_FILL if hit else b["fill"]), p
+    pairs = zoomed + ("[builtin#pairs]",)
+    matched = [t.text for t in done.iter(SVG + "text") if t.get("id") == "matched"]
+    assert matched == ["Matched: %.2f%%" % (100.0 * want[pairs] / want[()])]
+    # A match above a match counts once: app.lua:14 holds [builtin#pairs].
+    regex = r"^app\.lua|pairs"
+    dom = ET.fromstring(browse(tmp_path, url + "?" + urllib.parse.urlencode({"s": regex}), "--dump-dom"))
+    hits = [p for p in paths if p and re.search(regex, p[-1])]
+    share = sum(want[p] for p in hits if not any(p[:i] in hits for i in range(len(p))))
+    assert share < sum(want[p] for p in hits)
+    matched = [t.text for t in dom.iter(SVG + "text") if t.get("id") == "matched"]
+    assert matched == ["Matched: %.2f%%" % (100.0 * share / want[()])]
+
+    # What a user does, as events: a click on a box's name, the mouse over
+    # a box, Ctrl-F answered "worker", the Search button again, Reset Zoom,
+    # a click on a box then Escape.  A second script, added to a copy,
+    # sends them and leaves what it saw in the title (in a block: the
+    # graph's script has its names in the global scope).
+    driver = """<script><![CDATA[{
+      const log = [], gs = document.querySelectorAll("#frames > g"), $ = (id) => document.getElementById(id);
+      const send = (el, ev) => el.dispatchEvent(ev), click = () => new MouseEvent("click", {bubbles: true});
+      const width = (i) => +gs[i].querySelector("rect").getAttribute("width");
+      send(gs[%(z)d].querySelector("text"), click());
+      log.push(width(%(z)d), $("unzoom").classList.contains("hide"));
+      send(gs[%(p)d].querySelector("rect"), new MouseEvent("mouseover", {bubbles: true}));
+      log.push($("details").textContent);
+      window.prompt = () => "worker";
+      send(document, new KeyboardEvent("keydown", {key: "f", ctrlKey: true}));
+      log.push($("matched").textContent, $("search").textContent);
+      send($("search"), click());
+      log.push($("matched").textContent, $("search").textContent);
+      send($("unzoom"), click());
+      log.push(width(%(z)d), $("unzoom").classList.contains("hide"));
+      send(gs[%(c)d], click());
+      log.push(width(%(c)d));
+      send(document, new KeyboardEvent("keydown", {key: "Escape"}));
+      log.push(width(%(c)d));
+      $("title").textContent = JSON.stringify(log);
+    }]]></script></svg>"""
+    driver %= {"z": paths[zoomed]["index"], "p": paths[pairs]["index"], "c": paths[zoomed[:2]]["index"]}
+    with open(path) as f:
+        driven = f.read().replace("</svg>", driver)
+    with open(str(tmp_path / "driven.svg"), "w") as f:
+        f.write(driven)
+    dom = ET.fromstring(browse(tmp_path, "file://%s" % (tmp_path / "driven.svg"), "--dump-dom"))
+    (log,) = [t.text for t in dom.iter(SVG + "text") if t.get("id") == "title"]
+    assert log != prof.name, "the events' script stopped before its end"
+    log = json.loads(log)
+    worker = sum(n for p, n in want.items() if p[-1:] == ("worker.lua:3",))
+    assert log == [width, False,
+                   "[builtin#pairs] (25 samples, %.2f%%)" % (100.0 * want[pairs] / want[()]),
+                   "Matched: %.2f%%" % (100.0 * worker / want[()]), "Reset Search", "", "Search",
+                   paths[zoomed]["w"], True, width, paths[zoomed[:2]]["w"]]
+
+    shot = str(tmp_path / "zoomed.png")
+    browse(tmp_path, url + "?" + query, "--screenshot=%s" % shot)
+    rows = png_rows(shot, height)
+    y = int(paths[zoomed]["y"]) + 1
+    for x in (flamegraph.XPAD + 1, 1200 - flamegraph.XPAD - 2):
+        assert near(rows[y][x], rgb(paths[zoomed]["fill"])), (x, rows[y][x])
+    y = int(paths[pairs]["y"]) + 1
+    x = int(flamegraph.XPAD + width * want[pairs] / want[zoomed] / 2)
+    assert near(rows[y][x], rgb(flamegraph.SEARCH_FILL)), rows[y][x]
 
 
 def test_speedscope_against_its_schema(tmp_path):

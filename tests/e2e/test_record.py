@@ -90,6 +90,7 @@ def window(prog, run):
     return {k: after[k] - before.get(k, 0.0) for k in after}, lines, got
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("mode", ["interp", "jit"])
 @pytest.mark.parametrize("variant", ["r21-gc64", "deb-x64", "r20-x64"])
 def test_busy_shares(variant, mode, tmp_path):
@@ -122,6 +123,7 @@ def test_busy_shares(variant, mode, tmp_path):
         prog.close()
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("variant", ["r21-gc64", "deb-x64"])
 def test_syscall_shares(variant, tmp_path):
     """A loop of system calls (os.clock) is on a CPU: sysc, interp and
@@ -167,6 +169,7 @@ def _in_span(stack, span):
                span[0] <= int(f[len(label):]) <= span[1] for f in stack.split(";"))
 
 
+@pytest.mark.serial
 def test_idle_pipe(tmp_path):
     """--idle: the blocking read of a popen pipe counts, under the Lua line
     that called f:read (and its system call while asleep), within 4 points
@@ -449,6 +452,7 @@ def test_traces_flushed_before_the_decode(mode, tmp_path):
         prog.close()
 
 
+@pytest.mark.serial
 def test_sleepers_the_last_stop_woke(tmp_path):
     """profile.lua `sleepers`: 40 threads asleep in sleep(1000) beside one
     that spins.  Each stop takes every sleeper out of its system call; one
@@ -487,12 +491,14 @@ def test_formats_read_by_their_consumers(tmp_path):
     tool pprof -top counts every kept stack and names spin, f1, f2 and f5
     as the program defines them (debug.getinfo's lines), f5 > f2 > f1 as
     their work; speedscope's schema (its npm package's file) and weights
-    adding up to the stacks kept; an SVG flame graph inferno drew, naming
-    f5's line.  (The shares themselves: test_busy_shares.)"""
-    from test_profout_consumers import pprof, top_rows
+    adding up to the stacks kept; the SVG flame graph (the default format):
+    its root counts the stacks kept, each box is as wide as its count and
+    holds its callees' counts, and f5's line has a box.  (The shares
+    themselves: test_busy_shares; the flame graph against folded stacks:
+    test_profout_consumers.py and test_lprofile.py.)"""
+    from test_profout_consumers import TOL, flame_boxes, pprof, top_rows
     from commands import profout
     import jsonschema
-    import xml.etree.ElementTree as ET
     prog = Profiled("r21-gc64", tmp_path, "busy-jit")
     try:
         pb = str(tmp_path / "r.pb.gz")
@@ -520,8 +526,13 @@ def test_formats_read_by_their_consumers(tmp_path):
         svg = str(tmp_path / "r.svg")
         status, err = record(prog.pid, svg, "--duration", "1")
         assert status == 0, err
-        titles = [t.text for t in ET.parse(svg).getroot().iter("{http://www.w3.org/2000/svg}title")]
-        assert any(t.startswith("%s:%d " % (CHUNK, lines["f5"])) for t in titles), titles[:10]
+        _, paths = flame_boxes(open(svg, "rb").read())
+        assert paths[()]["count"] == int(SUMMARY.search(err).group(2)), err
+        for path, b in paths.items():
+            callees = sum(c["count"] for p, c in paths.items() if p[:-1] == path and len(p) == len(path) + 1)
+            assert callees <= b["count"], path
+            assert abs(b["w"] / paths[()]["w"] - b["count"] / float(paths[()]["count"])) <= TOL, path
+        assert any(p[-1:] == ("%s:%d" % (CHUNK, lines["f5"]),) for p in paths), list(paths)[:10]
     finally:
         prog.close()
 
@@ -668,6 +679,7 @@ def test_process_exits_during_record(tmp_path):
     assert m and int(m.group(2)) >= 20 and sum(folded(out).values()) == int(m.group(2)), err
 
 
+@pytest.mark.serial
 def test_top(tmp_path):
     """top, not on a terminal: one table a second; spin leads each full
     second's table by self share, and f5's total share is near the

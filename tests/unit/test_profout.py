@@ -1,10 +1,12 @@
 """commands/profout.py without its consumers: the folded text, the speedscope
 document and the pprof protobuf (read back with a decoder written here from
 profile.proto's field numbers), and write()'s one-line errors.  The programs
-that read each format are run in tests/e2e/test_profout_consumers.py."""
+that read each format are run in tests/e2e/test_profout_consumers.py; the
+flame graph's drawing is tests/unit/test_flamegraph.py's."""
 import gzip
 import os
 import stat
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -180,8 +182,7 @@ def test_pprof_without_a_rate_has_counts_only():
     assert [v for _, v in d["samples"]] == [[7]]
 
 
-def test_write_each_format(tmp_path, monkeypatch):
-    monkeypatch.setattr(profout, "flamegraph_svg", lambda prof: b"<svg/>")
+def test_write_each_format(tmp_path):
     p = sample_profile()
     for fmt in FORMATS:
         path = str(tmp_path / ("out." + fmt))
@@ -193,6 +194,9 @@ def test_write_each_format(tmp_path, monkeypatch):
             assert open(path, "rb").read() == data       # no time stamp in the gzip header
         elif fmt == "folded":
             assert data.decode() == profout.folded_text(p)
+        elif fmt == "flamegraph":
+            assert data == profout.flamegraph_svg(p)
+            assert ET.fromstring(data).tag == "{http://www.w3.org/2000/svg}svg"
         umask = os.umask(0)
         os.umask(umask)
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o666 & ~umask
@@ -223,28 +227,32 @@ def test_write_no_directory(tmp_path):
     assert str(e.value) == "%s is a directory" % tmp_path
 
 
-def test_flamegraph_without_inferno(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setenv("LJGDB_CACHE", str(tmp_path / "cache"))
-    assert profout.find_inferno() is None
-    with pytest.raises(OutputError) as e:
-        write(sample_profile(), str(tmp_path / "out.svg"), "flamegraph")
-    assert str(e.value) == ("inferno-flamegraph not found (on PATH or in %s/cargo/bin): install "
-                            "inferno (cargo install inferno) or write --format folded"
-                            % (tmp_path / "cache"))
-    assert "\n" not in str(e.value) and os.listdir(str(tmp_path)) == []
-
-
 def test_flamegraph_of_nothing(tmp_path):
-    with pytest.raises(OutputError) as e:
-        profout.flamegraph_svg(Profile(), inferno=str(tmp_path / "never-run"))
-    assert str(e.value) == "no stacks to draw: the profile has no samples"
+    path = str(tmp_path / "out.svg")
+    for prof in (Profile(), Profile([(("a",), 0)])):
+        with pytest.raises(OutputError) as e:
+            write(prof, path, "flamegraph")
+        assert str(e.value) == "no stacks to draw: the profile has no samples"
+    assert os.listdir(str(tmp_path)) == []
+    # The other formats write an empty profile.
+    write(Profile(), path, "folded")
+    assert open(path).read() == ""
 
 
-def test_flamegraph_failure_is_one_line(tmp_path):
-    fake = tmp_path / "inferno-flamegraph"
-    fake.write_text("#!/bin/sh\necho 'first' >&2\necho 'Error: it broke' >&2\nexit 3\n")
-    fake.chmod(0o755)
-    with pytest.raises(OutputError) as e:
-        profout.flamegraph_svg(sample_profile(), inferno=str(fake))
-    assert str(e.value) == "%s failed (exit 3): Error: it broke" % fake
+def test_flamegraph_names_and_title():
+    """The boxes are named as the folded lines name the frames (a ';' as a
+    ','), the graph is titled with the profile's name, a box's title counts
+    in the profile's unit."""
+    p = sample_profile()
+    p.unit = "ticks"
+    svg = ET.fromstring(profout.flamegraph_svg(p))
+    ns = "{http://www.w3.org/2000/svg}"
+    assert [t.text for t in svg.iter(ns + "text") if t.get("id") == "title"] == [p.name]
+    titles = [t.text for t in svg.iter(ns + "title")]
+    names = {t.rsplit(" (", 1)[0] for t in titles}
+    folded = {n for text in profout.folded_counts(p) for n in text.split(";")}
+    assert names == folded | {"all"}
+    assert "all (12 ticks, 100.00%)" in titles and "a,b (4 ticks, 33.33%)" in titles
+    p.name = ""
+    svg = ET.fromstring(profout.flamegraph_svg(p))
+    assert [t.text for t in svg.iter(ns + "text") if t.get("id") == "title"] == ["ljgdb profile"]
