@@ -91,8 +91,10 @@ def window(prog, run):
 
 
 @pytest.mark.serial
-@pytest.mark.parametrize("mode", ["interp", "jit"])
-@pytest.mark.parametrize("variant", ["r21-gc64", "deb-x64", "r20-x64"])
+# One build per axis the shares could differ on, not the matrix: GC64 (both
+# modes), X64 (JIT-compiled), 2.0 (interpreted); docs/testing.md.
+@pytest.mark.parametrize("variant,mode", [("r21-gc64", "interp"), ("r21-gc64", "jit"),
+                                          ("deb-x64", "jit"), ("r20-x64", "interp")])
 def test_busy_shares(variant, mode, tmp_path):
     """f1, f2 and f5 within 3 points of the CPU time the program measured
     over the same seconds; the folded file's counts are the kept thread
@@ -292,15 +294,22 @@ def test_native_frames_of_the_moment(sampler, tmp_path):
         under = {"[builtin#io.open]": {"lj_cf_io_open"},
                  "[builtin#io.method.close]": {"lj_cf_io_method_close", "io_file_close",
                                                "luaL_fileresult"}}
+        # The samples of save({}) on the line before the loop: record may
+        # start while it returns (the program writes its file first), more
+        # often on a busy machine; a few at most.
+        early, at_save = "%s:%d" % (CHUNK, prog.times()[1]["files"] - 1), 0
         seen = 0
         for s, n in stacks.items():
             frames = s.split(";")
+            if early in frames and line not in frames:
+                at_save += n
+                continue
             assert line in frames, s
             after = frames[frames.index(line) + 1:]
             if len(after) >= 2 and after[0] in under:
                 assert after[1] in under[after[0]], s
                 seen += n
-        assert seen >= kept // 2, stacks
+        assert seen >= kept // 2 and at_save <= 0.02 * kept, (at_save, stacks)
     finally:
         prog.close()
 
