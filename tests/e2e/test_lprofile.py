@@ -18,8 +18,9 @@ import sys
 
 import pytest
 
+from support.flamesvg import check_flame_graph
 from support.stop import LUA_DIR, ROOT, Stop, chunk_display
-from test_profout_consumers import check_flame_graph, pprof, top_rows
+from test_profout_consumers import pprof, top_rows
 
 # Profiles of 2 to 15 seconds on every build.
 pytestmark = pytest.mark.slow

@@ -20,6 +20,7 @@ import pytest
 import ljgdb  # noqa: F401
 from ljgdb.commands import flamegraph, profout
 from ljgdb.commands.profout import Frame, Profile, write
+from support.flamesvg import NS, TOL, check_flame_graph, prefix_counts
 
 MAIN = Frame("C:main", "host.c", 40)
 PCALL = Frame("C:lua_pcall")
@@ -114,81 +115,14 @@ def test_pprof_top_counts(tmp_path):
     assert out.strip() == prof.name
 
 
-# --- the flame graph --------------------------------------------------------
-
-SVG = "{http://www.w3.org/2000/svg}"
-TOL = 1e-6          # on a box's width over the root's (coordinates have 3 decimals)
-
-
-def flame_boxes(data):
-    """(the <svg> element, {path of names from the root: box}) of a flame
-    graph: a box is a dict of its <g> (name, count, pct from the <title>,
-    x, w, y, fill from the <rect>, index among the frames, the <g>
-    itself); its caller is the one box a row below whose span holds it."""
-    svg = ET.fromstring(data)
-    (frames,) = [g for g in svg.iter(SVG + "g") if g.get("id") == "frames"]
-    boxes = []
-    for i, g in enumerate(frames.findall(SVG + "g")):
-        m = re.match(r"^(.*) \(([\d,]+) samples, ([\d.]+)%\)$", g.find(SVG + "title").text, re.S)
-        assert m, g.find(SVG + "title").text
-        r = g.find(SVG + "rect")
-        boxes.append({"name": m.group(1), "count": int(m.group(2).replace(",", "")),
-                      "pct": m.group(3), "x": float(r.get("x")), "w": float(r.get("width")),
-                      "y": float(r.get("y")), "fill": r.get("fill"), "index": i, "g": g})
-    bottom = max(b["y"] for b in boxes)
-    paths = {}
-    for b in sorted(boxes, key=lambda b: -b["y"]):
-        if b["y"] == bottom:
-            assert b["name"] == "all" and () not in paths, b
-            paths[()] = b
-            continue
-        callers = [(p, c) for p, c in paths.items() if c["y"] == b["y"] + flamegraph.FRAME_H
-                   and c["x"] - 0.0011 <= b["x"] and b["x"] + b["w"] <= c["x"] + c["w"] + 0.0011]
-        assert len(callers) == 1, (b, callers)
-        path = callers[0][0] + (b["name"],)
-        assert path not in paths, path
-        paths[path] = b
-    return svg, paths
-
-
-def prefix_counts(folded):
-    """{path of names from the root: samples through it} of folded counts
-    ({'outer;...;inner': count}); () is the root."""
-    out = {}
-    for text, count in folded.items():
-        names = tuple(text.split(";")) if text else ()
-        for i in range(len(names) + 1):
-            out[names[:i]] = out.get(names[:i], 0) + count
-    return out
-
-
-def check_flame_graph(data, folded, title=None):
-    """Asserts that the flame graph has one box a path of the folded
-    stacks (but those too narrow to draw), with that path's count and
-    share, as wide as its share of the root (and the title); returns (svg,
-    boxes by path)."""
-    svg, paths = flame_boxes(data)
-    want = prefix_counts(folded)
-    total = want[()]
-    # (a box narrower than MIN_WIDTH is left out, with those above it)
-    k = (flamegraph.WIDTH - 2 * flamegraph.XPAD) / float(total)
-    assert sorted(paths) == sorted(p for p, n in want.items() if n * k >= flamegraph.MIN_WIDTH)
-    root = paths[()]
-    for path, b in paths.items():
-        assert b["count"] == want[path], path
-        assert b["pct"] == "%.2f" % (100.0 * want[path] / total), path
-        assert abs(b["w"] / root["w"] - want[path] / float(total)) <= TOL, path
-    if title is not None:
-        assert [t.text for t in svg.iter(SVG + "text") if t.get("id") == "title"] == [title]
-    return svg, paths
-
+# --- the flame graph (read back with tests/support/flamesvg.py) ---------------
 
 def test_flamegraph_svg(tmp_path):
     prof = profile()
     path = str(tmp_path / "out.svg")
     write(prof, path, "flamegraph")
     svg, paths = check_flame_graph(open(path, "rb").read(), profout.folded_counts(prof), prof.name)
-    assert svg.tag == SVG + "svg"
+    assert svg.tag == NS + "svg"
     assert (svg.get("width"), svg.get("viewBox")) == ("1200", "0 0 1200 %s" % svg.get("height"))
     # One box a distinct path from the root: a name on two paths (worker.lua:3
     # here) has two boxes; a box's count is the samples whose stack passes
@@ -294,15 +228,15 @@ def test_flamegraph_in_chromium(tmp_path):
     query = urllib.parse.urlencode({"z": paths[zoomed]["index"], "s": r"^\[builtin#"})
     dom = browse(tmp_path, url + "?" + query, "--dump-dom")
     done = ET.fromstring(dom)
-    (frames,) = [g for g in done.iter(SVG + "g") if g.get("id") == "frames"]
-    after = frames.findall(SVG + "g")
+    (frames,) = [g for g in done.iter(NS + "g") if g.get("id") == "frames"]
+    after = frames.findall(NS + "g")
     assert len(after) == len(paths)
     want = prefix_counts(folded)
     width = 1200 - 2 * flamegraph.XPAD
     for p, b in paths.items():
         g = after[b["index"]]
         cls = (g.get("class") or "").split()
-        r = g.find(SVG + "rect")
+        r = g.find(NS + "rect")
         if p[:len(zoomed)] == zoomed:
             x0 = b["x"] - paths[zoomed]["x"]
             assert "hide" not in cls and "parent" not in cls, p
@@ -315,7 +249,7 @@ def test_flamegraph_in_chromium(tmp_path):
         hit = p[-1:] == ("[builtin#pairs]",)
         assert r.get("fill") == (flamegraph.SEARCH_FILL if hit else b["fill"]), p
     pairs = zoomed + ("[builtin#pairs]",)
-    matched = [t.text for t in done.iter(SVG + "text") if t.get("id") == "matched"]
+    matched = [t.text for t in done.iter(NS + "text") if t.get("id") == "matched"]
     assert matched == ["Matched: %.2f%%" % (100.0 * want[pairs] / want[()])]
     # A match above a match counts once: app.lua:14 holds [builtin#pairs].
     regex = r"^app\.lua|pairs"
@@ -323,7 +257,7 @@ def test_flamegraph_in_chromium(tmp_path):
     hits = [p for p in paths if p and re.search(regex, p[-1])]
     share = sum(want[p] for p in hits if not any(p[:i] in hits for i in range(len(p))))
     assert share < sum(want[p] for p in hits)
-    matched = [t.text for t in dom.iter(SVG + "text") if t.get("id") == "matched"]
+    matched = [t.text for t in dom.iter(NS + "text") if t.get("id") == "matched"]
     assert matched == ["Matched: %.2f%%" % (100.0 * share / want[()])]
 
     # What a user does, as events: a click on a box's name, the mouse over
@@ -358,7 +292,7 @@ def test_flamegraph_in_chromium(tmp_path):
     with open(str(tmp_path / "driven.svg"), "w") as f:
         f.write(driven)
     dom = ET.fromstring(browse(tmp_path, "file://%s" % (tmp_path / "driven.svg"), "--dump-dom"))
-    (log,) = [t.text for t in dom.iter(SVG + "text") if t.get("id") == "title"]
+    (log,) = [t.text for t in dom.iter(NS + "text") if t.get("id") == "title"]
     assert log != prof.name, "the events' script stopped before its end"
     log = json.loads(log)
     worker = sum(n for p, n in want.items() if p[-1:] == ("worker.lua:3",))

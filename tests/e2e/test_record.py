@@ -505,7 +505,8 @@ def test_formats_read_by_their_consumers(tmp_path):
     holds its callees' counts, and f5's line has a box.  (The shares
     themselves: test_busy_shares; the flame graph against folded stacks:
     test_profout_consumers.py and test_lprofile.py.)"""
-    from test_profout_consumers import TOL, flame_boxes, pprof, top_rows
+    from support.flamesvg import TOL, flame_boxes
+    from test_profout_consumers import pprof, top_rows
     from commands import profout
     import jsonschema
     prog = Profiled("r21-gc64", tmp_path, "busy-jit")

@@ -10,4 +10,5 @@ and docs/tour.py (which put them there themselves):
   moments    random moments of a spinning VM, and the judge of lbt there
   corerun    many commands on one core in the core reader (run as a script)
   synth      synthetic LuaJIT memory from the layouts in tests/data (unit tests)
+  flamesvg   ljgdb's SVG flame graph read back: boxes by path against folded counts
 """

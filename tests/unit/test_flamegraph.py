@@ -1,27 +1,24 @@
 """commands/flamegraph.py, the SVG flame graph of profout's --format
-flamegraph, read back with xml.etree: every box against the profile's own
-folded counts (its width over the root's is its count over the total, to
-1e-6: the coordinates are written to 3 decimals of a 1180-unit width), the
-boxes' places (a callee one row above its caller, within it, callees in
-name order), names escaped, narrow boxes left out, the same bytes for the
-same profile.  tests/e2e/test_profout_consumers.py opens it in Chromium."""
+flamegraph, read back with xml.etree (tests/support/flamesvg.py): every box
+against the profile's own folded counts (its width over the root's is its
+count over the total, to 1e-6: the coordinates are written to 3 decimals of
+a 1180-unit width), the boxes' places (a callee one row above its caller,
+within it, callees in name order), names escaped, narrow boxes left out,
+the same bytes for the same profile.  tests/e2e/test_profout_consumers.py
+opens it in Chromium."""
 import os
 import re
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 
 import pytest
 
 import ljgdb  # noqa: F401
 from ljgdb.commands import flamegraph, profout
-from ljgdb.commands.profout import Frame, OutputError, Profile, write
+from ljgdb.commands.profout import Frame, Profile, write
+from support.flamesvg import NS, POS, TOL, by_path, check_flame_graph, prefix_counts, read
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NS = "{http://www.w3.org/2000/svg}"
-TITLE = re.compile(r"^(.*) \(([\d,]+) (\S+), (\d+\.\d\d)%\)$", re.S)
-TOL = 1e-6          # on a width's share of the root's
-POS = 0.0011        # on a coordinate (written to 3 decimals)
 
 MAIN = Frame("C:main", "host.c", 40)
 PCALL = Frame("C:lua_pcall")
@@ -43,73 +40,23 @@ def sample_profile():
                    rate_hz=100.0, duration_s=0.5, name="ljgdb record pid 123")
 
 
-def read(data):
-    """(the <svg> element, [box]) of a flame graph, each box a dict of its
-    <g>: name, count, unit, pct (from its <title>), x, w, y, fill (its
-    <rect>), text, s, n (data-s, data-n)."""
-    svg = ET.fromstring(data)
-    (frames,) = [g for g in svg.iter(NS + "g") if g.get("id") == "frames"]
-    boxes = []
-    for g in frames.findall(NS + "g"):
-        m = TITLE.match(g.find(NS + "title").text)
-        assert m, g.find(NS + "title").text
-        rect = g.find(NS + "rect")
-        boxes.append({"name": m.group(1), "count": int(m.group(2).replace(",", "")),
-                      "unit": m.group(3), "pct": m.group(4),
-                      "x": float(rect.get("x")), "w": float(rect.get("width")),
-                      "y": float(rect.get("y")), "h": float(rect.get("height")),
-                      "fill": rect.get("fill"), "text": g.find(NS + "text").text or "",
-                      "s": int(g.get("data-s")), "n": int(g.get("data-n"))})
-    return svg, boxes
-
-
-def by_path(boxes):
-    """{names from the root's callee up: box}: a box's caller is the one box
-    one row (FRAME_H) below whose span holds it."""
-    (root,) = [b for b in boxes if b["name"] == "all" and b["y"] == max(c["y"] for c in boxes)]
-    paths = {id(root): ()}
-    for b in sorted(boxes, key=lambda b: -b["y"]):
-        if b is root:
-            continue
-        callers = [c for c in boxes if c["y"] == b["y"] + flamegraph.FRAME_H
-                   and c["x"] - POS <= b["x"] and b["x"] + b["w"] <= c["x"] + c["w"] + POS]
-        assert len(callers) == 1, (b, callers)
-        paths[id(b)] = paths[id(callers[0])] + (b["name"],)
-    out = {paths[id(b)]: b for b in boxes}
-    assert len(out) == len(boxes)           # one box a path
-    return out
-
-
-def prefix_counts(folded):
-    """{names of a path from the root: samples through it} of folded counts
-    ({'outer;...;inner': count}); () is the root."""
-    out = {}
-    for text, count in folded.items():
-        names = tuple(text.split(";")) if text else ()
-        for i in range(len(names) + 1):
-            out[names[:i]] = out.get(names[:i], 0) + count
-    return out
-
-
 def test_every_path_is_one_box_of_its_count():
     p = sample_profile()
-    svg, boxes = read(profout.flamegraph_svg(p))
-    want = prefix_counts(profout.folded_counts(p))
+    folded = profout.folded_counts(p)
+    # each path's box: its count (in samples), share and width
+    svg, got = check_flame_graph(profout.flamegraph_svg(p), folded, p.name)
+    want = prefix_counts(folded)
     total = want[()]
     assert total == p.total() == 44
-    got = by_path(boxes)
-    assert sorted(got) == sorted(want)
+    assert sorted(got) == sorted(want)          # none too narrow here
     root = got[()]
     assert (root["x"], root["w"]) == (flamegraph.XPAD, flamegraph.WIDTH - 2 * flamegraph.XPAD)
     for path, b in got.items():
-        assert b["count"] == b["n"] == want[path], path
-        assert abs(b["w"] / root["w"] - want[path] / total) <= TOL, path
-        assert b["pct"] == "%.2f" % (100.0 * want[path] / total), path
-        assert b["unit"] == "samples"
+        assert b["n"] == b["count"], path
         assert abs(b["x"] - (root["x"] + root["w"] * b["s"] / total)) <= POS, path
         assert b["h"] == flamegraph.FRAME_H - 1
     # app.lua:12 on two paths: two boxes, 7 and 3.
-    assert sorted(b["count"] for b in boxes if b["name"] == "app.lua:12") == [3, 7]
+    assert sorted(b["count"] for b in got.values() if b["name"] == "app.lua:12") == [3, 7]
 
 
 def test_callees_in_name_order_side_by_side():
@@ -230,11 +177,14 @@ def test_a_folded_file_draws_the_same(tmp_path):
 
 
 def test_nothing_to_draw(tmp_path):
-    path = str(tmp_path / "out.svg")
-    for prof in (Profile(), Profile([(("a",), 0)])):
-        with pytest.raises(OutputError) as e:
-            write(prof, path, "flamegraph")
+    """(profout's --format flamegraph of no samples: test_profout.py's
+    test_flamegraph_of_nothing.)"""
+    for stacks in ([], [(("a",), 0)]):
+        with pytest.raises(ValueError) as e:
+            flamegraph.svg(stacks)
         assert str(e.value) == "no stacks to draw: the profile has no samples"
-    assert os.listdir(str(tmp_path)) == []
-    with pytest.raises(ValueError):
-        flamegraph.svg([])
+    (tmp_path / "empty.folded").write_text("")
+    out = subprocess.run([sys.executable, "-m", "ljgdb.commands.flamegraph", str(tmp_path / "empty.folded")],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert (out.returncode, out.stdout) == (1, b"")
+    assert out.stderr == b"ljgdb flamegraph: no stacks to draw: the profile has no samples\n"
