@@ -7,8 +7,8 @@
 --   pipe: work() burns CPU, then a read of an io.popen pipe blocks; the
 --     file holds the wall-clock seconds spent in each.
 --   syscall: sysc() calls os.clock in a loop (clock_gettime of the process
---     CPU clock, which enters the kernel each time: a system call that
---     keeps the thread on a CPU), interp() loops in the interpreter
+--     CPU clock, a system call that keeps the thread on a CPU) for 3/8 of
+--     the CPU time, whatever a call costs; interp() loops in the interpreter
 --     (jit.off), jitted() runs the same loop JIT-compiled; the file holds
 --     the CPU and the wall seconds spent in each.
 --   files: opens and closes /dev/null for ever (record --native's test).
@@ -73,18 +73,18 @@ if mode == "busy-interp" or mode == "busy-jit" then
   if mode == "busy-interp" then jit.off() end
   measure({{"f1", f1}, {"f2", f2}, {"f5", f5}}, 100)
 elseif mode == "syscall" then
-  local function sysc() for _ = 1, 2000 do os.clock() end end
+  local goal; local function sysc() local c0 = os.clock(); repeat until os.clock() - c0 >= goal end
   local function interp()
     local x = 0
     for i = 1, 4 * N do x = (x + i * 7) % 1000003 end
     return x
   end
-  jit.off(interp)
   local function jitted()
     local x = 0
     for i = 1, 20 * N do x = (x + i * 7) % 1000003 end
     return x
   end
+  jit.off(interp); local c0 = os.clock(); interp(); jitted(); goal = 0.6 * (os.clock() - c0)
   local parts = {{"sysc", sysc}, {"interp", interp}, {"jitted", jitted}}
   for _, p in ipairs(parts) do lines[p[1]] = debug.getinfo(p[2], "S").linedefined end
   measure(parts, 20)

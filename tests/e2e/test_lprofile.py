@@ -175,7 +175,7 @@ def test_off_cpu_pipe(variant, tmp_path):
     fold_on = os.path.join(str(tmp_path), "on.folded")
     # 3000 samples: a share's sampling error is about 0.9 points.
     off = "lprofile --seconds 30 --hz 100 --off-cpu --top 1000 --folded %s" % fold_off
-    on = "lprofile --seconds 2 --hz 100 --folded %s" % fold_on
+    on = "lprofile --seconds 4 --hz 100 --folded %s" % fold_on
     stop = Stop(variant, "profile.lua", [off, on], str(tmp_path), args=["pipe"])
     text = stop.out("live", off)
     rows, nstacks = top_table(text)
