@@ -26,18 +26,20 @@ mirror() {   # the first Debian (non-security) URI of this machine's apt
 }
 CA=/etc/ssl/certs/ljgdb-host-ca.crt
 ROOT=
-mount_root() {   # DIR: the chroot in_root runs in, its /proc, /sys and /dev bound
+mount_root() {   # DIR: the chroot in_root runs in, a mount point of its own (as a
+                 # container's root is: unshare --propagation needs it), with
+                 # /proc, /sys and /dev bound
   ROOT="$1"
   mkdir -p "$ROOT/etc/ssl/certs"
   cp /etc/ssl/certs/ca-certificates.crt "$ROOT$CA"
+  mountpoint -q "$ROOT" || mount --bind "$ROOT" "$ROOT"
   for fs in proc sys dev; do mountpoint -q "$ROOT/$fs" || mount --rbind "/$fs" "$ROOT/$fs"; done
 }
 unmount_root() {   # DIR; fails if a mount stays (nothing may then delete DIR)
-  local fs
-  for fs in proc sys dev; do
-    if mountpoint -q "$1/$fs"; then umount -R "$1/$fs" || umount -lR "$1/$fs"; fi
-    if mountpoint -q "$1/$fs"; then echo "fresh-debian.sh: $1/$fs is still mounted" >&2; return 1; fi
-  done
+  if mountpoint -q "$1"; then umount -R "$1" || umount -lR "$1"; fi
+  if mountpoint -q "$1" || grep -q " $1/" /proc/mounts; then
+    echo "fresh-debian.sh: something under $1 is still mounted" >&2; return 1
+  fi
 }
 in_root() {
   chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb \

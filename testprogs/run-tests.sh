@@ -19,10 +19,13 @@ python3 testprogs/build.py --arm64
 python3 testprogs/debs.py
 bash testprogs/packages.sh check "$pkgs"
 status=0
+# Each run's JUnit XML, for bench/suite_times.py (where the time goes).
+run="${LJGDB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ljgdb}/last-run"
+mkdir -p "$run"
 # (exit 5: no test selected, as a run given a file without serial tests has)
-python3 -m pytest -q -n 2 --dist loadfile --serial=skip --durations=20 tests "$@" ||
-  { s=$?; [ $s = 5 ] || status=$s; }
-python3 -m pytest -q -p no:xdist --serial=only --durations=10 tests "$@" ||
-  { s=$?; [ $s = 5 ] || status=$s; }
+python3 -m pytest -q -n 2 --dist loadfile --serial=skip --durations=20 \
+  --junitxml="$run/parallel.xml" tests "$@" || { s=$?; [ $s = 5 ] || status=$s; }
+python3 -m pytest -q -p no:xdist --serial=only --durations=10 \
+  --junitxml="$run/serial.xml" tests "$@" || { s=$?; [ $s = 5 ] || status=$s; }
 bash testprogs/packages.sh check "$pkgs"
 exit $status
