@@ -67,16 +67,16 @@ if [ -d "$DIR" ]; then unmount_root "$DIR"; rm -rf --one-file-system "$DIR"; fi
 cp -a "$BASE" "$DIR"
 trap 'unmount_root "$DIR"' EXIT
 mount_root "$DIR"
-rm -rf "$DIR/root/ljgdb"
-git clone -q . "$DIR/root/ljgdb"
+# (in /opt, not root's home: a test runs ljgdb as user nobody, who must read it)
+git clone -q . "$DIR/opt/ljgdb"
 # the work tree as it is, uncommitted changes and new files too
-git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -C "$DIR/root/ljgdb" -xf -
+git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -C "$DIR/opt/ljgdb" -xf -
 cmd="bash testprogs/demo.sh"
 [ "$WHAT" = tests ] && cmd="bash testprogs/run-tests.sh"
 echo "== in the chroot: cd ljgdb && $cmd" >&2
 start=$(date +%s)
 status=0
-in_root /bin/bash -c "cd /root/ljgdb && $cmd" > "$DIR/root/$WHAT.out" 2>&1 || status=$?
+in_root /bin/bash -c "cd /opt/ljgdb && $cmd" > "$DIR/root/$WHAT.out" 2>&1 || status=$?
 end=$(date +%s)
 echo "== $cmd: exit $status after $((end - start)) s (its output: $DIR/root/$WHAT.out)" >&2
 missing=$(in_root dpkg-query -W -f '${Package}\n' | sort | comm -23 <(sort "$DIR/root/packages-of-the-user") - |
