@@ -430,6 +430,7 @@ def test_traces_flushed_before_the_decode(mode, tmp_path):
     is dropped so."""
     from gdb_ext.backends.live import open_process, sampling_target
     from gdb_ext.stack.recorder import TRACES_MOVED, Recorder
+    from gdb_ext.stack.samples import OFF_CPU
     prog = Profiled("r21-gc64", tmp_path, mode)
     try:
         proc = open_process(prog.pid)
@@ -439,6 +440,7 @@ def test_traces_flushed_before_the_decode(mode, tmp_path):
                 rec.sample()
                 time.sleep(0.01)
             before = rec.prof.dropped.get(TRACES_MOVED, 0)
+            asleep = rec.prof.dropped.get(OFF_CPU, 0)
             kept = []
             for _ in range(10):
                 start = time.monotonic()
@@ -447,7 +449,10 @@ def test_traces_flushed_before_the_decode(mode, tmp_path):
                 kept += [keys for s in samples for _, keys, _ in s.stacks]
         proc.close()
         moved = rec.prof.dropped.get(TRACES_MOVED, 0) - before
-        assert len(kept) + moved == 100, (len(kept), rec.prof.dropped)
+        # (A stop may find the thread off a CPU: in a page fault or the
+        # write of its file; a busy machine met it once in 100 stops.)
+        off = rec.prof.dropped.get(OFF_CPU, 0) - asleep
+        assert len(kept) + moved + off == 100 and off <= 3, (len(kept), rec.prof.dropped)
         lines = prog.times()[1]
         if mode == "flush":
             assert moved >= 10, rec.prof.dropped
