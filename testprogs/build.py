@@ -167,8 +167,8 @@ def fetch_lupa(version=LUPA_VERSION, sha256=LUPA_SHA256):
                 shutil.copyfileobj(r, f)
         except (OSError, ValueError) as e:
             raise SystemExit("build.py: cannot fetch %s from %s: %s" % (name, index, e))
-        pinned(tmp, sha256)
-        os.rename(tmp, path)
+        os.rename(pinned(tmp, sha256), path)
+        return path
     return pinned(path, sha256)
 
 

@@ -9,7 +9,8 @@
 #
 # DIR.base is made once (debootstrap and the user's packages, about 40 s)
 # and kept; each run starts from a fresh copy of it in DIR (delete DIR.base
-# for a new one).  The mirror is the one this machine's apt uses.  The chroot gets this machine's CA bundle, as its registries need
+# for a new one).  The mirror is the one this machine's apt uses.  The
+# chroot gets this machine's CA bundle, as its registries need
 # (docs/testing.md#a-fresh-debian-12).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -44,16 +44,20 @@ apt_update() {
   apt_updated=1
 }
 
-# Why `apt-get install PKG...` must not go ahead, in one line, or nothing:
-# the packages it would remove (a simulation), or apt's own error.
-apt_refusal() {
-  local sim
-  if ! sim=$(apt-get -s install -y --no-install-recommends "$@" 2>&1); then
-    echo "$sim" | grep -m1 '^E:' || echo "apt-get -s install failed"
+# apt_simulate PKG...: what `apt-get install PKG...` would do (apt-get -s),
+# with apt's status.
+apt_simulate() { apt-get -s install -y --no-install-recommends "$@" 2>&1; }
+
+# refusal STATUS SIMULATION: why that install must not go ahead, in one
+# line, or nothing: apt's own error, or the packages it would remove.
+refusal() {
+  if [ "$1" != 0 ]; then
+    echo "$2" | grep -m1 '^E:' || echo "apt-get -s install failed"
     return
   fi
-  sim=$(echo "$sim" | awk '/^Remv /{print $2}' | paste -sd' ' -)
-  [ -z "$sim" ] || echo "apt would remove $sim, which this machine has (a conflict)"
+  local gone
+  gone=$(echo "$2" | awk '/^Remv /{print $2}' | paste -sd' ' -)
+  [ -z "$gone" ] || echo "apt would remove $gone, which this machine has (a conflict)"
 }
 
 # apt_install [--optional] PKG...: install the packages with apt, beside what
@@ -67,10 +71,15 @@ apt_install() {
   if [ "${1:-}" = --optional ]; then optional=1; shift; fi
   [ $# -gt 0 ] || return 0
   apt_update
-  local ok=() pkg why
-  if [ -n "$(apt_refusal "$@")" ]; then
+  local sim status=0 ok=() pkg one why
+  sim=$(apt_simulate "$@") || status=$?
+  if [ -z "$(refusal "$status" "$sim")" ]; then
+    ok=("$@")
+  else
+    # Which of them: each simulated alone, then the rest together again.
     for pkg in "$@"; do
-      why=$(apt_refusal "$pkg")
+      status=0; one=$(apt_simulate "$pkg") || status=$?
+      why=$(refusal "$status" "$one")
       if [ -n "$why" ]; then
         echo "[deps] not installing $pkg: $why" >&2
         [ -n "$optional" ] || { echo "[deps] install-deps.sh stops: $pkg is needed" >&2; exit 1; }
@@ -78,13 +87,12 @@ apt_install() {
         ok+=("$pkg")
       fi
     done
-  else
-    ok=("$@")
+    [ ${#ok[@]} -gt 0 ] || return 0
+    sim=$(apt_simulate "${ok[@]}") || true
   fi
-  [ ${#ok[@]} -gt 0 ] || return 0
   local upgrades
-  upgrades=$(apt-get -s install -y --no-install-recommends "${ok[@]}" 2>/dev/null |
-             sed -n 's/^Inst \([^ ]*\) \[\([^]]*\)\] (\([^ ]*\).*/\1 \2 -> \3/p' | paste -sd, -)
+  upgrades=$(echo "$sim" | sed -n 's/^Inst \([^ ]*\) \[\([^]]*\)\] (\([^ ]*\).*/\1 \2 -> \3/p' |
+             paste -sd, -)
   echo "[deps] apt-get install ${ok[*]}" >&2
   [ -z "$upgrades" ] || echo "[deps] apt upgrades, as those depend on it: $upgrades" >&2
   $SUDO apt-get install -y -q --no-install-recommends --no-remove "${ok[@]}" >/dev/null
