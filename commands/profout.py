@@ -251,14 +251,6 @@ def gzipped(data):
 
 # --- flame graph (commands/flamegraph.py's SVG) ---------------------------
 
-def cache_dir():
-    """ljgdb's cache: $LJGDB_CACHE, else $XDG_CACHE_HOME/ljgdb, else
-    ~/.cache/ljgdb (where testprogs/install-deps.sh puts what the tests
-    run, as speedscope's npm package)."""
-    return os.environ.get("LJGDB_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ljgdb")
-
-
 def flamegraph_svg(profile):
     """The profile's flame graph (bytes of SVG, drawn by
     commands/flamegraph.py), titled with the profile's name; a box shows a

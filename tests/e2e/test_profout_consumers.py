@@ -21,6 +21,7 @@ import ljgdb  # noqa: F401
 from ljgdb.commands import flamegraph, profout
 from ljgdb.commands.profout import Frame, Profile, write
 from support.flamesvg import NS, TOL, check_flame_graph, prefix_counts
+from support.stop import CACHE
 
 MAIN = Frame("C:main", "host.c", 40)
 PCALL = Frame("C:lua_pcall")
@@ -314,7 +315,7 @@ def test_flamegraph_in_chromium(tmp_path):
 
 def test_speedscope_against_its_schema(tmp_path):
     jsonschema = pytest.importorskip("jsonschema", reason="jsonschema: testprogs/install-deps.sh installs it")
-    schema_path = os.path.join(profout.cache_dir(), "npm", "node_modules", "speedscope", "dist",
+    schema_path = os.path.join(CACHE, "npm", "node_modules", "speedscope", "dist",
                                "release", "file-format-schema.json")
     if not os.path.exists(schema_path):
         pytest.fail("%s is missing: testprogs/install-deps.sh installs the npm package speedscope"

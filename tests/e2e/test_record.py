@@ -23,7 +23,7 @@ import time
 import pytest
 
 from support.host import HostProcess, proc_state
-from support.stop import LUA_DIR, ROOT, chunk_display, manifest, read_expected
+from support.stop import CACHE, LUA_DIR, ROOT, chunk_display, manifest, read_expected
 
 # Profiles of 3 to 15 seconds.
 pytestmark = pytest.mark.slow
@@ -512,7 +512,6 @@ def test_formats_read_by_their_consumers(tmp_path):
     test_profout_consumers.py and test_lprofile.py.)"""
     from support.flamesvg import TOL, flame_boxes
     from test_profout_consumers import pprof, top_rows
-    from commands import profout
     import jsonschema
     prog = Profiled("r21-gc64", tmp_path, "busy-jit")
     try:
@@ -532,7 +531,7 @@ def test_formats_read_by_their_consumers(tmp_path):
         ss = str(tmp_path / "r.speedscope.json")
         status, err = record(prog.pid, ss, "--duration", "1", "--format", "speedscope")
         assert status == 0, err
-        schema = json.load(open(os.path.join(profout.cache_dir(), "npm", "node_modules",
+        schema = json.load(open(os.path.join(CACHE, "npm", "node_modules",
                                              "speedscope", "dist", "release",
                                              "file-format-schema.json")))
         doc = json.load(open(ss))
