@@ -10,14 +10,13 @@ recorder stops the process in Python.  LJGDB_SAMPLER=python chooses the
 Python sampler (benchmarks, tests)."""
 import ctypes
 import errno
-import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 from typing import List, Optional, Sequence, Tuple
 
 from ..errors import LjError
+from .cbuild import build as cbuild, built_name, cache_dir
 
 NREGS = 64
 MAX_THREADS = 1024
@@ -53,35 +52,20 @@ class _Result(ctypes.Structure):
 
 
 def _cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "ljgdb")
+    return cache_dir()
 
 
 def _library_name() -> str:
-    with open(SOURCE, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()[:16]
-    return "ptstop-%s-%s.so" % (digest, os.uname().machine)
+    return built_name(SOURCE, "ptstop", "so")
 
 
 def build(dest_dir: str) -> str:
     """Compile ptstop.c into dest_dir (the library's path); OSError or
     CalledProcessError when it cannot be."""
-    path = os.path.join(dest_dir, _library_name())
-    if os.path.exists(path):
-        return path
-    os.makedirs(dest_dir, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=dest_dir)
-    os.close(fd)
     cc = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang")
                if c and shutil.which(c)), "cc")
-    try:
-        subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, SOURCE], check=True,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        os.rename(tmp, path)           # (atomic: a concurrent build wrote the same)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return cbuild(SOURCE, os.path.join(dest_dir, _library_name()),
+                  lambda out: [cc, "-O2", "-shared", "-fPIC", "-o", out, SOURCE])
 
 
 _loaded = None      # (the library or None, why not)
