@@ -55,7 +55,7 @@ setup(
     # The shipped layout profiles (testprogs/make_profiles.py writes them).
     package_data={"ljgdb": ["profiles/*.json", "profiles/glibc/*.json",
                             "profiles/library/*.json.gz"],
-                  "ljgdb.gdb_ext.backends": ["ptstop.c"]},
+                  "ljgdb.gdb_ext.backends": ["ptstop.c", "bpfsample.bpf.c"]},
     cmdclass={"build_py": BuildWithSampler},
     # ljgdb: the core reader and the live commands (python3 -m ljgdb's).
     entry_points={"console_scripts": ["ljgdb-gdbinit = ljgdb.install:main",

@@ -5,7 +5,6 @@ record's and top's shape), on the engine's recorder
 copies registers, C stacks and the VM's state; the decoding happens while
 it runs)."""
 import os
-import random
 import signal
 import sys
 import time
@@ -16,9 +15,13 @@ from ..gdb_ext.stack.samples import DROP_REASONS
 from .profnames import FrameNames, frames_of
 
 RECORD_USAGE = ("python3 -m ljgdb record --pid PID [--rate HZ] [--duration S] "
-                "[--format flamegraph|folded|speedscope|pprof] -o FILE [--idle] [--native] "
-                "[--nonblocking]")
-TOP_USAGE = "python3 -m ljgdb top --pid PID [--rate HZ] [--duration S] [--idle] [--native] [--nonblocking]"
+                "[--format flamegraph|folded|speedscope|pprof] -o FILE [--sampler bpf|ptrace] "
+                "[--idle] [--native] [--nonblocking]")
+TOP_USAGE = ("python3 -m ljgdb top --pid PID [--rate HZ] [--duration S] [--sampler bpf|ptrace] "
+             "[--idle] [--native] [--nonblocking]")
+SAMPLERS = ("bpf", "ptrace")
+# How often the BPF sampler's ring buffer is read (seconds).
+BPF_POLL = 0.05
 FORMATS = ("flamegraph", "folded", "speedscope", "pprof")
 FLAGS = ("--idle", "--native", "--nonblocking")
 # A median wait for the stop above this (seconds), or a share of the stacks
@@ -36,10 +39,10 @@ def parse(argv: Sequence[str], record: bool) -> Dict[str, Any]:
     """The options of record (record true) or top; ValueError with the line
     that says what is wrong."""
     opts = {"pid": None, "rate": 100.0, "duration": None, "format": "flamegraph", "output": None,
-            "idle": False, "native": False, "nonblocking": False}
+            "idle": False, "native": False, "nonblocking": False, "sampler": None}
     args = list(argv)
     valued = {"--pid": "pid", "--rate": "rate", "-r": "rate", "--duration": "duration",
-              "-d": "duration"}
+              "-d": "duration", "--sampler": "sampler"}
     if record:
         valued.update({"--format": "format", "-f": "format", "--output": "output", "-o": "output"})
     while args:
@@ -63,6 +66,10 @@ def parse(argv: Sequence[str], record: bool) -> Dict[str, Any]:
         raise ValueError("--pid takes a process id, not '%s'" % pid)
     opts["pid"] = int(pid)
     opts["rate"] = _number("--rate", opts["rate"], 0.1, 10000)
+    if opts["sampler"] is not None and opts["sampler"] not in SAMPLERS:
+        raise ValueError("--sampler is bpf or ptrace, not '%s'" % opts["sampler"])
+    if opts["sampler"] == "bpf" and opts["nonblocking"]:
+        raise ValueError("--nonblocking is a sampler of its own: leave --sampler out")
     if opts["duration"] is not None:
         opts["duration"] = _number("--duration", opts["duration"], 0.01, 1e7)
     if record:
@@ -110,9 +117,12 @@ class Session(object):
         from ..gdb_ext.backends.live import open_process, sampling_target
         from ..gdb_ext.stack.recorder import Recorder
         from ..gdb_ext.vm.state import VM
+        from ..gdb_ext.backends import bpfsample
         self.opts = opts
+        use_bpf, self.note = bpfsample.choose(opts["sampler"], opts["nonblocking"])
         self.proc = proc = open_process(opts["pid"])
-        t, lay, Gs = sampling_target(proc)
+        # (the BPF sampler never stops the process, not even to find its VMs)
+        t, lay, Gs = sampling_target(proc, stop=not use_bpf)
         if not Gs:
             raise LjError("process %d has LuaJIT loaded but no Lua VM (lua_State) was found in "
                           "its memory: nothing to sample" % opts["pid"])
@@ -120,6 +130,16 @@ class Session(object):
                             nonblocking=opts["nonblocking"])
         self.names = FrameNames({G: VM(t, lay, G, caches=self.rec.caches[G]) for G in Gs},
                                 syscall_names(proc.arch.name))
+        self.bpf = None
+        if use_bpf:
+            from ..gdb_ext.stack.recorder import CSTACK, MAX_LUA_STACK, RED_ZONE
+            self.bpf = bpfsample.BpfSampler(opts["rate"])
+            try:
+                self.bpf.add(proc.pid, bpfsample.vm_conf(lay, Gs, proc.arch.name, RED_ZONE,
+                                                         CSTACK, MAX_LUA_STACK))
+            except LjError:
+                self.bpf.close()
+                raise
         self.pauses = []
         self.waits = []
         self.errors = 0
@@ -135,58 +155,75 @@ class Session(object):
         start = self.start = time.monotonic()
         old = {s: signal.signal(s, self._ask_stop) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            with self.proc.sigchld_blocked():
-                self._loop(start, period, duration, on_sample)
+            if self.bpf is not None:
+                self._loop_bpf(start, duration, on_sample)
+            else:
+                with self.proc.sigchld_blocked():
+                    self._loop(start, period, duration, on_sample)
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
             self.wall = time.monotonic() - start
+            if self.bpf is not None:
+                self.bpf.close()
             self.proc.close()
 
-    def _loop(self, start, period, duration, on_sample):
-        batch = max(1, min(MAX_BATCH, int(BATCH_SECONDS / period)))
-        due = start
-        while not self.stop_asked:
-            dues = []
-            while len(dues) < (batch if self.rec.can_batch() else 1):
-                due += period * random.uniform(0.5, 1.5)
-                if duration is not None and due - start > duration:
-                    break
-                dues.append(due)
-            if not dues:
-                break
-            now = time.monotonic()
-            if dues[0] < now - period * 10:
-                # (far behind: do not burst to catch up)
-                due = now
-                continue
-            if len(dues) > 1:
-                samples, err = self.rec.sample_batch(dues)
-            else:
-                if dues[0] > now:
-                    time.sleep(dues[0] - now)
-                if self.stop_asked:
-                    break
-                samples, err = [], None
+    def _loop_bpf(self, start, duration, on_sample):
+        """The BPF sampler's samples, read from its ring buffer every
+        BPF_POLL seconds and decoded, until the end.  The events stop at
+        the duration's end even while a read is being decoded; a record
+        made after it (its time is CLOCK_MONOTONIC's, as time.monotonic())
+        is not counted."""
+        bpf, names = self.bpf, self.proc.arch.pr_regs
+        end = None if duration is None else start + duration
+        # (a VM without g->cur_L: the lua_States a thread ran are copied at
+        # its next samples, as the ptrace sampler copies them)
+        hints = not self.rec.lay.has_cur_L
+        bpf.start()
+        done = False
+        idle_at = time.monotonic()
+
+        def due():
+            if self.stop_asked or (end is not None and time.monotonic() >= end):
+                bpf.stop()
+                return True
+            return False
+        while not done:
+            wait = BPF_POLL if end is None else min(BPF_POLL, end - time.monotonic())
+            if wait > 0 and not self.stop_asked:
+                time.sleep(wait)
+            done = due()
+            if _gone(self.proc.pid):
+                self.ended = "process %d exited" % self.proc.pid
+                done = True
+            if not done:
+                bpf.watch()
+            if not done and self.opts["idle"]:
+                owed = int((time.monotonic() - idle_at) * self.opts["rate"])
+                if owed:
+                    idle_at += owed / self.opts["rate"]
+                    for tid, keys, G in self.rec.sample_sleepers(owed).stacks:
+                        self.names.learn(keys, G)
+            for i, c in enumerate(bpf.read()):
+                if i % 16 == 15 and not done:
+                    done = due()
+                if end is not None and c.time_ns > end * 1e9:
+                    continue
+                if c.regs is None:
+                    self.rec.drop_unreadable(c.tid)
+                    continue
                 try:
-                    samples.append(self.rec.sample())
+                    s = self.rec.decode_copy(c.tid, dict(zip(names, c.regs)), c.copied, c.tried)
                 except LjError as e:
-                    err = e
-            for s in samples:
-                self.pauses.append(s.pause)
-                self.waits.append(s.stop_wait)
+                    self.errors += 1
+                    self.last_error = str(e)
+                    continue
+                if hints:
+                    bpf.hint(c.tid, self.rec.recent.get(c.tid, ()))
                 for tid, keys, G in s.stacks:
                     self.names.learn(keys, G)
                 if on_sample is not None:
                     on_sample(self)
-            if err is not None:
-                if _gone(self.proc.pid):
-                    self.ended = "process %d exited" % self.proc.pid
-                    break
-                self.errors += 1
-                self.last_error = str(err)
-            if duration is not None and due - start > duration:
-                break
 
     def _ask_stop(self, signo, frame):
         self.stop_asked = True
@@ -207,6 +244,11 @@ class Session(object):
         last = " (the last: %s)" % self.last_error if self.errors else ""
         if pause and self.proc.c_sampler_why:
             pause += "; stopped in Python: %s" % self.proc.c_sampler_why
+        if self.bpf is not None:
+            st = self.bpf.stats()
+            pause = ("; sampled by the kernel (BPF), the process never stopped: %d events, "
+                     "%d lost in the ring buffer, %d copies too large"
+                     % (st["fired"], st["lost"], st["full"]))
         return ("%d samples in %.1f s, %d thread stacks kept, %d not kept%s, %d errors%s%s"
                 % (prof.samples, self.wall, prof.threads, dropped, " (%s)" % why if why else "",
                    self.errors, last, pause))
@@ -244,10 +286,13 @@ def _gone(pid: int) -> bool:
 
 def _open(opts: Dict[str, Any], name: str) -> Optional[Session]:
     try:
-        return Session(opts)
+        session = Session(opts)
     except LjError as e:
         sys.stderr.write("ljgdb: %s: %s\n" % (name, e))
         return None
+    if session.note:
+        sys.stderr.write("ljgdb %s: %s\n" % (name, session.note))
+    return session
 
 
 def _progress(session: Session) -> None:

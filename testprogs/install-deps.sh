@@ -135,8 +135,11 @@ apt_install "${apt_pkgs[@]}"
 # gdb-multiarch to debug them through qemu's gdb stub.
 apt_pkgs=()
 # libpcre3: what nginx's lua module (unpacked by debs.py) links besides libluajit2.
+# clang, libbpf-dev: record's BPF sampler (gdb_ext/backends/bpfsample.bpf.c,
+# compiled at first use; libbpf-dev brings libbpf1, its loader).
 for pkg in tarantool nginx libpcre3 debuginfod curl build-essential dpkg-dev debhelper lua-check libc6-dbg \
-           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gdb-multiarch chromium; do
+           gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gdb-multiarch chromium \
+           clang libbpf-dev; do
   installed "$pkg" || apt_pkgs+=("$pkg")
 done
 installed luajit || installed libluajit2-5.1-2 || apt_pkgs+=(luajit)

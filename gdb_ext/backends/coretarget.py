@@ -6,6 +6,7 @@ build-id) or from a shipped layout profile (gdb_ext.layouts.profiles), as the gd
 backend takes one.  Nothing here imports gdb."""
 import json
 import os
+import time
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
 
 from ..layouts import buildid, profiles
@@ -20,6 +21,9 @@ from ..layouts.profiles import Profile
 if TYPE_CHECKING:
     from ..layouts.layout import Layout
     from .coredump import Image, Process
+
+# The frame chains kept by build-id are written at most this often (seconds).
+SAVE_EVERY = 2.0
 
 
 def cache_dir() -> str:
@@ -51,6 +55,7 @@ class CoreTarget(Target):
         self.unwind_stop = None
         self._dwarf_blocks = {}      # file -> framevars.DwarfBlocks (not Target._blocks: memory)
         self._chains = {}            # Image -> {link-time pc (hex): chain}
+        self._saved = {}             # Image -> when its chains were last saved
         self._unit_types = {}        # (DWARF file, compile unit) -> DwarfTypes (types_of)
 
     def read_raw(self, addr: int, n: int) -> bytes:
@@ -162,8 +167,13 @@ class CoreTarget(Target):
                 debug = not (name or "").startswith(VM_CODE_PREFIXES)
                 out.append((MachineFrame(len(out), pc, name, debug, reg), variables,
                             lookup - bias, bias, frame_base, cfa))
+        # (Saved at most every SAVE_EVERY seconds: a sampler meets new pcs
+        # at every sample, and each save writes the whole document.)
+        now = time.monotonic()
         for img, chains in self._chains.items():
-            if chains.pop(None, False):
+            if chains.get(None) and now - self._saved.get(img, -SAVE_EVERY) >= SAVE_EVERY:
+                chains.pop(None)
+                self._saved[img] = now
                 _save(img, "frames", chains)
         return out
 

@@ -638,12 +638,24 @@ def open_process(pid: int) -> LiveProcess:
     return proc
 
 
-def sampling_target(proc: LiveProcess) -> Tuple[LiveTarget, 'Layout', List[int]]:
-    """What a sampler of proc needs, found at one stop: a LiveTarget of it
-    (its cache cleared when the process runs again), LuaJIT's layout, and
-    the global_States of its VMs (recorder.find_vms)."""
+def sampling_target(proc: LiveProcess, stop: bool = True
+                    ) -> Tuple[LiveTarget, 'Layout', List[int]]:
+    """What a sampler of proc needs: a LiveTarget of it (its cache cleared
+    when the process runs again), LuaJIT's layout, and the global_States
+    of its VMs.  stop: found at one stop (recorder.find_vms: the VMs each
+    thread's frames name, and the memory search's); else without stopping
+    the process, by the memory search alone (vmfind.list_states reads the
+    process as it runs: a global_State and its main thread name each
+    other, which a torn read does not fake)."""
     from ..layouts.layout import Layout
     from ..stack.recorder import find_vms
+    from ..vm.vmfind import list_states
+    if not stop:
+        t = open_live_target(proc, 0)
+        lay = Layout(t)
+        states, _ = list_states(t, lay, [])
+        t.clear_cache()
+        return t, lay, [s.G for s in states]
     with proc.stopped():
         t = open_live_target(proc, 0)
         lay = Layout(t)

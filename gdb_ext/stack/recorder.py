@@ -91,6 +91,10 @@ CHANGED = "changed while read"
 NOT_PLACED = "running (no registers without a stop)"
 MISSED = "batched copy lacked a range"
 TRACES_MOVED = "traces changed before the decode"
+NOT_COPIED = "the kernel's copy lacked a range"
+# A Lua stack is copied by the BPF sampler up to this many bytes (a longer
+# one, rare: LJ_STACK_MAX is about 512 KB, lacks a range: NOT_COPIED).
+MAX_LUA_STACK = 256 * 1024
 
 
 class Moment(object):
@@ -452,6 +456,57 @@ class Recorder(object):
             except LjError as e:
                 err = e
         return out, err
+
+    def decode_copy(self, tid: int, regs: Dict[str, int], copied: List[Tuple[int, bytes]],
+                    tried: List[Tuple[int, int]]) -> Sample:
+        """One sample of one thread copied without a stop (the BPF sampler:
+        the kernel copied it at a CPU-clock event of that thread, so it was
+        on a CPU): its registers, [(lo, bytes)] and the ranges tried, as
+        the C sampler's batch gives them.  What the copy lacks cannot be
+        copied again: the thread is dropped (NOT_COPIED)."""
+        from ..backends.coredump import Thread
+        s = Sample()
+        th = Thread(tid, regs, 0, regs.get(self.proc.arch.pc, 0))
+        try:
+            mom, seen = self.checked_copy([th], copied, tried, batch=True)
+        except Miss:
+            self.prof.samples += 1
+            self._drop(s, tid, NOT_COPIED)
+            return s
+        s.copied = mom.bytes
+        self.waiting = set()
+        self.decode(s, [th], seen, {tid: "R"})
+        return s
+
+    def sample_sleepers(self, times: int) -> Sample:
+        """--idle beside the BPF sampler, whose CPU-clock events see threads
+        on a CPU only: each thread the kernel has asleep now (state S or D)
+        read without a stop, as --nonblocking reads it (its system call,
+        its VM in C code called from Lua, read twice), and counted `times`
+        times (the samples of 1/rate seconds each it owes since the last
+        call)."""
+        from .sampling import on_cpu
+        out = Sample()
+        pid = self.proc.pid
+        self.prof.samples += times
+        for tid in self.proc.task_ids():
+            if on_cpu(thread_state(pid, tid)) is not False:
+                continue
+            kept, dropped = len(out.stacks), len(out.dropped)
+            self._nonblocking_thread(out, tid, False)
+            for _ in range(times - 1):
+                if len(out.stacks) > kept:
+                    self.prof.add(out.stacks[-1][1])
+                elif len(out.dropped) > dropped:
+                    self.prof.drop(out.dropped[-1][1])
+        return out
+
+    def drop_unreadable(self, tid: int) -> Sample:
+        """A sample of thread tid whose registers could not be read."""
+        s = Sample()
+        self.prof.samples += 1
+        self._drop(s, tid, UNREADABLE)
+        return s
 
     def decode(self, out: Sample, threads: List[Any], seen: Dict[int, Set[int]],
                states: Dict[int, Optional[str]]) -> None:

@@ -34,6 +34,9 @@ def test_wheel_contents(tmp_path):
     assert "ljgdb/gdb_ext/backends/ptstop.c" in names
     built = [n for n in names if n.startswith("ljgdb/gdb_ext/backends/ptstop-")]
     assert len(built) == 1 and built[0].endswith("-%s.so" % os.uname().machine), built
+    # The BPF sampler's program: its source (compiled at first use, into
+    # the cache: clang's output depends on the kernel's headers only).
+    assert "ljgdb/gdb_ext/backends/bpfsample.bpf.c" in names
 
 
 def test_install_in_a_virtualenv(tmp_path):

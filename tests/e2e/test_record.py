@@ -31,6 +31,25 @@ pytestmark = pytest.mark.slow
 PROG = os.path.join(LUA_DIR, "profile.lua")
 COUNTER = os.path.join(LUA_DIR, "counter.lua")
 CHUNK = chunk_display("@" + PROG)
+
+
+def _bpf_why():
+    from gdb_ext.backends.bpfsample import available
+    ok, why = available()
+    return None if ok else why
+
+
+# The tests that ask for the BPF sampler skip, saying why, where this
+# machine cannot load it (no clang or libbpf, no privilege: install-deps.sh
+# installs the two; the suite runs as root).
+BPF_WHY = _bpf_why()
+needs_bpf = pytest.mark.skipif(BPF_WHY is not None, reason="no BPF sampler: %s" % BPF_WHY)
+
+
+def bpf(*values):
+    return pytest.param(*values, marks=needs_bpf)
+
+
 SUMMARY = re.compile(r"^ljgdb record: (\d+) samples in [\d.]+ s, (\d+) thread stacks kept, "
                      r"(\d+) not kept(?: \(([^)]*)\))?, (\d+) errors", re.M)
 
@@ -82,6 +101,13 @@ def record(pid, out, *args, timeout=120, env=None):
     return status, se
 
 
+def cpu_seconds(pid):
+    """utime + stime of process pid (/proc/PID/stat), in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
+
+
 def window(prog, run):
     """The program's time records over run(): ({name: seconds}, lines, run's result)."""
     before, _ = prog.times()
@@ -93,24 +119,34 @@ def window(prog, run):
 @pytest.mark.serial
 # One build per axis the shares could differ on, not the matrix: GC64 (both
 # modes), X64 (JIT-compiled), 2.0 (interpreted); docs/testing.md.
-@pytest.mark.parametrize("variant,mode", [("r21-gc64", "interp"), ("r21-gc64", "jit"),
-                                          ("deb-x64", "jit"), ("r20-x64", "interp")])
-def test_busy_shares(variant, mode, tmp_path):
+# The BPF sampler on each, the ptrace sampler on one.
+@pytest.mark.parametrize("variant,mode,sampler", [
+    bpf("r21-gc64", "interp", "bpf"), bpf("r21-gc64", "jit", "bpf"), bpf("deb-x64", "jit", "bpf"),
+    bpf("r20-x64", "interp", "bpf"), ("r21-gc64", "interp", "ptrace")])
+def test_busy_shares(variant, mode, sampler, tmp_path):
     """f1, f2 and f5 within 3 points of the CPU time the program measured
     over the same seconds; the folded file's counts are the kept thread
-    stacks; the process is left running, untraced.  (16 s: a CI run held
+    stacks; the process is left running, untraced.  ptrace stops at
+    moments of the wall clock: at least 1500 stacks (16 s: a CI run held
     r20-x64-interp to 114 samples a second of the 200 asked, 1365 stacks
-    in 12 s.)"""
+    in 12 s); the BPF sampler's events come per CPU second of the
+    thread: at least 90% of 200 a CPU second (/proc/PID/stat), and the
+    process never stopped."""
     prog = Profiled(variant, tmp_path, "busy-" + mode)
     try:
         out = str(tmp_path / "busy.folded")
+        cpu0 = cpu_seconds(prog.pid)
         times, lines, (status, err) = window(prog, lambda: record(
-            prog.pid, out, "--rate", "200", "--duration", "16", "--format", "folded"))
+            prog.pid, out, "--rate", "200", "--duration", "16", "--format", "folded",
+            "--sampler", sampler))
+        cpu = cpu_seconds(prog.pid) - cpu0
         assert status == 0, err
         m = SUMMARY.search(err)
         assert m, err
         stacks = folded(out)
-        assert sum(stacks.values()) == int(m.group(2)) >= 1500, err
+        floor = 1500 if sampler == "ptrace" else 0.9 * 200 * cpu
+        assert sum(stacks.values()) == int(m.group(2)) >= floor, (floor, err)
+        assert ("the process never stopped" in err) == (sampler == "bpf"), err
         parts = {k: times[k] for k in ("f1", "f2", "f5")}
         # (shares among the three functions' samples, as in test_lprofile)
         got = {name: share(stacks, "%s:%d" % (CHUNK, lines[name])) for name in parts}
@@ -126,18 +162,21 @@ def test_busy_shares(variant, mode, tmp_path):
 
 
 @pytest.mark.serial
-@pytest.mark.parametrize("variant", ["r21-gc64", "deb-x64"])
-def test_syscall_shares(variant, tmp_path):
+@pytest.mark.parametrize("variant,sampler", [bpf("r21-gc64", "bpf"), bpf("deb-x64", "bpf"),
+                                             ("r21-gc64", "ptrace")])
+def test_syscall_shares(variant, sampler, tmp_path):
     """A loop of system calls (os.clock) is on a CPU: sysc, interp and
     jitted each within 3 points of the program's wall time in each (the
     stops come at moments of the wall clock: test_lprofile's
-    test_syscall_shares says why not CPU time); at most 1% of the thread
-    samples off-CPU."""
+    test_syscall_shares says why not CPU time; the BPF sampler's events
+    come per CPU second, and the thread is on a CPU all along, inside the
+    kernel or not); at most 1% of the thread samples off-CPU."""
     prog = Profiled(variant, tmp_path, "syscall")
     try:
         out = str(tmp_path / "sys.folded")
         times, lines, (status, err) = window(prog, lambda: record(
-            prog.pid, out, "--rate", "200", "--duration", "12", "--format", "folded"))
+            prog.pid, out, "--rate", "200", "--duration", "12", "--format", "folded",
+            "--sampler", sampler))
         assert status == 0, err
         stacks = folded(out)
         times = {k: times["wall " + k] for k in ("sysc", "interp", "jitted")}
@@ -243,7 +282,8 @@ def test_native_frames(tmp_path):
     frames beyond it are left out, as lprofile does.  So are they in a
     leaf helper of the VM (lj_vm_mod: spin's `%`), which the VM's unwind
     information does not describe either (docs/usage.md): there the Lua
-    frames alone."""
+    frames alone.  (Outside lj_vm_mod: 34% of 800 samples with the BPF
+    sampler, 36% with ptrace's, on this machine; at least a fifth here.)"""
     prog = Profiled("r21-gc64", tmp_path, "busy-interp")
     try:
         out = str(tmp_path / "native.folded")
@@ -251,7 +291,7 @@ def test_native_frames(tmp_path):
         assert status == 0, err
         stacks = folded(out)
         native = {s: n for s, n in stacks.items() if ";main;lua_pcall;" in s}
-        assert sum(native.values()) >= sum(stacks.values()) // 3, stacks
+        assert sum(native.values()) >= sum(stacks.values()) // 5, stacks
         for s in stacks:
             c, _, lua = s.partition(";main;lua_pcall;")
             assert (lua if s in native else s).startswith("%s:" % CHUNK), s
@@ -264,7 +304,7 @@ def test_native_frames(tmp_path):
         prog.close()
 
 
-@pytest.mark.parametrize("sampler", ["C", "Python"])
+@pytest.mark.parametrize("sampler", ["C", "Python", bpf("bpf")])
 def test_native_frames_of_the_moment(sampler, tmp_path):
     """--native's C frames are the stop's: profile.lua `files` opens and
     closes /dev/null for ever, so a sample finds it in io.open or in a
@@ -275,12 +315,14 @@ def test_native_frames_of_the_moment(sampler, tmp_path):
     after the process had run on: callers from another moment, and most
     samples dropped as having no Lua.)  With record's C sampler (built
     here), and with its Python one; the summary says which stopped the
-    process."""
+    process; and with the BPF sampler, which stops nothing (its copy is
+    the kernel's, made at the event)."""
     prog = Profiled("r21-gc64", tmp_path, "files")
     try:
         out = str(tmp_path / "files.folded")
         status, err = record(prog.pid, out, "--rate", "500", "--duration", "4", "--native",
-                             "--format", "folded",
+                             "--format", "folded", "--sampler",
+                             "bpf" if sampler == "bpf" else "ptrace",
                              env={"LJGDB_SAMPLER": "python"} if sampler == "Python" else None)
         m = SUMMARY.search(err)
         assert status == 0 and m, err
@@ -473,9 +515,12 @@ def test_sleepers_the_last_stop_woke(tmp_path):
     that has not run again by the next stop is listed as runnable (R),
     but its registers show the call the stop interrupted (-ERESTART* in
     rax, the call's number in orig_rax), so it counts as asleep.  Over 40
-    batches of ten stops, every sleeper's sample is off-CPU and none is
-    taken for a thread on a CPU ("no Lua": 0 to 19 of 16,000 were, before).
-    x86-64 only (aarch64's registers do not name the call)."""
+    batches of ten stops, every sleeper's sample is off-CPU but for at most
+    two ("no Lua": 0 to 19 of 16,000 were, before).  Those two: a sleeper
+    that has run again between two stops can be caught on its CPU, in its
+    C code outside the call, where "no Lua" is the right count (met 1 in
+    16,080 in two runs of the suite).  x86-64 only (aarch64's registers
+    do not name the call)."""
     from gdb_ext.backends.live import open_process, sampling_target
     from gdb_ext.stack.recorder import Recorder
     from gdb_ext.stack.samples import NO_LUA, OFF_CPU, UNREADABLE
@@ -494,10 +539,88 @@ def test_sleepers_the_last_stop_woke(tmp_path):
         proc.close()
         prof = rec.prof
         assert prof.samples == 402, prof.samples
-        assert prof.dropped[NO_LUA] == 0 and prof.dropped[OFF_CPU] == 40 * 402, prof.dropped
+        assert prof.dropped[NO_LUA] <= 2 and \
+            prof.dropped[NO_LUA] + prof.dropped[OFF_CPU] == 40 * 402, prof.dropped
         assert prof.threads + prof.dropped[UNREADABLE] == 402, (prof.threads, prof.dropped)
     finally:
         prog.close()
+
+
+# The busy-VM shapes of the random-moment harness (testprogs/lua/
+# moments.lua): the interpreter, the collector at work, C and fast
+# functions, a trace, coroutines in coroutines, a coroutine switch on every
+# turn, a finalizer run by the collector.
+EXACT_SHAPES = ("interp", "alloc", "calls", "jit", "coro", "coswitch", "gc")
+
+
+@needs_bpf
+@pytest.mark.parametrize("variant", ["r21-gc64", "deb-x64", "r20-x64"])
+def test_bpf_exact_at_every_sample(variant, tmp_path):
+    """The BPF sampler at 500 Hz on each shape for 1.5 s: every stack kept is
+    the one the program recorded with debug.getinfo (plus, on top, only
+    the frames its loop may call: moments.judge's rule, asked to be
+    exact) and, beyond what debug.getinfo sees from where the program
+    recorded (a coroutine's resumers, the caller of a finalizer), the
+    fast function that called in and its callers; in coswitch, while the
+    coroutine runs, its own frames (as
+    debug.getinfo gives them) over the resume of the recorded stack's top
+    frame.  GC64 and X64 layouts, 2.0 (no g->cur_L: the interpreter's C
+    frame names the running lua_State) and 2.1.  At least 100 stacks kept
+    a shape (500 a CPU second: the program's share of a CPU is the
+    machine's to give), and at most 2% not kept; 10% on 2.0, where a coroutine's
+    lua_State is copied by the BPF program from its C frame only while the
+    interpreter runs it, else from the hints of the samples before (the
+    recents map: the first 50 ms of a coroutine lack it, counted as "the
+    kernel's copy lacked a range")."""
+    from support import moments
+    build = manifest()[variant]
+    for shape in EXACT_SHAPES:
+        d = tmp_path / shape
+        d.mkdir()
+        expected = str(d / "expected.txt")
+        p = moments._start(build, shape, expected, str(d))
+        try:
+            moments._wait_ready(expected, p)
+            out = str(d / "s.folded")
+            status, err = record(p.pid, out, "--rate", "500", "--duration", "1.5",
+                                 "--format", "folded", "--sampler", "bpf")
+            m = SUMMARY.search(err)
+            assert status == 0 and m, err
+        finally:
+            p.kill()
+            p.wait()
+        records = read_expected(expected)
+        kept, samples = int(m.group(2)), int(m.group(1))
+        assert kept >= 100 and kept >= (0.9 if variant == "r20-x64" else 0.98) * samples, \
+            (shape, err)
+        for stack in folded(out):
+            assert _exact(records, stack.split(";")[::-1]), (shape, stack, records)
+
+
+def _exact(records, shown):
+    """Whether frames shown (innermost first) are the recorded stack as
+    moments.judge asks it; where debug.getinfo sees no further than the
+    recorded stack (a coroutine's, a finalizer's), followed by the fast
+    function that called it (coroutine.resume, collectgarbage) and what
+    called that; or, where the program recorded the
+    frames of a coroutine it switches to ("altframe"), those frames (under
+    a yield it may be in) over coroutine.resume over the recorded stack."""
+    from support import moments
+    want, allowed = moments.truth(records)
+    if moments._judge((want, allowed), shown, [])[0] == "exact":
+        return True
+    for k in range(len(shown) - len(want)):
+        if moments._judge((want, allowed), shown[:k + len(want)], [])[0] == "exact" and \
+                shown[k + len(want)].startswith("[builtin#"):
+            return True
+    alt, _ = moments.truth(records, "altframe")
+    if not alt:
+        return False
+    rest = shown[1:] if shown and shown[0] == "[builtin#coroutine.yield]" else shown
+    if rest[:len(alt)] != alt or rest[len(alt):len(alt) + 1] != ["[builtin#coroutine.resume]"]:
+        return False
+    return all(moments._same(a, b) for a, b in zip(rest[len(alt) + 1:], want)) and \
+        len(rest) - len(alt) - 1 == len(want)
 
 
 def test_formats_read_by_their_consumers(tmp_path):
@@ -635,26 +758,89 @@ def tracer_pid(pid):
         return int(re.search(r"^TracerPid:\s+(\d+)$", f.read(), re.M).group(1))
 
 
-def test_killed_fifty_times(tmp_path):
+@pytest.mark.parametrize("sampler", ["ptrace", bpf("bpf")])
+def test_killed_fifty_times(sampler, tmp_path):
     """record killed with SIGKILL at random moments, 50 times (at 1000 Hz,
     so that many kills land inside a sample): the program is never left
-    stopped or traced, and counts on."""
+    stopped or traced, and counts on; with the BPF sampler, every program
+    it loaded is gone from the kernel within 5 s of each kill (libbpf's
+    list of loaded programs: a perf event left attached would hold it)."""
+    from support.bpfprogs import sampler_programs
     prog = Counter(tmp_path)
     try:
         rnd = random.Random(29)
         out = str(tmp_path / "k.folded")
+        loaded = 0
         for _ in range(50):
+            before = sampler_programs() if sampler == "bpf" else set()
             p = subprocess.Popen([sys.executable, "-m", "ljgdb", "record", "--pid", str(prog.pid),
-                                  "--rate", "1000", "--format", "folded", "-o", out], cwd=ROOT,
+                                  "--rate", "1000", "--format", "folded", "-o", out,
+                                  "--sampler", sampler], cwd=ROOT,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(rnd.uniform(0.3, 0.9))
+            mine = sampler_programs() - before if sampler == "bpf" else set()
             p.kill()
             p.wait()
+            loaded += bool(mine)
+            deadline = time.monotonic() + 5
+            while mine & sampler_programs() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not mine & sampler_programs(), mine
             with open("/proc/%d/status" % prog.pid) as f:
                 status = f.read()
             # The kernel detaches a dead tracer's tracees at its exit.
             assert re.search(r"^TracerPid:\s+0$", status, re.M), status
+        # (most kills land after the program is loaded: 0.3 s and more)
+        assert sampler != "bpf" or loaded >= 25, loaded
         prog.assert_counting()
+    finally:
+        prog.close()
+
+
+@needs_bpf
+def test_bpf_never_stops(tmp_path):
+    """The BPF sampler at 1000 Hz for 3 s: the program is never traced nor
+    stopped, from record's start to its end (its VMs are found by the
+    memory search, without a stop), and its voluntary context switches (a
+    ptrace stop is one; counter.lua makes some of its own, writing its
+    file) grow by at most its own count over 3 s alone, and a handful,
+    while more than 1500 samples are made; with the ptrace sampler they
+    grow by one at least per two samples beyond that, and the program is
+    seen stopped or traced (/proc/PID/status, read every 2 ms)."""
+    prog = Counter(tmp_path)
+
+    def switches():
+        with open("/proc/%d/status" % prog.pid) as f:
+            return int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", f.read(), re.M).group(1))
+    try:
+        sw = switches()
+        time.sleep(3.5)
+        own = switches() - sw
+        got = {}
+        for sampler in ("bpf", "ptrace"):
+            out = str(tmp_path / (sampler + ".folded"))
+            sw = switches()
+            p = subprocess.Popen([sys.executable, "-m", "ljgdb", "record", "--pid", str(prog.pid),
+                                  "--rate", "1000", "--duration", "3", "--format", "folded",
+                                  "-o", out, "--sampler", sampler], cwd=ROOT,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            states = set()
+            while p.poll() is None:
+                with open("/proc/%d/status" % prog.pid) as f:
+                    status = f.read()
+                states.add(re.search(r"^State:\s+(\S)", status, re.M).group(1))
+                if not re.search(r"^TracerPid:\s+0$", status, re.M):
+                    states.add("traced")
+                time.sleep(0.002)
+            err = p.stderr.read().decode()
+            m = SUMMARY.search(err)
+            assert p.returncode == 0 and m, err
+            got[sampler] = (switches() - sw, int(m.group(1)), states)
+        switches_, samples, states = got["bpf"]
+        assert samples >= 1500 and switches_ <= 1.5 * own + 10 and \
+            states <= {"R", "S", "D"}, (own, got)
+        switches_, samples, states = got["ptrace"]
+        assert switches_ >= own + samples // 2 and states & {"t", "traced"}, (own, got)
     finally:
         prog.close()
 
@@ -731,6 +917,9 @@ def test_top(tmp_path):
     (["record", "--pid", "1", "-o", "f", "--rate", "0"], "--rate must be between"),
     (["top", "--pid", "999999999"], "no process 999999999"),
     (["top", "--bogus"], "'--bogus' is not an option of top"),
+    (["top", "--pid", "1", "--sampler", "perf"], "--sampler is bpf or ptrace, not 'perf'"),
+    (["top", "--pid", "1", "--sampler", "bpf", "--nonblocking"],
+     "--nonblocking is a sampler of its own"),
 ])
 def test_bad_input(args, line):
     """One line saying what is wrong; nothing else."""
