@@ -16,14 +16,14 @@ from .profnames import FrameNames, frames_of
 
 RECORD_USAGE = ("python3 -m ljgdb record --pid PID [--rate HZ] [--duration S] "
                 "[--format flamegraph|folded|speedscope|pprof] -o FILE [--sampler bpf|ptrace] "
-                "[--idle] [--native] [--nonblocking]")
+                "[--children] [--idle] [--native] [--nonblocking]")
 TOP_USAGE = ("python3 -m ljgdb top --pid PID [--rate HZ] [--duration S] [--sampler bpf|ptrace] "
-             "[--idle] [--native] [--nonblocking]")
+             "[--children] [--idle] [--native] [--nonblocking]")
 SAMPLERS = ("bpf", "ptrace")
 # How often the BPF sampler's ring buffer is read (seconds).
 BPF_POLL = 0.05
 FORMATS = ("flamegraph", "folded", "speedscope", "pprof")
-FLAGS = ("--idle", "--native", "--nonblocking")
+FLAGS = ("--idle", "--native", "--nonblocking", "--children")
 # A median wait for the stop above this (seconds), or a share of the stacks
 # kept from threads that waited for a CPU above this, gets a warning.
 LATE_STOP = 0.001
@@ -38,7 +38,8 @@ SYSCALL_TABLES = {"x86_64": "amd64-linux.xml", "aarch64": "aarch64-linux.xml"}
 def parse(argv: Sequence[str], record: bool) -> Dict[str, Any]:
     """The options of record (record true) or top; ValueError with the line
     that says what is wrong."""
-    opts = {"pid": None, "rate": 100.0, "duration": None, "format": "flamegraph", "output": None,
+    opts = {"pid": None, "pids": [], "children": False, "rate": 100.0, "duration": None,
+            "format": "flamegraph", "output": None,
             "idle": False, "native": False, "nonblocking": False, "sampler": None}
     args = list(argv)
     valued = {"--pid": "pid", "--rate": "rate", "-r": "rate", "--duration": "duration",
@@ -55,16 +56,19 @@ def parse(argv: Sequence[str], record: bool) -> Dict[str, Any]:
                     raise ValueError("%s needs a value" % a)
                 val = args.pop(0)
             opts[key] = val
+            if key == "pid":
+                opts["pids"].append(val)
         elif a in FLAGS:
             opts[a[2:]] = True
         else:
             raise ValueError("'%s' is not an option of %s" % (a, "record" if record else "top"))
-    pid = opts["pid"]
-    if pid is None:
+    if not opts["pids"]:
         raise ValueError("give --pid PID")
-    if not str(pid).isdigit() or int(pid) < 1:
-        raise ValueError("--pid takes a process id, not '%s'" % pid)
-    opts["pid"] = int(pid)
+    for pid in opts["pids"]:
+        if not str(pid).isdigit() or int(pid) < 1:
+            raise ValueError("--pid takes a process id, not '%s'" % pid)
+    opts["pids"] = list(dict.fromkeys(int(p) for p in opts["pids"]))
+    opts["pid"] = opts["pids"][0]
     opts["rate"] = _number("--rate", opts["rate"], 0.1, 10000)
     if opts["sampler"] is not None and opts["sampler"] not in SAMPLERS:
         raise ValueError("--sampler is bpf or ptrace, not '%s'" % opts["sampler"])
@@ -108,43 +112,109 @@ def syscall_names(arch: str) -> Dict[int, str]:
     return {}
 
 
+class Part(object):
+    """One process of a Session: its LiveProcess, Recorder and frame names;
+    added to the BPF sampler (bpf) when there is one.  LjError: not a
+    process with a Lua VM."""
+
+    def __init__(self, pid: int, opts: Dict[str, Any], use_bpf: bool, bpf: Any) -> None:
+        from ..gdb_ext.backends.live import open_process, sampling_target
+        from ..gdb_ext.stack.recorder import CSTACK, MAX_LUA_STACK, RED_ZONE, Recorder
+        from ..gdb_ext.vm.state import VM
+        from ..gdb_ext.backends import bpfsample
+        self.pid = pid
+        self.proc = proc = open_process(pid)
+        # (the BPF sampler never stops the process, not even to find its VMs)
+        t, lay, Gs = sampling_target(proc, stop=not use_bpf)
+        if not Gs:
+            proc.close()
+            raise LjError("process %d has LuaJIT loaded but no Lua VM (lua_State) was found in "
+                          "its memory: nothing to sample" % pid)
+        self.rec = Recorder(proc, t, lay, Gs, idle=opts["idle"], native=opts["native"],
+                            nonblocking=opts["nonblocking"])
+        self.names = FrameNames({G: VM(t, lay, G, caches=self.rec.caches[G]) for G in Gs},
+                                syscall_names(proc.arch.name))
+        self.ended = False
+        self.idle_at = None
+        if bpf is not None:
+            bpf.add(pid, bpfsample.vm_conf(lay, Gs, proc.arch.name, RED_ZONE, CSTACK,
+                                           MAX_LUA_STACK))
+
+    def root(self) -> Any:
+        """The root frame of this process's stacks in a profile of several."""
+        from .profout import Frame
+        try:
+            with open("/proc/%d/comm" % self.pid) as f:
+                comm = f.read().strip()
+        except OSError:
+            comm = "?"
+        name = "process %d (%s)" % (self.pid, comm)
+        return Frame(name, None, None, name)
+
+
+def children(pids: Sequence[int]) -> List[int]:
+    """The child processes of pids (/proc/PID/task/TID/children), and
+    theirs, in order."""
+    out = []
+    todo = list(pids)
+    while todo:
+        pid = todo.pop(0)
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                    kids = [int(k) for k in f.read().split()]
+            except OSError:
+                continue
+            for k in kids:
+                if k not in out and k not in pids:
+                    out.append(k)
+                    todo.append(k)
+    return out
+
+
 class Session(object):
     """A LiveProcess being sampled: opened, its VMs found at one stop, then
     one Recorder.sample() a period (jittered) until the duration, a
     Ctrl-C (SIGINT or SIGTERM) or the process's end."""
 
     def __init__(self, opts: Dict[str, Any]) -> None:
-        from ..gdb_ext.backends.live import open_process, sampling_target
-        from ..gdb_ext.stack.recorder import Recorder
-        from ..gdb_ext.vm.state import VM
         from ..gdb_ext.backends import bpfsample
         self.opts = opts
         use_bpf, self.note = bpfsample.choose(opts["sampler"], opts["nonblocking"])
-        self.proc = proc = open_process(opts["pid"])
-        # (the BPF sampler never stops the process, not even to find its VMs)
-        t, lay, Gs = sampling_target(proc, stop=not use_bpf)
-        if not Gs:
-            raise LjError("process %d has LuaJIT loaded but no Lua VM (lua_State) was found in "
-                          "its memory: nothing to sample" % opts["pid"])
-        self.rec = Recorder(proc, t, lay, Gs, idle=opts["idle"], native=opts["native"],
-                            nonblocking=opts["nonblocking"])
-        self.names = FrameNames({G: VM(t, lay, G, caches=self.rec.caches[G]) for G in Gs},
-                                syscall_names(proc.arch.name))
-        self.bpf = None
-        if use_bpf:
-            from ..gdb_ext.stack.recorder import CSTACK, MAX_LUA_STACK, RED_ZONE
-            self.bpf = bpfsample.BpfSampler(opts["rate"])
-            try:
-                self.bpf.add(proc.pid, bpfsample.vm_conf(lay, Gs, proc.arch.name, RED_ZONE,
-                                                         CSTACK, MAX_LUA_STACK))
-            except LjError:
+        pids = list(opts["pids"])
+        kids = children(pids) if opts["children"] else []
+        if len(pids) + len(kids) > 1 and not use_bpf:
+            raise LjError("several processes are sampled by the BPF sampler only (%s)"
+                          % (self.note or "--sampler ptrace stops one process at a time"))
+        self.parts = []
+        self.skipped = []
+        self.bpf = bpfsample.BpfSampler(opts["rate"]) if use_bpf else None
+        try:
+            for pid in pids + kids:
+                try:
+                    self.parts.append(Part(pid, opts, use_bpf, self.bpf))
+                except LjError as e:
+                    if pid in pids:
+                        raise
+                    self.skipped.append("process %d (a child): %s" % (pid, e))
+        except LjError:
+            if self.bpf is not None:
                 self.bpf.close()
-                raise
+            raise
+        if not self.parts:
+            raise LjError("no child of process %s runs a Lua VM" % ", ".join(map(str, pids)))
+        self.proc, self.rec, self.names = self.parts[0].proc, self.parts[0].rec, \
+            self.parts[0].names
         self.pauses = []
         self.waits = []
         self.errors = 0
         self.last_error = None
         self.ended = None
+        self.gone = []
         self.stop_asked = False
 
     def run(self, on_sample=None) -> None:
@@ -166,7 +236,8 @@ class Session(object):
             self.wall = time.monotonic() - start
             if self.bpf is not None:
                 self.bpf.close()
-            self.proc.close()
+            for part in self.parts:
+                part.proc.close()
 
     def _loop_bpf(self, start, duration, on_sample):
         """The BPF sampler's samples, read from its ring buffer every
@@ -176,12 +247,11 @@ class Session(object):
         is not counted."""
         bpf, names = self.bpf, self.proc.arch.pr_regs
         end = None if duration is None else start + duration
-        # (a VM without g->cur_L: the lua_States a thread ran are copied at
-        # its next samples, as the ptrace sampler copies them)
-        hints = not self.rec.lay.has_cur_L
+        parts = {p.pid: p for p in self.parts}
         bpf.start()
         done = False
-        idle_at = time.monotonic()
+        for part in self.parts:
+            part.idle_at = time.monotonic()
 
         def due():
             if self.stop_asked or (end is not None and time.monotonic() >= end):
@@ -193,64 +263,103 @@ class Session(object):
             if wait > 0 and not self.stop_asked:
                 time.sleep(wait)
             done = due()
-            if _gone(self.proc.pid):
-                self.ended = "process %d exited" % self.proc.pid
+            for part in self.parts:
+                if not part.ended and _gone(part.pid):
+                    part.ended = True
+                    self.gone.append(part.pid)
+            if all(part.ended for part in self.parts):
+                self.ended = "process %s exited" % ", ".join(map(str, self.gone))
                 done = True
             if not done:
                 bpf.watch()
             if not done and self.opts["idle"]:
-                owed = int((time.monotonic() - idle_at) * self.opts["rate"])
-                if owed:
-                    idle_at += owed / self.opts["rate"]
-                    for tid, keys, G in self.rec.sample_sleepers(owed).stacks:
-                        self.names.learn(keys, G)
+                for part in self.parts:
+                    self._sleepers(part)
             for i, c in enumerate(bpf.read()):
                 if i % 16 == 15 and not done:
                     done = due()
-                if end is not None and c.time_ns > end * 1e9:
+                part = parts.get(c.tgid)
+                if part is None or (end is not None and c.time_ns > end * 1e9):
                     continue
                 if c.regs is None:
-                    self.rec.drop_unreadable(c.tid)
+                    part.rec.drop_unreadable(c.tid)
                     continue
                 try:
-                    s = self.rec.decode_copy(c.tid, dict(zip(names, c.regs)), c.copied, c.tried)
+                    s = part.rec.decode_copy(c.tid, dict(zip(names, c.regs)), c.copied, c.tried)
                 except LjError as e:
                     self.errors += 1
                     self.last_error = str(e)
                     continue
-                if hints:
-                    bpf.hint(c.tid, self.rec.recent.get(c.tid, ()))
+                if not part.rec.lay.has_cur_L:
+                    # (a VM without g->cur_L: the lua_States a thread ran
+                    # are copied at its next samples, as the ptrace
+                    # sampler copies them)
+                    bpf.hint(c.tid, part.rec.recent.get(c.tid, ()))
                 for tid, keys, G in s.stacks:
-                    self.names.learn(keys, G)
+                    part.names.learn(keys, G)
                 if on_sample is not None:
                     on_sample(self)
+
+    def _sleepers(self, part: Part) -> None:
+        """--idle beside the BPF sampler: part's sleeping threads, read
+        once for each 1/rate seconds since the last read."""
+        rate = self.opts["rate"]
+        owed = int((time.monotonic() - part.idle_at) * rate)
+        if owed and not part.ended:
+            part.idle_at += owed / rate
+            for tid, keys, G in part.rec.sample_sleepers(owed).stacks:
+                part.names.learn(keys, G)
 
     def _ask_stop(self, signo, frame):
         self.stop_asked = True
 
     # --- the results ----------------------------------------------------------
     def stacks(self) -> List[Tuple[Tuple[Any, ...], int]]:
-        """[(frames outermost first as profout.Frame, count)]."""
-        return frames_of(self.rec.prof.stacks, self.names)
+        """[(frames outermost first as profout.Frame, count)]; with several
+        processes, each one's under a root frame that names it."""
+        if len(self.parts) == 1:
+            return frames_of(self.rec.prof.stacks, self.names)
+        out = []
+        for part in self.parts:
+            root = part.root()
+            out.extend(((root,) + frames, n)
+                       for frames, n in frames_of(part.rec.prof.stacks, part.names))
+        return sorted(out, key=lambda e: -e[1])
+
+    def totals(self) -> Tuple[int, int, Dict[str, int]]:
+        """(samples, thread stacks kept, {reason: not kept}) of every process."""
+        samples = threads = 0
+        dropped = {}
+        for part in self.parts:
+            prof = part.rec.prof
+            samples += prof.samples
+            threads += prof.threads
+            for r, n in prof.dropped.items():
+                dropped[r] = dropped.get(r, 0) + n
+        return samples, threads, dropped
 
     def summary(self) -> str:
-        prof = self.rec.prof
-        dropped = sum(prof.dropped.values())
+        samples, threads, dropped_by = self.totals()
+        dropped = sum(dropped_by.values())
         p = sorted(self.pauses)
         pause = ("; the process was held %.0f us a sample (median), %.0f us (99th percentile)"
                  % (1e6 * p[len(p) // 2], 1e6 * p[min(len(p) - 1, int(len(p) * 0.99))])
                  if p and not self.opts["nonblocking"] else "")
-        why = ", ".join("%d %s" % (prof.dropped[r], r) for r in self.rec_reasons() if prof.dropped[r])
+        why = ", ".join("%d %s" % (dropped_by[r], r) for r in self.rec_reasons()
+                        if dropped_by.get(r))
         last = " (the last: %s)" % self.last_error if self.errors else ""
         if pause and self.proc.c_sampler_why:
             pause += "; stopped in Python: %s" % self.proc.c_sampler_why
         if self.bpf is not None:
             st = self.bpf.stats()
-            pause = ("; sampled by the kernel (BPF), the process never stopped: %d events, "
+            pause = ("; sampled by the kernel (BPF), the process%s never stopped: %d events, "
                      "%d lost in the ring buffer, %d copies too large"
-                     % (st["fired"], st["lost"], st["full"]))
-        return ("%d samples in %.1f s, %d thread stacks kept, %d not kept%s, %d errors%s%s"
-                % (prof.samples, self.wall, prof.threads, dropped, " (%s)" % why if why else "",
+                     % ("es" if len(self.parts) > 1 else "", st["fired"], st["lost"], st["full"]))
+        procs = (" of %d processes (%s)" % (len(self.parts), ", ".join(str(p.pid)
+                                                                       for p in self.parts))
+                 if len(self.parts) > 1 else "")
+        return ("%d samples%s in %.1f s, %d thread stacks kept, %d not kept%s, %d errors%s%s"
+                % (samples, procs, self.wall, threads, dropped, " (%s)" % why if why else "",
                    self.errors, last, pause))
 
     def warning(self) -> Optional[str]:
@@ -274,7 +383,8 @@ class Session(object):
                 "exact" % (1000.0 * w[len(w) // 2]))
 
     def rec_reasons(self) -> List[str]:
-        return list(DROP_REASONS) + [r for r in self.rec.prof.dropped if r not in DROP_REASONS]
+        _, _, dropped = self.totals()
+        return list(DROP_REASONS) + [r for r in dropped if r not in DROP_REASONS]
 
 
 def _gone(pid: int) -> bool:
@@ -292,6 +402,8 @@ def _open(opts: Dict[str, Any], name: str) -> Optional[Session]:
         return None
     if session.note:
         sys.stderr.write("ljgdb %s: %s\n" % (name, session.note))
+    for line in session.skipped:
+        sys.stderr.write("ljgdb %s: not sampled: %s\n" % (name, line))
     return session
 
 
@@ -300,9 +412,9 @@ def _progress(session: Session) -> None:
     if now - getattr(session, "_shown", 0) < 0.5:
         return
     session._shown = now
-    prof = session.rec.prof
+    samples, threads, dropped = session.totals()
     sys.stderr.write("\rljgdb record: %d samples, %d thread stacks, %d not kept, %d errors "
-                     % (prof.samples, prof.threads, sum(prof.dropped.values()), session.errors))
+                     % (samples, threads, sum(dropped.values()), session.errors))
     sys.stderr.flush()
 
 
@@ -332,7 +444,7 @@ def record_main(argv: Sequence[str]) -> int:
     if tty:
         sys.stderr.write("\n")
     prof = Profile(session.stacks(), rate_hz=opts["rate"], duration_s=session.wall,
-                   name="ljgdb record pid %d" % opts["pid"])
+                   name="ljgdb record pid %s" % ", ".join(str(p.pid) for p in session.parts))
     try:
         write(prof, opts["output"], opts["format"])
     except OutputError as e:
@@ -354,12 +466,21 @@ writes them to FILE: --format flamegraph (an SVG flame graph, with zoom
 and search, the default), folded (FlameGraph's text), speedscope (its JSON file format) or
 pprof (gzipped profile.proto, for go tool pprof).
 
-Each sample holds the process only while it copies the registers, the C
-stacks and the VM's state (lua_States and their stacks); the stacks are
-decoded while the process runs on, a tenth of a second of samples at a
-time.  A thread counts when the kernel has it running or runnable, also
-inside a system call.
+Each sample is a copy of a thread's registers, C stack and the VM's state
+(lua_States and their stacks), decoded while the process runs on.  The BPF
+sampler's come at HZ per CPU second of each thread, made by the kernel on
+the thread's own CPU; the ptrace sampler's at HZ per second of the wall
+clock, each holding the process while it copies, and a thread counts when
+the kernel has it running or runnable, also inside a system call.
 
+  --sampler S    bpf (the default where the machine allows it): the kernel
+                 copies each sample at a CPU-clock event of the thread, and
+                 the process never stops; ptrace: a stop per sample
+  --pid PID      more than once: several processes in one profile, each
+                 under a root frame that names it (BPF sampler)
+  --children     the child processes of each PID too, and theirs (an nginx
+                 master's workers; those without a Lua VM are left out,
+                 saying so)
   --idle         also count sleeping threads, with the system call they
                  wait in as their innermost frame
   --native       keep the C frames around the Lua frames
@@ -393,7 +514,8 @@ TOP_HELP = """A live view of where the process's Lua code spends its time: every
 second, the functions sampled in that second (HZ samples a second, default
 100) by self share (the innermost frame) and total share (anywhere in the
 stack), most self first, with the totals since the start.  Ctrl-C ends it.
---idle, --native and --nonblocking as for record.  Not on a terminal, each
+--sampler, --pid more than once, --children, --idle, --native and
+--nonblocking as for record.  Not on a terminal, each
 second's table is printed after the last, separated by a blank line."""
 
 
@@ -414,21 +536,30 @@ class TopView(object):
             self.show()
 
     def show(self, final: bool = False) -> None:
-        prof = self.s.rec.prof
-        now = {k: v for k, v in prof.stacks.items()}
+        """The table of the window since the last show: every process's
+        stacks (with several, its functions named with its pid first)."""
+        parts = self.s.parts
+        now = {(part.pid,) + k: v for part in parts for k, v in part.rec.prof.stacks.items()}
         window = {k: v - self.base.get(k, 0) for k, v in now.items() if v - self.base.get(k, 0)}
-        n = prof.threads - self.base_threads
-        rows = _top_rows(window)
+        samples, threads, _ = self.s.totals()
+        n = threads - self.base_threads
+        rows = []
+        for part in parts:
+            mine = {k[1:]: v for k, v in window.items() if k[0] == part.pid}
+            for fk, selfc, tot in _top_rows(mine):
+                name = part.names.functions.get(fk, "??")
+                rows.append((selfc, tot, name if len(parts) == 1 else
+                             "[%d] %s" % (part.pid, name)))
+        rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
         out = []
         if self.tty:
             out.append("\x1b[H\x1b[2J")
-        out.append("ljgdb top: process %d, %.0f s, %d samples, %d thread stacks in the last "
-                   "%s (%d in all)\n" % (self.s.proc.pid, time.monotonic() - self.s.start,
-                                         prof.samples, n,
-                                         "second" if not final else "window", prof.threads))
+        out.append("ljgdb top: process %s, %.0f s, %d samples, %d thread stacks in the last "
+                   "%s (%d in all)\n" % (", ".join(str(p.pid) for p in parts),
+                                         time.monotonic() - self.s.start, samples, n,
+                                         "second" if not final else "window", threads))
         out.append("%7s %7s  %s\n" % ("self", "total", "function"))
-        for fk, selfc, tot in rows[:self.ROWS]:
-            name = self.s.names.functions.get(fk, "??")
+        for selfc, tot, name in rows[:self.ROWS]:
             out.append("%6.1f%% %6.1f%%  %s\n" % (100.0 * selfc / n, 100.0 * tot / n, name))
         if not rows:
             out.append("(no thread ran Lua on a CPU in the samples of this second)\n")
@@ -437,7 +568,7 @@ class TopView(object):
         sys.stdout.write("".join(out))
         sys.stdout.flush()
         self.base = now
-        self.base_threads = prof.threads
+        self.base_threads = threads
         self.last = time.monotonic()
 
 

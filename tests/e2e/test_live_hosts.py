@@ -30,11 +30,13 @@ import time
 
 import pytest
 
+from support.bpfprogs import bpf_why
 from support.host import HostProcess, proc_state
 from support.moments import judge
 from support.stop import ROOT, chunk_display, manifest, read_expected
 from test_live import TRACEBACK, Waiting, assert_left_alone, assert_one_line_each, dump, live
-from test_nginx import LUA_MODULE, NGINX, OFFICIAL_LIBDIR, start_nginx
+from support.stop import LIBLUAJIT2_DIR
+from test_nginx import LUA_MODULE, NGINX, OFFICIAL_LIBDIR, start_nginx, write_conf
 
 TARANTOOL = shutil.which("tarantool")
 TRIES = 5
@@ -219,6 +221,77 @@ def test_nginx_worker_under_load(lib, tmp_path):
         while proc_state(p.pid) != "S" and time.time() < deadline:
             time.sleep(0.02)
         assert_left_alone(p.pid)
+    finally:
+        if load:
+            load.stop()
+        p.stop()
+
+
+@pytest.mark.slow
+@nginx_needed
+@pytest.mark.skipif(bpf_why() is not None, reason="no BPF sampler: %s" % bpf_why())
+def test_nginx_master_and_workers_recorded(tmp_path):
+    """record --pid MASTER --children with the BPF sampler: nginx with a
+    master and two workers (the same server, master_process on), four
+    clients keeping both workers busy.  The profile has a root frame per
+    process, named by its pid: the master's and its two children's
+    (/proc/PID/task/TID/children), no other; each worker's stacks end in
+    the busy handler's frames as the handler recorded them; the summary
+    counts the three processes; the clients get every answer."""
+    d = str(tmp_path)
+    exp = os.path.join(d, "expected.txt")
+    port = write_conf(d)
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf) as f:
+        # (user root: the workers write the handler's records into d)
+        text = f.read().replace("master_process off;", "master_process on;\nuser root;").replace(
+            "worker_processes 1;", "worker_processes 2;")
+    with open(conf, "w") as f:
+        f.write(text)
+
+    def accepting():
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return True
+        except OSError:
+            return False
+    p = HostProcess([NGINX, "-p", d, "-c", conf], d, exp,
+                    env={"LD_LIBRARY_PATH": LIBLUAJIT2_DIR, "LJGDB_EXPECTED": exp},
+                    ready=accepting)
+    load = None
+    try:
+        deadline = time.time() + 10
+        workers = []
+        while len(workers) < 2 and time.time() < deadline:
+            workers = sorted(int(k) for t in os.listdir("/proc/%d/task" % p.pid)
+                             for k in open("/proc/%d/task/%s/children" % (p.pid, t)).read().split())
+            time.sleep(0.05)
+        assert len(workers) == 2, workers
+        assert get(port, "/busy?n=1") == "busy 1\n"
+        records = read_expected(exp + ".busy")
+        frames = sorted((int(r[1]), chunk_display(r[3]), int(r[4])) for r in records
+                        if r[0] == "frame")
+        tail = ";".join("%s:%d" % (src, line) for _, src, line in reversed(frames[:2]))
+        load = Load(port, clients=4, n=2000000)
+        out = os.path.join(d, "all.folded")
+        r = subprocess.run([sys.executable, "-m", "ljgdb", "record", "--pid", str(p.pid),
+                            "--children", "--duration", "3", "--format", "folded", "-o", out],
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        err = r.stderr.decode()
+        assert r.returncode == 0 and TRACEBACK not in err, err
+        assert "of 3 processes (%d, %d, %d)" % (p.pid, workers[0], workers[1]) in err, err
+        busy = {}
+        with open(out) as f:
+            for line in f:
+                stack, n = line.rstrip("\n").rsplit(" ", 1)
+                root, _, rest = stack.partition(";")
+                m = re.match(r"^process (\d+) \(nginx\)$", root)
+                assert m and int(m.group(1)) in [p.pid] + workers, stack
+                if rest.endswith(tail):
+                    busy[int(m.group(1))] = busy.get(int(m.group(1)), 0) + int(n)
+        assert set(busy) == set(workers) and min(busy.values()) >= 20, (busy, err)
+        load.stop()
+        assert load.answers > 0 and not load.errors, (load.answers, load.errors)
     finally:
         if load:
             load.stop()

@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+from support.bpfprogs import bpf_why
 from support.host import HostProcess, proc_state
 from support.stop import CACHE, LUA_DIR, ROOT, chunk_display, manifest, read_expected
 
@@ -33,16 +34,10 @@ COUNTER = os.path.join(LUA_DIR, "counter.lua")
 CHUNK = chunk_display("@" + PROG)
 
 
-def _bpf_why():
-    from gdb_ext.backends.bpfsample import available
-    ok, why = available()
-    return None if ok else why
-
-
 # The tests that ask for the BPF sampler skip, saying why, where this
 # machine cannot load it (no clang or libbpf, no privilege: install-deps.sh
 # installs the two; the suite runs as root).
-BPF_WHY = _bpf_why()
+BPF_WHY = bpf_why()
 needs_bpf = pytest.mark.skipif(BPF_WHY is not None, reason="no BPF sampler: %s" % BPF_WHY)
 
 

@@ -37,3 +37,11 @@ def sampler_programs():
         finally:
             os.close(fd)
     return out
+
+
+def bpf_why():
+    """None where record's BPF sampler can serve on this machine, else why
+    not (ljgdb's own check: it compiles and loads the program once)."""
+    from gdb_ext.backends.bpfsample import available
+    ok, why = available()
+    return None if ok else why
