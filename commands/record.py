@@ -5,6 +5,7 @@ record's and top's shape), on the engine's recorder
 copies registers, C stacks and the VM's state; the decoding happens while
 it runs)."""
 import os
+import random
 import signal
 import sys
 import time
@@ -238,6 +239,51 @@ class Session(object):
                 self.bpf.close()
             for part in self.parts:
                 part.proc.close()
+
+    def _loop(self, start, period, duration, on_sample):
+        batch = max(1, min(MAX_BATCH, int(BATCH_SECONDS / period)))
+        due = start
+        while not self.stop_asked:
+            dues = []
+            while len(dues) < (batch if self.rec.can_batch() else 1):
+                due += period * random.uniform(0.5, 1.5)
+                if duration is not None and due - start > duration:
+                    break
+                dues.append(due)
+            if not dues:
+                break
+            now = time.monotonic()
+            if dues[0] < now - period * 10:
+                # (far behind: do not burst to catch up)
+                due = now
+                continue
+            if len(dues) > 1:
+                samples, err = self.rec.sample_batch(dues)
+            else:
+                if dues[0] > now:
+                    time.sleep(dues[0] - now)
+                if self.stop_asked:
+                    break
+                samples, err = [], None
+                try:
+                    samples.append(self.rec.sample())
+                except LjError as e:
+                    err = e
+            for s in samples:
+                self.pauses.append(s.pause)
+                self.waits.append(s.stop_wait)
+                for tid, keys, G in s.stacks:
+                    self.names.learn(keys, G)
+                if on_sample is not None:
+                    on_sample(self)
+            if err is not None:
+                if _gone(self.proc.pid):
+                    self.ended = "process %d exited" % self.proc.pid
+                    break
+                self.errors += 1
+                self.last_error = str(err)
+            if duration is not None and due - start > duration:
+                break
 
     def _loop_bpf(self, start, duration, on_sample):
         """The BPF sampler's samples, read from its ring buffer every

@@ -22,6 +22,7 @@
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -295,6 +296,13 @@ def test_nginx_master_and_workers_recorded(tmp_path):
     finally:
         if load:
             load.stop()
+        # (SIGTERM: the master stops its workers and waits for them; a
+        # SIGKILL would leave them running)
+        p.proc.send_signal(signal.SIGTERM)
+        try:
+            p.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            pass
         p.stop()
 
 
