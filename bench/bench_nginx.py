@@ -7,8 +7,8 @@ BPF and the ptrace sampler at 100 and 1000 Hz, in one run.
       (defaults: 4000 requests, 4 clients, W = 20000 counts a request, 2 rounds)
 
 nginx runs testprogs/nginx's server (one process, the worker, on
-127.0.0.1, on the rebuilt libluajit2 as tests/e2e/test_nginx.py starts
-it).  Each configuration sends the same bounded number of requests
+127.0.0.1, on the rebuilt libluajit2), started as tests/e2e/test_nginx.py
+starts it.  Each configuration sends the same bounded number of requests
 (GET /busy?n=W: the handler counts to W in the interpreter), from K client
 processes, one request after the other on each, and measures the wall
 time of the whole (requests a second) and of each request (median and
@@ -21,9 +21,7 @@ The configurations run in turn, R rounds of them.  Prints a Markdown table
 import argparse
 import multiprocessing
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,56 +29,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from support.stop import LIBLUAJIT2_DIR, NGINX_LUA_ROOT  # noqa: E402
-
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-APPDIR = os.path.join(ROOT, "testprogs", "nginx")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def start_nginx(d):
-    port = free_port()
-    with open(os.path.join(APPDIR, "nginx.conf.in")) as f:
-        conf = f.read().replace("@PREFIX@", d).replace("@PORT@", str(port)).replace(
-            "@APPDIR@", APPDIR).replace("@LUAROOT@", NGINX_LUA_ROOT)
-    os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
-    with open(os.path.join(d, "nginx.conf"), "w") as f:
-        f.write(conf)
-    p = subprocess.Popen([NGINX, "-p", d, "-c", os.path.join(d, "nginx.conf")],
-                         env=dict(os.environ, LD_LIBRARY_PATH=LIBLUAJIT2_DIR,
-                                  LJGDB_EXPECTED=os.path.join(d, "expected.txt")),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return p, port
-        except OSError:
-            time.sleep(0.05)
-    p.kill()
-    raise RuntimeError("nginx did not start")
-
-
-def get(port, path):
-    c = socket.create_connection(("127.0.0.1", port), 30)
-    try:
-        c.sendall(("GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n" % path).encode())
-        data = b""
-        while True:
-            chunk = c.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        c.close()
-    return data.decode(errors="replace")
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+from test_live_hosts import get  # noqa: E402
+from test_nginx import start_nginx  # noqa: E402
 
 
 def client(args):
@@ -91,8 +42,8 @@ def client(args):
     for _ in range(n):
         t0 = time.monotonic()
         try:
-            ok = get(port, "/busy?n=%d" % work).endswith("\r\n\r\n" + want)
-        except OSError:
+            ok = get(port, "/busy?n=%d" % work) == want
+        except (OSError, AssertionError):
             ok = False
         times.append(time.monotonic() - t0)
         failed += not ok
@@ -118,7 +69,7 @@ def main():
     configs = [(None, None)] + [(s, r) for r in (100, 1000) for s in ("bpf", "ptrace")]
     rows = {c: [] for c in configs}
     with tempfile.TemporaryDirectory() as d:
-        p, port = start_nginx(d)
+        p, port = start_nginx(d, os.path.join(d, "expected.txt"), gdb_init=())
         pool = multiprocessing.Pool(a.clients)
         try:
             load(pool, port, a.clients * 50, a.clients, a.work)       # (warm up)
@@ -140,8 +91,7 @@ def main():
                             raise RuntimeError(err)
         finally:
             pool.terminate()
-            p.kill()
-            p.wait()
+            p.stop()
     print("nginx worker, GET /busy?n=%d, %d requests from %d clients on 127.0.0.1, %d rounds"
           % (a.work, a.requests, a.clients, a.rounds))
     print()

@@ -336,11 +336,11 @@ class Session(object):
                     self.errors += 1
                     self.last_error = str(e)
                     continue
-                if not part.rec.lay.has_cur_L:
-                    # (a VM without g->cur_L: the lua_States a thread ran
-                    # are copied at its next samples, as the ptrace
-                    # sampler copies them)
-                    bpf.hint(c.tid, part.rec.recent.get(c.tid, ()))
+                # (the lua_States a thread's walks went through are copied at
+                # its next samples, as the ptrace sampler's plan copies them:
+                # 2.0's running coroutine, a lua_State only the machine
+                # frames name, such as a finalizer's caller)
+                bpf.hint(c.tid, part.rec.recent.get(c.tid, ()))
                 for tid, keys, G in s.stacks:
                     part.names.learn(keys, G)
                 if on_sample is not None:

@@ -76,9 +76,11 @@ struct {
     __type(value, struct vmconf);
 } procs SEC(".maps");
 
-// Per thread, the lua_States its last samples ran (user space keeps them
-// for VMs without g->cur_L, 2.0, where a coroutine's lua_State is found
-// from the interpreter's C frame only while the interpreter runs it).
+// Per thread, the lua_States its last samples' walks went through, handed
+// back by user space: on 2.0 (no g->cur_L) a coroutine's lua_State is found
+// from the interpreter's C frame only while the interpreter runs it, and a
+// lua_State that only the machine frames name (the caller of a finalizer)
+// is on no chain of C frames this program follows.
 #define MAX_RECENT 4
 struct recent {
     __u64 L[MAX_RECENT];
@@ -125,6 +127,24 @@ static __always_inline __u64 rd(__u64 addr, __u32 size)
     if (size == 4)
         v &= 0xffffffffULL;
     return v;
+}
+
+// A new range [lo, hi), nothing got yet: its index, or -1 when the record
+// holds MAX_RANGES already.
+static __noinline long add_range(struct sample *s, __u64 lo, __u64 hi)
+{
+    __u64 n = s->nranges;
+    if (n >= MAX_RANGES) {
+        s->flags |= F_FULL;
+        return -1;
+    }
+    barrier_var(n);
+    n &= MAX_RANGES - 1;
+    s->ranges[n].lo = lo;
+    s->ranges[n].hi = hi;
+    s->ranges[n].got = 0;
+    s->nranges = n + 1;
+    return n;
 }
 
 struct span {
@@ -183,18 +203,13 @@ static __noinline int copy(struct sample *s, __u64 lo, __u64 hi)
     bpf_loop(MAX_RANGES, trim, &p, 0);
     if (p.hi <= p.lo)
         return 0;
-    __u64 n = s->nranges;
-    if (n >= MAX_RANGES) {
-        s->flags |= F_FULL;
+    long n = add_range(s, p.lo, p.hi);
+    if (n < 0)
         return -1;
-    }
-    barrier_var(n);
-    n &= MAX_RANGES - 1;
-    p.r = &s->ranges[n];
-    p.r->lo = p.lo;
-    p.r->hi = p.hi;
-    p.r->got = 0;
-    s->nranges = n + 1;
+    __u64 k = n;
+    barrier_var(k);
+    k &= MAX_RANGES - 1;
+    p.r = &s->ranges[k];
     bpf_loop(DATA_MAX / PAGE, one_page, &p, 0);
     return 0;
 }
@@ -203,20 +218,9 @@ static __noinline int copy(struct sample *s, __u64 lo, __u64 hi)
 // thread of the VM): listed as tried, with nothing got, so the decoding
 // knows it was looked at (as the ptrace sampler's copy lists a range it
 // could not read).
-static __noinline int note(struct sample *s, __u64 lo, __u64 hi)
+static __always_inline void note(struct sample *s, __u64 lo, __u64 hi)
 {
-    __u64 n = s->nranges;
-    if (n >= MAX_RANGES) {
-        s->flags |= F_FULL;
-        return -1;
-    }
-    barrier_var(n);
-    n &= MAX_RANGES - 1;
-    s->ranges[n].lo = lo & ~(PAGE - 1);
-    s->ranges[n].hi = (hi + PAGE - 1) & ~(PAGE - 1);
-    s->ranges[n].got = 0;
-    s->nranges = n + 1;
-    return 0;
+    add_range(s, lo & ~(PAGE - 1), (hi + PAGE - 1) & ~(PAGE - 1));
 }
 
 static __always_inline void add_L(struct sample *s, __u64 L)
@@ -314,7 +318,10 @@ static long one_vm(__u32 v, void *arg)
         add_L(s, rd(G + c->cur_L, c->ref_size));
     if (c->jit_L != NONE)
         add_L(s, rd(G + c->jit_L, c->ref_size));
-    if (c->cur_L == NONE && c->cfo_L != NONE)      // (2.0: the interpreter's C frame)
+    // The interpreter's C frame's SAVE_L, if the thread is in the VM's code
+    // (2.0 has no g->cur_L; on 2.1, g->cur_L lags behind a coroutine switch
+    // for a few instructions: cframe.interpreter_thread).
+    if (c->cfo_L != NONE)
         add_L(s, rd(s->regs[SP_INDEX] + c->cfo_L, c->ref_size));
     __u32 tid = s->tid;
     struct recent *r = bpf_map_lookup_elem(&recents, &tid);

@@ -463,7 +463,10 @@ class Recorder(object):
         the kernel copied it at a CPU-clock event of that thread, so it was
         on a CPU): its registers, [(lo, bytes)] and the ranges tried, as
         the C sampler's batch gives them.  What the copy lacks cannot be
-        copied again: the thread is dropped (NOT_COPIED)."""
+        copied again: the thread is dropped (NOT_COPIED), and so is it when
+        its walk went through a lua_State the copy does not hold (on 2.0,
+        the running coroutine before its thread's hints reach the
+        program: decode's strict)."""
         from ..backends.coredump import Thread
         s = Sample()
         th = Thread(tid, regs, 0, regs.get(self.proc.arch.pc, 0))
@@ -475,7 +478,7 @@ class Recorder(object):
             return s
         s.copied = mom.bytes
         self.waiting = set()
-        self.decode(s, [th], seen, {tid: "R"})
+        self.decode(s, [th], seen, {tid: "R"}, strict=True)
         return s
 
     def sample_sleepers(self, times: int) -> Sample:
@@ -509,9 +512,12 @@ class Recorder(object):
         return s
 
     def decode(self, out: Sample, threads: List[Any], seen: Dict[int, Set[int]],
-               states: Dict[int, Optional[str]]) -> None:
+               states: Dict[int, Optional[str]], strict: bool = False) -> None:
         """Each thread's stack from the moment in the target's block cache
-        (threads, {tid: lua_States copied}, {tid: state letter}), into out."""
+        (threads, {tid: lua_States copied}, {tid: state letter}), into out.
+        strict: a thread whose walk went through a lua_State the copy does
+        not hold is dropped (NOT_COPIED): that lua_State was read from the
+        process as it is now, not as it was at the copy's moment."""
         self.proc.threads = threads
         self.prof.samples += 1
         if not self._traces_kept():
@@ -519,7 +525,8 @@ class Recorder(object):
                 self._drop(out, th.tid, TRACES_MOVED)
         else:
             for i, th in enumerate(threads):
-                self._one_thread(out, i, th, states.get(th.tid), seen.get(th.tid, ()))
+                self._one_thread(out, i, th, states.get(th.tid), seen.get(th.tid, ()),
+                                 strict)
         self.proc.threads = []
 
     def _traces_kept(self) -> bool:
@@ -596,7 +603,7 @@ class Recorder(object):
         return mom, seen
 
     def _one_thread(self, out: Sample, index: int, th: Any, state: Optional[str],
-                    seen: Iterable[int]) -> None:
+                    seen: Iterable[int], strict: bool = False) -> None:
         from .sampling import on_cpu
         cpu = on_cpu(state)
         if cpu is None:
@@ -616,6 +623,8 @@ class Recorder(object):
         for G in self.Gs:
             try:
                 vm = VM(t, self.lay, G, mframes=mframes, caches=self.caches[G])
+                if strict and not self.lay.has_cur_L:
+                    vm.copied_threads = set(seen)
                 walked = set()
                 keys = thread_stack(vm, mframes, walked)
             except (FaultError, CorruptError):
@@ -625,6 +634,8 @@ class Recorder(object):
             self.protos.check(t, self.caches[G], set(k[1] for k in set(keys) if k[0] == "L"))
             old = [L for L in self.recent.get(th.tid, []) if L not in walked]
             self.recent[th.tid] = (sorted(walked) + old)[:RECENT_STATES]
+            if strict and not walked <= set(seen):
+                return self._drop(out, th.tid, NOT_COPIED)
             if not self.native:
                 keys = [k for k in keys if k[0] != "M"]
             if not cpu:

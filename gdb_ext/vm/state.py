@@ -202,6 +202,9 @@ class VM(Caches):
                     return jl
             except FaultError:
                 pass
+        copied = self.__dict__.get("copied_threads")
+        if copied is not None:
+            return self._copied_running(copied)
         from .walkers import threads_walk
         best = None
         threads, _ = threads_walk(self)
@@ -210,6 +213,33 @@ class VM(Caches):
                 cf = Thread(self, L).cframe & ~3
             except (FaultError, CorruptError):
                 continue
+            if cf and (best is None or cf < best[0]):
+                best = (cf, L)
+        return best[1] if best is not None else None
+
+    def _copied_running(self, copied):
+        """2.0's running thread from a copy made without a stop (record's
+        BPF sampler; copied: the lua_States it holds, set by the
+        recorder): the other threads, read from the process as it is now,
+        would tell another moment's innermost C frame.  The thread whose
+        C frame the innermost interpreter or fast-function machine frame
+        runs on (SAVE_L there, its L->cframe that frame), else, without
+        such a frame, the copied thread with the innermost C frame.
+        CorruptError when that thread is not in the copy."""
+        from .cframe import CFRAME_RAWMASK, cframe_thread
+        for m in self.machine_frames or ():
+            if not m.name or not m.name.startswith(("lj_BC_", "lj_ff_", "lj_fff_")):
+                continue
+            sp, L = cframe_thread(self, m)
+            if sp is None:
+                break
+            if L not in copied or Thread(self, L).cframe & CFRAME_RAWMASK != sp:
+                raise CorruptError("the thread running on the C frame at 0x%x is not in the "
+                                   "copy" % sp)
+            return L
+        best = None
+        for L in copied:
+            cf = Thread(self, L).cframe & ~3
             if cf and (best is None or cf < best[0]):
                 best = (cf, L)
         return best[1] if best is not None else None

@@ -36,8 +36,7 @@ from support.host import HostProcess, proc_state
 from support.moments import judge
 from support.stop import ROOT, chunk_display, manifest, read_expected
 from test_live import TRACEBACK, Waiting, assert_left_alone, assert_one_line_each, dump, live
-from support.stop import LIBLUAJIT2_DIR
-from test_nginx import LUA_MODULE, NGINX, OFFICIAL_LIBDIR, start_nginx, write_conf
+from test_nginx import LUA_MODULE, NGINX, OFFICIAL_LIBDIR, start_nginx
 
 TARANTOOL = shutil.which("tarantool")
 TRIES = 5
@@ -241,24 +240,7 @@ def test_nginx_master_and_workers_recorded(tmp_path):
     counts the three processes; the clients get every answer."""
     d = str(tmp_path)
     exp = os.path.join(d, "expected.txt")
-    port = write_conf(d)
-    conf = os.path.join(d, "nginx.conf")
-    with open(conf) as f:
-        # (user root: the workers write the handler's records into d)
-        text = f.read().replace("master_process off;", "master_process on;\nuser root;").replace(
-            "worker_processes 1;", "worker_processes 2;")
-    with open(conf, "w") as f:
-        f.write(text)
-
-    def accepting():
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return True
-        except OSError:
-            return False
-    p = HostProcess([NGINX, "-p", d, "-c", conf], d, exp,
-                    env={"LD_LIBRARY_PATH": LIBLUAJIT2_DIR, "LJGDB_EXPECTED": exp},
-                    ready=accepting)
+    p, port = start_nginx(d, exp, master=True)
     load = None
     try:
         deadline = time.time() + 10

@@ -449,23 +449,16 @@ def test_lbt_at_random_moments_attached(variant, tmp_path):
     rnd = random.Random(3000)
     verdicts = {}
     for shape in MOMENT_SHAPES:
-        work = tmp_path / shape
-        work.mkdir()
-        exp = str(work / "expected.txt")
-        prog = moments._start(build, shape, exp, str(work))
-        try:
-            moments._wait_ready(exp, prog)
+        work = str(tmp_path / shape)
+        with moments.running(build, shape, work) as (prog, exp):
             cmds = []
             for _ in range(4):
                 cmds += ["script import time; time.sleep(%.4f)" % rnd.uniform(0, 0.2),
                          "process attach -p %d" % prog.pid, "lbt", "process detach"]
-            got = lldb_run([], cmds, str(work))
+            got = lldb_run([], cmds, work)
             assert prog.poll() is None, "the program ended"
             time.sleep(0.2)
             assert proc_state(prog.pid) in "RSD", proc_state(prog.pid)
-        finally:
-            prog.kill()
-            prog.wait()
         records = read_expected(exp)
         for k in range(4):
             (_, aerr), (out, err), (_, derr) = got[4 * k + 1:4 * k + 4]

@@ -68,24 +68,30 @@ class SilentServer(object):
         self.sock.close()
 
 
-def write_conf(d):
-    """nginx.conf in d for a free port on 127.0.0.1; returns the port."""
+def write_conf(d, master=False):
+    """nginx.conf in d for a free port on 127.0.0.1; returns the port.
+    master: a master process and two workers (user root: they write the
+    handlers' records into d), not the one process."""
     port = free_port()
     with open(os.path.join(APPDIR, "nginx.conf.in")) as f:
         conf = f.read().replace("@PREFIX@", d).replace("@PORT@", str(port)).replace(
             "@APPDIR@", APPDIR).replace("@LUAROOT@", NGINX_LUA_ROOT)
+    if master:
+        conf = conf.replace("master_process off;", "master_process on;\nuser root;").replace(
+            "worker_processes 1;", "worker_processes 2;")
     os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
     with open(os.path.join(d, "nginx.conf"), "w") as f:
         f.write(conf)
     return port
 
 
-def start_nginx(d, expected, libdir=LIBLUAJIT2_DIR, gdb_init=(LIBLUAJIT2_DEBUG,)):
+def start_nginx(d, expected, libdir=LIBLUAJIT2_DIR, gdb_init=(LIBLUAJIT2_DEBUG,), master=False):
     """nginx on the libluajit in libdir (LD_LIBRARY_PATH; by default the
-    rebuilt one, whose debug file gdb_init lets gdb find)."""
+    rebuilt one, whose debug file gdb_init lets gdb find); master: as
+    write_conf takes it."""
     if not os.path.isdir(libdir):
         pytest.fail("%s is missing: python3 testprogs/debs.py unpacks it" % libdir)
-    port = write_conf(d)
+    port = write_conf(d, master)
 
     def accepting():
         try:

@@ -467,7 +467,7 @@ def test_traces_flushed_before_the_decode(mode, tmp_path):
     is dropped so."""
     from gdb_ext.backends.live import open_process, sampling_target
     from gdb_ext.stack.recorder import TRACES_MOVED, Recorder
-    from gdb_ext.stack.samples import OFF_CPU
+    from gdb_ext.stack.samples import NO_LUA, OFF_CPU
     prog = Profiled("r21-gc64", tmp_path, mode)
     try:
         proc = open_process(prog.pid)
@@ -478,6 +478,7 @@ def test_traces_flushed_before_the_decode(mode, tmp_path):
                 time.sleep(0.01)
             before = rec.prof.dropped.get(TRACES_MOVED, 0)
             asleep = rec.prof.dropped.get(OFF_CPU, 0)
+            nolua_before = rec.prof.dropped.get(NO_LUA, 0)
             kept = []
             for _ in range(10):
                 start = time.monotonic()
@@ -487,9 +488,14 @@ def test_traces_flushed_before_the_decode(mode, tmp_path):
         proc.close()
         moved = rec.prof.dropped.get(TRACES_MOVED, 0) - before
         # (A stop may find the thread off a CPU: in a page fault or the
-        # write of its file; a busy machine met it once in 100 stops.)
+        # write of its file; a busy machine met it once in 100 stops.  Or
+        # in C code where no Lua frame is found ("no Lua", counted: met
+        # once in 100 stops of `flush` on a loaded machine, inside the
+        # flush or the trace compiler after it.)
         off = rec.prof.dropped.get(OFF_CPU, 0) - asleep
-        assert len(kept) + moved + off == 100 and off <= 3, (len(kept), rec.prof.dropped)
+        nolua = rec.prof.dropped.get(NO_LUA, 0) - nolua_before
+        assert len(kept) + moved + off + nolua == 100 and off + nolua <= 3, \
+            (len(kept), rec.prof.dropped)
         lines = prog.times()[1]
         if mode == "flush":
             assert moved >= 10, rec.prof.dropped
@@ -562,32 +568,25 @@ def test_bpf_exact_at_every_sample(variant, tmp_path):
     frame.  GC64 and X64 layouts, 2.0 (no g->cur_L: the interpreter's C
     frame names the running lua_State) and 2.1.  At least 100 stacks kept
     a shape (500 a CPU second: the program's share of a CPU is the
-    machine's to give), and at most 2% not kept; 10% on 2.0, where a coroutine's
-    lua_State is copied by the BPF program from its C frame only while the
-    interpreter runs it, else from the hints of the samples before (the
-    recents map: the first 50 ms of a coroutine lack it, counted as "the
-    kernel's copy lacked a range")."""
+    machine's to give), and at most 10% not kept: a lua_State the walk
+    needs that the BPF program finds on no chain of C frames (on 2.0 a
+    coroutine's, found from its C frame only while the interpreter runs
+    it; a finalizer's caller's) is copied from the hints of the samples
+    before (the recents map); the first 50 ms lack it, and their samples
+    are counted as "the kernel's copy lacked a range", never decoded from
+    the process as it is later."""
     from support import moments
     build = manifest()[variant]
     for shape in EXACT_SHAPES:
-        d = tmp_path / shape
-        d.mkdir()
-        expected = str(d / "expected.txt")
-        p = moments._start(build, shape, expected, str(d))
-        try:
-            moments._wait_ready(expected, p)
-            out = str(d / "s.folded")
+        with moments.running(build, shape, str(tmp_path / shape)) as (p, expected):
+            out = str(tmp_path / shape / "s.folded")
             status, err = record(p.pid, out, "--rate", "500", "--duration", "1.5",
                                  "--format", "folded", "--sampler", "bpf")
             m = SUMMARY.search(err)
             assert status == 0 and m, err
-        finally:
-            p.kill()
-            p.wait()
         records = read_expected(expected)
         kept, samples = int(m.group(2)), int(m.group(1))
-        assert kept >= 100 and kept >= (0.9 if variant == "r20-x64" else 0.98) * samples, \
-            (shape, err)
+        assert kept >= 100 and kept >= 0.9 * samples, (shape, err)
         for stack in folded(out):
             assert _exact(records, stack.split(";")[::-1]), (shape, stack, records)
 
@@ -737,7 +736,10 @@ def test_which_vm(tmp_path):
         off = int(re.search(r"^\$2 = (\d+)$", gdb, re.M).group(1))
         assert tracer_pid(prog.pid) == 0
         out = str(tmp_path / "vm.folded")
-        status, err = record(prog.pid, out, "--duration", "2", "--format", "folded")
+        # (200 a second: the BPF sampler's come per CPU second, and the
+        # program's share of a CPU is the machine's to give)
+        status, err = record(prog.pid, out, "--duration", "2", "--rate", "200",
+                             "--format", "folded")
         assert status == 0, err
         stacks = folded(out)
         assert sum(stacks.values()) >= 100, err
@@ -757,23 +759,23 @@ def tracer_pid(pid):
 def test_killed_fifty_times(sampler, tmp_path):
     """record killed with SIGKILL at random moments, 50 times (at 1000 Hz,
     so that many kills land inside a sample): the program is never left
-    stopped or traced, and counts on; with the BPF sampler, every program
-    it loaded is gone from the kernel within 5 s of each kill (libbpf's
-    list of loaded programs: a perf event left attached would hold it)."""
-    from support.bpfprogs import sampler_programs
+    stopped or traced, and counts on; with the BPF sampler, each program
+    it held at the kill (its file descriptors' /proc fdinfo) is gone from
+    the kernel within 5 s (libbpf's list of loaded programs: a perf event
+    left attached would hold it)."""
+    from support.bpfprogs import programs_of, sampler_programs
     prog = Counter(tmp_path)
     try:
         rnd = random.Random(29)
         out = str(tmp_path / "k.folded")
         loaded = 0
         for _ in range(50):
-            before = sampler_programs() if sampler == "bpf" else set()
             p = subprocess.Popen([sys.executable, "-m", "ljgdb", "record", "--pid", str(prog.pid),
                                   "--rate", "1000", "--format", "folded", "-o", out,
                                   "--sampler", sampler], cwd=ROOT,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(rnd.uniform(0.3, 0.9))
-            mine = sampler_programs() - before if sampler == "bpf" else set()
+            mine = programs_of(p.pid)
             p.kill()
             p.wait()
             loaded += bool(mine)
@@ -794,27 +796,24 @@ def test_killed_fifty_times(sampler, tmp_path):
 
 @needs_bpf
 def test_bpf_never_stops(tmp_path):
-    """The BPF sampler at 1000 Hz for 3 s: the program is never traced nor
-    stopped, from record's start to its end (its VMs are found by the
-    memory search, without a stop), and its voluntary context switches (a
-    ptrace stop is one; counter.lua makes some of its own, writing its
-    file) grow by at most its own count over 3 s alone, and a handful,
-    while more than 1500 samples are made; with the ptrace sampler they
-    grow by one at least per two samples beyond that, and the program is
-    seen stopped or traced (/proc/PID/status, read every 2 ms)."""
-    prog = Counter(tmp_path)
+    """The BPF sampler at 1000 Hz for 3 s on a pure loop (moments.lua
+    `interp`: no system call once it has recorded its stack): the program
+    is never traced nor stopped, from record's start to its end (its VMs
+    are found by the memory search, without a stop), and its voluntary
+    context switches (a ptrace stop is one) grow by at most a handful
+    while more than 1000 samples are made; with the ptrace sampler they
+    grow by one at least per two samples, and the program is seen stopped
+    or traced (/proc/PID/status, read every 2 ms)."""
+    from support import moments
 
-    def switches():
-        with open("/proc/%d/status" % prog.pid) as f:
+    def switches(pid):
+        with open("/proc/%d/status" % pid) as f:
             return int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", f.read(), re.M).group(1))
-    try:
-        sw = switches()
-        time.sleep(3.5)
-        own = switches() - sw
+    with moments.running(manifest()["r21-gc64"], "interp", str(tmp_path)) as (prog, _):
         got = {}
         for sampler in ("bpf", "ptrace"):
             out = str(tmp_path / (sampler + ".folded"))
-            sw = switches()
+            sw = switches(prog.pid)
             p = subprocess.Popen([sys.executable, "-m", "ljgdb", "record", "--pid", str(prog.pid),
                                   "--rate", "1000", "--duration", "3", "--format", "folded",
                                   "-o", out, "--sampler", sampler], cwd=ROOT,
@@ -830,14 +829,11 @@ def test_bpf_never_stops(tmp_path):
             err = p.stderr.read().decode()
             m = SUMMARY.search(err)
             assert p.returncode == 0 and m, err
-            got[sampler] = (switches() - sw, int(m.group(1)), states)
+            got[sampler] = (switches(prog.pid) - sw, int(m.group(1)), states)
         switches_, samples, states = got["bpf"]
-        assert samples >= 1500 and switches_ <= 1.5 * own + 10 and \
-            states <= {"R", "S", "D"}, (own, got)
+        assert samples >= 1000 and switches_ <= 10 and states == {"R"}, got
         switches_, samples, states = got["ptrace"]
-        assert switches_ >= own + samples // 2 and states & {"t", "traced"}, (own, got)
-    finally:
-        prog.close()
+        assert switches_ >= samples // 2 and states & {"t", "traced"}, got
 
 
 def test_ctrl_c_writes_the_profile(tmp_path):

@@ -39,6 +39,29 @@ def sampler_programs():
     return out
 
 
+def programs_of(pid):
+    """The ids of the BPF programs process pid holds a file descriptor of
+    (/proc/PID/fdinfo: prog_id), empty when it holds none or is gone."""
+    import os
+    import re
+    out = set()
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) != "anon_inode:bpf-prog":
+                continue
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                m = re.search(r"^prog_id:\s+(\d+)", f.read(), re.M)
+        except OSError:
+            continue
+        if m:
+            out.add(int(m.group(1)))
+    return out
+
+
 def bpf_why():
     """None where record's BPF sampler can serve on this machine, else why
     not (ljgdb's own check: it compiles and loads the program once)."""

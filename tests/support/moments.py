@@ -33,6 +33,7 @@ pid, may read the file after the moments.  An lbt output is judged:
 Used by tests/e2e/test_moments.py (a fixed-seed subset) and
 bench/bench_moments.py (thousands of moments, the README's table).
 """
+import contextlib
 import json
 import os
 import random
@@ -156,6 +157,21 @@ def _start(build, shape, expected, workdir, core=False):
     env = dict(os.environ, **_env(build))
     return subprocess.Popen(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@contextlib.contextmanager
+def running(build, shape, workdir):
+    """moments.lua's shape running in workdir (made), its stack recorded:
+    (the process, its records' file); killed after."""
+    os.makedirs(workdir, exist_ok=True)
+    expected = os.path.join(workdir, "expected.txt")
+    p = _start(build, shape, expected, workdir)
+    try:
+        _wait_ready(expected, p)
+        yield p, expected
+    finally:
+        p.kill()
+        p.wait()
 
 
 def kernel_cores_possible():
