@@ -774,7 +774,7 @@ def test_killed_fifty_times(sampler, tmp_path):
                                   "--rate", "1000", "--format", "folded", "-o", out,
                                   "--sampler", sampler], cwd=ROOT,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(rnd.uniform(0.3, 0.9))
+            time.sleep(rnd.uniform(0.2, 0.7))
             mine = programs_of(p.pid)
             p.kill()
             p.wait()
@@ -787,8 +787,8 @@ def test_killed_fifty_times(sampler, tmp_path):
                 status = f.read()
             # The kernel detaches a dead tracer's tracees at its exit.
             assert re.search(r"^TracerPid:\s+0$", status, re.M), status
-        # (most kills land after the program is loaded: 0.3 s and more)
-        assert sampler != "bpf" or loaded >= 25, loaded
+        # (most kills land after the program is loaded, about 0.3 s in)
+        assert sampler != "bpf" or loaded >= 20, loaded
         prog.assert_counting()
     finally:
         prog.close()
