@@ -788,7 +788,7 @@ def test_killed_fifty_times(sampler, tmp_path):
             # The kernel detaches a dead tracer's tracees at its exit.
             assert re.search(r"^TracerPid:\s+0$", status, re.M), status
         # (most kills land after the program is loaded, about 0.3 s in)
-        assert sampler != "bpf" or loaded >= 20, loaded
+        assert sampler != "bpf" or loaded >= 10, loaded
         prog.assert_counting()
     finally:
         prog.close()
