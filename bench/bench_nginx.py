@@ -28,8 +28,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+for _p in (ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "e2e")):
+    sys.path.insert(0, _p)          # (as tests/conftest.py sets it for the tests)
 from test_live_hosts import get  # noqa: E402
 from test_nginx import start_nginx  # noqa: E402
 
