@@ -45,6 +45,13 @@ holds all the list above.  A range it lacks joins the plan and the stop is
 made again, once; after that, and for the first sample, the stop is
 Python's (LiveProcess.stopped, copy_moment reading as it goes).
 
+The BPF sampler (backends/bpfsample) makes the copy in the kernel, at a
+CPU-clock event of one thread, and never stops the process: decode_copy
+checks and decodes it as a batch's copy, strictly (a walk through a
+lua_State the copy does not hold is dropped, not read as the process is
+later), and the lua_States a thread's walks went through are handed back
+to the program as the ptrace sampler's plan copies them (recent).
+
 Without registers (nonblocking: the process is never stopped) only the
 VM's own records of where it is can be read, and those are current only
 while it is in C code called from Lua (L->base is saved before a call to
