@@ -22,8 +22,8 @@ seconds and measures, from the program itself and /proc/PID/stat:
   - for record: the time the process was held in a sample, median and
     99th percentile (record's own count, from before the first ptrace
     request to after the last).
-record stops the process with its C sampler (gdb_ext/backends/ptstop.c)
-where it can build it; one more run at the first rate uses the Python
+record (--sampler ptrace) stops the process with its C sampler
+(gdb_ext/backends/ptstop.c) where it can build it; one more run at the first rate uses the Python
 sampler (LJGDB_SAMPLER=python), and one more has the Python sampler's
 pause split into phases (PHASES below), timed by wrappers this script puts
 around the live backend's calls (the product is not changed; the wrappers
@@ -253,9 +253,11 @@ def main():
         def record_argv(rate, phases=False, root=ROOT):
             run = ([sys.executable, os.path.abspath(__file__), "--record-phases", root] if phases
                    else [sys.executable, "-m", "ljgdb", "record"])
-            return lambda pid: run + ["--pid", str(pid), "--rate", str(rate), "--duration",
-                                      str(a.seconds), "--format", "folded", "-o",
-                                      os.path.join(tmp, "r.folded")]
+            # (the ptrace sampler: this script measures its stops' pauses;
+            # bench_bpf.py measures the BPF sampler beside it)
+            return lambda pid: run + ["--pid", str(pid), "--sampler", "ptrace", "--rate",
+                                      str(rate), "--duration", str(a.seconds), "--format",
+                                      "folded", "-o", os.path.join(tmp, "r.folded")]
 
         phases = {}
 
@@ -313,8 +315,9 @@ def main():
         start_prog = lua("start")
         try:
             _, start_cpu, start_wall = child_cpu(
-                [sys.executable, "-m", "ljgdb", "record", "--pid", str(start_prog.p.pid),
-                 "--duration", "0.01", "--format", "folded", "-o", os.path.join(tmp, "s.folded")],
+                [sys.executable, "-m", "ljgdb", "record", "--sampler", "ptrace", "--pid",
+                 str(start_prog.p.pid), "--duration", "0.01", "--format", "folded", "-o",
+                 os.path.join(tmp, "s.folded")],
                 cwd=ROOT)
         finally:
             start_prog.close()
