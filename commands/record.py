@@ -118,7 +118,7 @@ class Part(object):
     added to the BPF sampler (bpf) when there is one.  LjError: not a
     process with a Lua VM."""
 
-    def __init__(self, pid: int, opts: Dict[str, Any], use_bpf: bool, bpf: Any) -> None:
+    def __init__(self, pid: int, opts: Dict[str, Any], bpf: Any) -> None:
         from ..gdb_ext.backends.live import open_process, sampling_target
         from ..gdb_ext.stack.recorder import CSTACK, MAX_LUA_STACK, RED_ZONE, Recorder
         from ..gdb_ext.vm.state import VM
@@ -126,7 +126,7 @@ class Part(object):
         self.pid = pid
         self.proc = proc = open_process(pid)
         # (the BPF sampler never stops the process, not even to find its VMs)
-        t, lay, Gs = sampling_target(proc, stop=not use_bpf)
+        t, lay, Gs = sampling_target(proc, stop=bpf is None)
         if not Gs:
             proc.close()
             raise LjError("process %d has LuaJIT loaded but no Lua VM (lua_State) was found in "
@@ -185,19 +185,20 @@ class Session(object):
     def __init__(self, opts: Dict[str, Any]) -> None:
         from ..gdb_ext.backends import bpfsample
         self.opts = opts
-        use_bpf, self.note = bpfsample.choose(opts["sampler"], opts["nonblocking"])
+        loader, self.note = bpfsample.choose(opts["sampler"], opts["nonblocking"])
+        # (made now: it holds the loaded object, closed on any error below)
+        self.bpf = bpfsample.BpfSampler(opts["rate"], loader) if loader else None
         pids = list(opts["pids"])
         kids = children(pids) if opts["children"] else []
-        if len(pids) + len(kids) > 1 and not use_bpf:
+        if len(pids) + len(kids) > 1 and self.bpf is None:
             raise LjError("several processes are sampled by the BPF sampler only (%s)"
                           % (self.note or "--sampler ptrace stops one process at a time"))
         self.parts = []
         self.skipped = []
-        self.bpf = bpfsample.BpfSampler(opts["rate"]) if use_bpf else None
         try:
             for pid in pids + kids:
                 try:
-                    self.parts.append(Part(pid, opts, use_bpf, self.bpf))
+                    self.parts.append(Part(pid, opts, self.bpf))
                 except LjError as e:
                     if pid in pids:
                         raise
@@ -206,8 +207,6 @@ class Session(object):
             if self.bpf is not None:
                 self.bpf.close()
             raise
-        if not self.parts:
-            raise LjError("no child of process %s runs a Lua VM" % ", ".join(map(str, pids)))
         self.proc, self.rec, self.names = self.parts[0].proc, self.parts[0].rec, \
             self.parts[0].names
         self.pauses = []

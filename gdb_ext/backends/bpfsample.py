@@ -7,9 +7,10 @@ libbpf (ctypes), hands it each process's VMs and the Layout's offsets
 the recorder decodes (recorder.Recorder.decode_copy).
 
 The object is compiled at first use with clang into ljgdb's cache
-(cbuild).  available() says in one line why the BPF sampler cannot serve
-(no clang, no libbpf, no BTF, no privilege, a kernel without ring
-buffers); record then samples with ptrace.  Every perf event and BPF
+(cbuild).  choose() loads it for record, or says in one line why the BPF
+sampler cannot serve (no clang, no libbpf, no BTF, no privilege, a kernel
+without ring buffers), and record then samples with ptrace; available()
+only asks whether it can.  Every perf event and BPF
 object is held by a file descriptor of this process: its end, even by
 SIGKILL, detaches them all."""
 import ctypes
@@ -21,6 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import LjError
 from .cbuild import build, built_name, cache_dir
+from .live import libc
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bpfsample.bpf.c")
 MAX_VMS = 4
@@ -239,8 +241,7 @@ class Loader(object):
 
 def _perf_event_open(attr: _PerfAttr, tid: int) -> int:
     nr = _NR_PERF_EVENT_OPEN[os.uname().machine]
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = libc.syscall(nr, ctypes.byref(attr), tid, -1, -1, PERF_FLAG_FD_CLOEXEC)
+    fd = libc().syscall(nr, ctypes.byref(attr), tid, -1, -1, PERF_FLAG_FD_CLOEXEC)
     if fd < 0:
         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
     return fd
@@ -251,9 +252,13 @@ class BpfSampler(object):
     the kernel.  add(pid, conf) before start(); read() gives the Copy
     records written since the last read."""
 
-    def __init__(self, rate: float) -> None:
+    def __init__(self, rate: float, loader: Optional[Loader] = None) -> None:
+        """loader: one choose() loaded (else one is loaded here)."""
         self.rate = rate
-        self.loader = Loader()
+        self.attr = _PerfAttr(type=PERF_TYPE_SOFTWARE, size=ctypes.sizeof(_PerfAttr),
+                              config=PERF_COUNT_SW_CPU_CLOCK,
+                              sample_period=max(1, int(1e9 / rate)))
+        self.loader = loader or Loader()
         self.events = {}        # pid -> {tid: perf event fd}
         self._hints = {}        # tid -> the lua_States in the recents map
         self.pids = []
@@ -296,10 +301,6 @@ class BpfSampler(object):
         with inherit stops firing in a thread that starts threads, 0
         samples of 400 asked: docs/luajit-facts.md.)  A thread that lives
         less than the time between two calls is not sampled."""
-        attr = _PerfAttr(type=PERF_TYPE_SOFTWARE, size=ctypes.sizeof(_PerfAttr),
-                         config=PERF_COUNT_SW_CPU_CLOCK,
-                         sample_period=max(1, int(1e9 / self.rate)))
-        libc = ctypes.CDLL(None, use_errno=True)
         for pid in self.pids:
             try:
                 tids = set(int(t) for t in os.listdir("/proc/%d/task" % pid))
@@ -310,23 +311,22 @@ class BpfSampler(object):
                 os.close(mine.pop(tid))
             for tid in sorted(tids - set(mine)):
                 try:
-                    fd = _perf_event_open(attr, tid)
+                    fd = _perf_event_open(self.attr, tid)
                 except OSError as e:
                     if e.errno == errno.ESRCH:
                         continue            # (the thread ended)
                     raise LjError(_perf_refusal(e))
                 mine[tid] = fd
-                if libc.ioctl(fd, PERF_EVENT_IOC_SET_BPF, self.loader.prog_fd) != 0:
+                if libc().ioctl(fd, PERF_EVENT_IOC_SET_BPF, self.loader.prog_fd) != 0:
                     raise LjError("the BPF program could not be attached to a perf event (%s)"
                                   % os.strerror(ctypes.get_errno()))
 
     def stop(self) -> None:
         """No more samples: the events disabled (read() then gives the last
         records)."""
-        libc = ctypes.CDLL(None, use_errno=True)
         for mine in self.events.values():
             for fd in mine.values():
-                libc.ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
+                libc().ioctl(fd, PERF_EVENT_IOC_DISABLE, 0)
 
     def _on_record(self, ctx: Any, data: int, size: int) -> int:
         self._got.append(ctypes.string_at(data, size))
@@ -398,18 +398,20 @@ def parse_record(b: bytes) -> Optional[Copy]:
     return c
 
 
-def choose(asked: Optional[str], nonblocking: bool) -> Tuple[bool, Optional[str]]:
-    """(whether to sample with BPF, the line that says why not when the
-    user did not ask for ptrace) for --sampler ASKED (None: the default,
-    BPF where this machine allows it).  LjError when BPF was asked for
-    and cannot serve."""
+def choose(asked: Optional[str], nonblocking: bool) -> Tuple[Optional[Loader], Optional[str]]:
+    """(the BPF object loaded, for BpfSampler, or None to sample with
+    ptrace; the line that says why not when the user did not ask for
+    ptrace) for --sampler ASKED (None: the default, BPF where this machine
+    allows it).  The loading is the check: the object is loaded once.
+    LjError when BPF was asked for and cannot serve."""
     if asked == "ptrace" or nonblocking:
-        return False, None
+        return None, None
     if asked is None and os.environ.get("LJGDB_SAMPLER") == "python":
-        return False, None
-    ok, why = available()
-    if ok:
-        return True, None
+        return None, None
+    try:
+        return Loader(), None
+    except LjError as e:
+        why = str(e)
     if asked == "bpf":
         raise LjError("--sampler bpf: %s" % why)
-    return False, "sampling with ptrace stops: the BPF sampler cannot serve here: %s" % why
+    return None, "sampling with ptrace stops: the BPF sampler cannot serve here: %s" % why
