@@ -143,38 +143,10 @@ class Part(object):
 
     def root(self) -> Any:
         """The root frame of this process's stacks in a profile of several."""
+        from ..gdb_ext.backends.live import comm
         from .profout import Frame
-        try:
-            with open("/proc/%d/comm" % self.pid) as f:
-                comm = f.read().strip()
-        except OSError:
-            comm = "?"
-        name = "process %d (%s)" % (self.pid, comm)
+        name = "process %d (%s)" % (self.pid, comm(self.pid))
         return Frame(name, None, None, name)
-
-
-def children(pids: Sequence[int]) -> List[int]:
-    """The child processes of pids (/proc/PID/task/TID/children), and
-    theirs, in order."""
-    out = []
-    todo = list(pids)
-    while todo:
-        pid = todo.pop(0)
-        try:
-            tids = os.listdir("/proc/%d/task" % pid)
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
-                    kids = [int(k) for k in f.read().split()]
-            except OSError:
-                continue
-            for k in kids:
-                if k not in out and k not in pids:
-                    out.append(k)
-                    todo.append(k)
-    return out
 
 
 class Session(object):
@@ -184,6 +156,7 @@ class Session(object):
 
     def __init__(self, opts: Dict[str, Any]) -> None:
         from ..gdb_ext.backends import bpfsample
+        from ..gdb_ext.backends.live import children
         self.opts = opts
         loader, self.note = bpfsample.choose(opts["sampler"], opts["nonblocking"])
         # (made now: it holds the loaded object, closed on any error below)

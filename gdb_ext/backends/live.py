@@ -94,12 +94,37 @@ def proc_status(pid: int, tid: Optional[int] = None) -> Dict[str, str]:
     return out
 
 
-def _comm(pid: int) -> str:
+def comm(pid: int) -> str:
+    """The process's name (/proc/PID/comm), '?' when it cannot be read."""
     try:
         with open("/proc/%d/comm" % pid) as f:
             return f.read().strip()
     except OSError:
         return "?"
+
+
+def children(pids: Sequence[int]) -> List[int]:
+    """The child processes of pids (/proc/PID/task/TID/children), and
+    theirs, in order."""
+    out = []
+    todo = list(pids)
+    while todo:
+        pid = todo.pop(0)
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                    kids = [int(k) for k in f.read().split()]
+            except OSError:
+                continue
+            for k in kids:
+                if k not in out and k not in pids:
+                    out.append(k)
+                    todo.append(k)
+    return out
 
 
 def refusal(pid: int, err: OSError) -> str:
@@ -108,7 +133,7 @@ def refusal(pid: int, err: OSError) -> str:
     if tracer not in ("", "0"):
         return ("process %d is already traced by process %s (%s; TracerPid in /proc/%d/status): "
                 "a process has one tracer at a time; detach that one first"
-                % (pid, tracer, _comm(int(tracer)), pid))
+                % (pid, tracer, comm(int(tracer)), pid))
     try:
         with open(YAMA_SCOPE) as f:
             scope = f.read()
