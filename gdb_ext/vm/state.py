@@ -206,8 +206,13 @@ class VM(Caches):
         if copied is not None:
             return self._copied_running(copied)
         from .walkers import threads_walk
-        best = None
         threads, _ = threads_walk(self)
+        return self._innermost_of(threads)
+
+    def _innermost_of(self, threads):
+        """Of threads, the one with the innermost C frame (the lowest: the
+        C stack grows down), or None when none has one."""
+        best = None
         for L in threads:
             try:
                 cf = Thread(self, L).cframe & ~3
@@ -237,12 +242,7 @@ class VM(Caches):
                 raise CorruptError("the thread running on the C frame at 0x%x is not in the "
                                    "copy" % sp)
             return L
-        best = None
-        for L in copied:
-            cf = Thread(self, L).cframe & ~3
-            if cf and (best is None or cf < best[0]):
-                best = (cf, L)
-        return best[1] if best is not None else None
+        return self._innermost_of(copied)
 
     @property
     def jit_base(self) -> int:
