@@ -40,7 +40,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from support.stop import manifest  # noqa: E402
-from bench_record import PY_PROG, Program, child_cpu  # noqa: E402
+from bench_record import PY_PROG, Program, child_cpu, cpu_seconds  # noqa: E402
 from bench_profile import rate as rounds_a_second  # noqa: E402
 
 PROG = os.path.join(ROOT, "testprogs", "lua", "profile.lua")
@@ -57,12 +57,6 @@ def switches(pid):
         except OSError:
             continue
     return n
-
-
-def cpu_seconds(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
 
 
 def drain(pid, hz, seconds):

@@ -37,6 +37,7 @@ from support.moments import judge
 from support.stop import ROOT, chunk_display, manifest, read_expected
 from test_live import TRACEBACK, Waiting, assert_left_alone, assert_one_line_each, dump, live
 from test_nginx import LUA_MODULE, NGINX, OFFICIAL_LIBDIR, start_nginx
+from test_record import folded
 
 TARANTOOL = shutil.which("tarantool")
 TRIES = 5
@@ -81,6 +82,13 @@ def assert_judged(records, pid, check=None):
     return outs
 
 
+def innermost_two(records):
+    """The innermost two of the frames a handler recorded, as a folded
+    stack's end ("file:line;file:line")."""
+    frames = sorted((int(r[1]), chunk_display(r[3]), int(r[4])) for r in records if r[0] == "frame")
+    return ";".join("%s:%d" % (src, line) for _, src, line in reversed(frames[:2]))
+
+
 def assert_recorded(records, pid, tmp):
     """record --pid for 2 s at 100 Hz while the process is busy in the
     recorded frames: most kept stacks end in them (the innermost two, as
@@ -93,13 +101,8 @@ def assert_recorded(records, pid, tmp):
     err = p.stderr.decode()
     assert p.returncode == 0 and TRACEBACK not in err, err
     assert tracer_pid(pid) == 0
-    frames = sorted((int(r[1]), chunk_display(r[3]), int(r[4])) for r in records if r[0] == "frame")
-    tail = ";".join("%s:%d" % (src, line) for _, src, line in reversed(frames[:2]))
-    stacks = {}
-    with open(out) as f:
-        for line in f:
-            stack, n = line.rstrip("\n").rsplit(" ", 1)
-            stacks[stack] = stacks.get(stack, 0) + int(n)
+    tail = innermost_two(records)
+    stacks = folded(out)
     busy = sum(n for st, n in stacks.items() if st.endswith(tail))
     assert busy >= sum(stacks.values()) // 2 and busy >= 50, (tail, stacks, err)
 
@@ -252,9 +255,7 @@ def test_nginx_master_and_workers_recorded(tmp_path):
         assert len(workers) == 2, workers
         assert get(port, "/busy?n=1") == "busy 1\n"
         records = read_expected(exp + ".busy")
-        frames = sorted((int(r[1]), chunk_display(r[3]), int(r[4])) for r in records
-                        if r[0] == "frame")
-        tail = ";".join("%s:%d" % (src, line) for _, src, line in reversed(frames[:2]))
+        tail = innermost_two(records)
         load = Load(port, clients=4, n=2000000)
         out = os.path.join(d, "all.folded")
         r = subprocess.run([sys.executable, "-m", "ljgdb", "record", "--pid", str(p.pid),
@@ -264,14 +265,12 @@ def test_nginx_master_and_workers_recorded(tmp_path):
         assert r.returncode == 0 and TRACEBACK not in err, err
         assert "of 3 processes (%d, %d, %d)" % (p.pid, workers[0], workers[1]) in err, err
         busy = {}
-        with open(out) as f:
-            for line in f:
-                stack, n = line.rstrip("\n").rsplit(" ", 1)
-                root, _, rest = stack.partition(";")
-                m = re.match(r"^process (\d+) \(nginx\)$", root)
-                assert m and int(m.group(1)) in [p.pid] + workers, stack
-                if rest.endswith(tail):
-                    busy[int(m.group(1))] = busy.get(int(m.group(1)), 0) + int(n)
+        for stack, n in folded(out).items():
+            root, _, rest = stack.partition(";")
+            m = re.match(r"^process (\d+) \(nginx\)$", root)
+            assert m and int(m.group(1)) in [p.pid] + workers, stack
+            if rest.endswith(tail):
+                busy[int(m.group(1))] = busy.get(int(m.group(1)), 0) + n
         assert set(busy) == set(workers) and min(busy.values()) >= 20, (busy, err)
         load.stop()
         assert load.answers > 0 and not load.errors, (load.answers, load.errors)
