@@ -100,6 +100,10 @@ CPCALL = "lj_vm_cpcall"
 STACK_MOVERS = ("lj_state_growstack", "lj_state_shrinkstack", "resize_stack")
 
 
+# Where a trace hands its frame back to the interpreter (in_trace).
+EXIT_INTERP = "lj_vm_exit_interp"
+
+
 class Start(object):
     """Where the walk of the running thread starts.
     base:    BASE of the innermost frame to show (None: L->base)
@@ -222,7 +226,7 @@ class _Locator(object):
             if s is not None:
                 return s
         if self.state == "EXIT":
-            return self.in_exit()
+            return self.leaving_to_interpreter() or self.in_exit()
         if self.regs is None or not self.mf:
             return self.stored("the machine registers of the VM are not available here"
                                if self.state == "INTERP" else None)
@@ -704,6 +708,9 @@ class _Locator(object):
         mpcs = [m.pc for m in self.mf]
         snap = trace_snapshot(self.vm, self.trace_no, mpcs)
         if snap is None:
+            s = self.leaving_to_interpreter()
+            if s is not None:
+                return s
             return Start(jb, None, "g->jit_base", "the line of the innermost frame is not known: "
                          "no machine frame of this OS thread is in the trace's code",
                          show="outer")
@@ -718,6 +725,44 @@ class _Locator(object):
             s.show = "outer"
             return s
         return s
+
+    def leaving_to_interpreter(self):
+        """lj_vm_exit_interp before it stores the interpreter's state: a
+        trace that ends in the interpreter jumps there with g->vmstate
+        still naming the trace, and the exit handler jumps into it after
+        lj_trace_exit restored the frames, in state EXIT; either way with
+        BASE and PC in their registers (R vm_x64.dasc vm_exit_interp:
+        "BASE, PC and DISPATCH set").  PC is the instruction the
+        interpreter dispatches next, so the frame's saved-pc form is PC+4,
+        as for a snapshot's pc.  Checked as the interpreter's registers
+        are: BASE holds a function of this thread whose code holds PC, and
+        its frame links soundly.  None when that does not hold."""
+        m = self.mf[0] if self.mf else None
+        if self.regs is None or m is None or m.level != 0 or m.name != EXIT_INTERP:
+            return None
+        base, pc = m.reg(self.regs["base"]), m.reg(self.regs["pc"])
+        if base is None or pc is None or not self.walker.stack.contains(base - 8):
+            return None
+        f = self.lua_fn_at(base)
+        if f is not None and not f.is_lua and pc in self.cfunc_headers() and \
+                self.link_sound(base):
+            # A stitched trace ends calling a C function: its frame is set
+            # up at BASE, PC is the C function header in g (bc_cfunc_ext
+            # or bc_cfunc_int), which the interpreter dispatches next.
+            self.regs_base = base
+            return Start(base, None, "register %s (BASE) in %s: the trace calls a C function"
+                         % (self.regs["base"], EXIT_INTERP))
+        if not self.pc_in(f, pc + 4) or not self.link_sound(base):
+            return None
+        self.regs_base = base
+        return Start(base, pc + 4, "registers %s (BASE) and %s (PC) in %s: the trace returns "
+                     "to the interpreter" % (self.regs["base"], self.regs["pc"], EXIT_INTERP))
+
+    def cfunc_headers(self):
+        """The addresses of the pseudo-instructions a C function's frame
+        runs (g->bc_cfunc_ext, g->bc_cfunc_int), where the layout has them."""
+        G = self.vm.lay.G
+        return [self.vm.G + getattr(G, n) for n in ("bc_cfunc_ext", "bc_cfunc_int") if G.has(n)]
 
     def in_exit(self):
         """Leaving a trace: lj_snap_restore is rewriting the stack from

@@ -182,6 +182,18 @@ function S.jitside()
   b()
 end
 
+-- Traces that hand their frame back to the interpreter at every round:
+-- 2.1 stitches the trace around os.time, a C function, and the trace before
+-- it ends by jumping to lj_vm_exit_interp; the inner loop's end leaves
+-- through the exit handler (and on 2.0, where the C call aborts the trace).
+function S.jitexit()
+  jit.on()
+  allow(os.time)
+  local function c() record_stack(); local s = 0; while true do for j = 1, 20 do s = s + j end; os.time() end end
+  local function b() local r = c(); return r end
+  b()
+end
+
 function S.jitcall()
   jit.on()
   allow(inc); allow(down, 4)

@@ -100,6 +100,67 @@ def test_lbt_while_base_holds_an_argument(tmp_path):
     assert verdict == "exact", (why, lbt)
 
 
+EXIT_INTERP_SCRIPT = """
+python
+import re
+dis = gdb.execute("disassemble lj_vm_exit_interp", to_string=True)
+offs = []
+for line in dis.splitlines():
+    m = re.match(r"\\s*0x[0-9a-f]+ <\\+(\\d+)>:\\s+(.*)", line)
+    if not m:
+        continue
+    if re.match(r"movl\\s+\\$0xffffffff,", m.group(2)):
+        break
+    offs.append(int(m.group(1)))
+print("@@OFFSETS@@ %s" % offs)
+for off in offs:
+    gdb.execute("break *(lj_vm_exit_interp+%d)" % off, to_string=True)
+for _ in range(HITS):
+    gdb.execute("continue", to_string=True)
+    print("@@MOMENT@@ %s" % gdb.parse_and_eval("$pc"))
+    gdb.execute("lbt")
+end
+"""
+
+
+@pytest.mark.parametrize("variant", ("r21-gc64", "r20-x64", "deb-x64", "or-x64"))
+def test_lbt_where_a_trace_returns_to_the_interpreter(variant, tmp_path):
+    """lj_vm_exit_interp, before it stores the interpreter's state
+    (g->vmstate ~LJ_VMST_INTERP): a trace that ends in the interpreter
+    jumps there with g->vmstate still naming the trace, the exit handler
+    jumps in after restoring a snapshot in state EXIT.  BASE and PC are in
+    their registers then, so at every instruction up to the store lbt
+    gives the frames debug.getinfo recorded (moments.lua `jitexit`: its
+    loop is on one line), not "not known"; the record sampler counted such
+    a sample as unreadable."""
+    build = manifest()[variant]
+    expected = str(tmp_path / "expected.txt")
+    script = tmp_path / "exit_interp.gdb"
+    script.write_text(EXIT_INTERP_SCRIPT.replace("HITS", "200"))
+    # Past record_stack: the loop's C function is being called.
+    out = run_gdb(["-ex", "source " + LOADER, "-ex", "break lj_cf_os_time", "-ex", "run",
+                   "-ex", "delete", "-ex", "source " + str(script), "-ex", "kill",
+                   "--args", build["host"], moments.PROGRAM, expected, "jitexit"],
+                  env=moments._env(build), cwd=str(tmp_path))
+    offs = re.search(r"@@OFFSETS@@ \[([\d, ]+)\]", out)
+    assert offs and len(offs.group(1).split(",")) >= 3, out[-3000:]
+    moments_seen = out.split("@@MOMENT@@ ")[1:]
+    assert len(moments_seen) == 200, out[-3000:]
+    records = read_expected(expected)
+    states = set()
+    for text in moments_seen:
+        pc, lbt = text.split("\n", 1)
+        lbt = lbt[:lbt.index("[Inferior")] if "[Inferior" in lbt else lbt
+        # (gdb prints the next stop's line itself, not into the string)
+        lbt = "\n".join(x for x in lbt.splitlines() if not re.match(r"Breakpoint \d+, ", x))
+        verdict, why = moments.judge(records, lbt)
+        assert verdict == "exact", (pc, why, lbt)
+        states.add(re.search(r"VM state: (\w+)", lbt).group(1))
+    # Both ways in were seen: from a trace's end (2.1 stitches around the C
+    # call) and from the exit handler.
+    assert "EXIT" in states and (variant == "r20-x64" or "TRACE" in states), states
+
+
 def check_lthreads(records, lbt, lthreads):
     """The running thread's `where` in lthreads is lbt's innermost Lua
     frame (or '?' with the reason when lbt could not know it)."""
