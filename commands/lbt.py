@@ -2,6 +2,7 @@
 from ..gdb_ext.stack.backtrace import Backtracer
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.stack.frames import frame_locals, frame_upvalues
+from ..gdb_ext.stack.funcname import safe_frame_name
 from ..gdb_ext.stack.signature import thread_signature
 from ..gdb_ext.vm.protoinfo import cached_proto
 from ..gdb_ext.vm.state import TRACE_UNKNOWN
@@ -245,6 +246,9 @@ class BtFormat(object):
         snap = b.start.trace if b.start is not None else None
         d = {"level": fr.level + b.hidden_top}
         d.update(self.key_json(self.bt.frame_key(fr)))
+        # As debug.getinfo(level, "n") names it, from the caller's call site.
+        named = safe_frame_name(vm, b.walker, b.frames, i)
+        d["called_as"] = {"namewhat": named[0], "name": named[1]} if named else None
         if fr.kind in ("builtin", "c"):
             co = self.bt.resumed_thread(b.walker, fr)
             if co:

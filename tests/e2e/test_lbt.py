@@ -534,3 +534,28 @@ def test_json_lthreads_and_groups(stops, variant, mode):
     assert sum(g["count"] for g in groups) == len(rows)
     running = [g for g in groups if g["status"] == "running"]
     assert len(running) == 1 and int(running[0]["examples"][0], 16) == C
+
+
+# --- function names ------------------------------------------------------------
+
+@pytest.mark.parametrize("variant", BOTH_ARCHES)
+def test_frame_names_are_luajits(variant, tmp_path):
+    """lbt --json names each frame as debug.getinfo(level, "n") does
+    (`called_as`: namewhat and name, from the caller's call site, or null
+    where LuaJIT gives no name), live and from the core:
+    names.lua calls functions as a method, a field, an upvalue, a global, a
+    local, an __index metamethod and a for iterator, through pcall (whose
+    callee has no name) and a tail call (named as the function it
+    replaced)."""
+    stop = Stop(variant, "names.lua", ["lbt --json"], str(tmp_path))
+    recs = [r for r in stop.expected if r[0] == "frame"]
+    kinds = set(r[5] for r in recs)
+    assert {"method", "field", "upvalue", "global", "local", "metamethod"} <= kinds, recs
+    for mode in ("live", "core"):
+        doc = json.loads(stop.out(mode, "lbt --json"))
+        frames = doc["threads"][0]["frames"]
+        assert frames[0]["text"].startswith("C:") and len(frames) == len(recs) + 1, \
+            (mode, frames, recs)
+        for f, r in zip(frames[1:], recs):
+            want = {"namewhat": r[5], "name": r[6]} if r[5] else None
+            assert f["called_as"] == want, (mode, f, r)
