@@ -21,7 +21,7 @@ function itself.
   caller whose pc is not known.  A tail call leaves the caller's frame to
   the callee, so LuaJIT names it as the function it replaced; so does this.
 """
-from typing import Dict, Optional, Tuple, TYPE_CHECKING
+from typing import Dict, List, Optional, Tuple, TYPE_CHECKING
 
 from ..errors import CorruptError, FaultError
 from ..jit.bytecode import BC_MODES, opcodes
@@ -57,7 +57,7 @@ MAX_SCAN = 1 << 16
 Name = Optional[Tuple[str, str]]
 
 
-def frame_name(vm: 'VM', walker: 'FrameWalker', frames: 'list', i: int) -> Name:
+def frame_name(vm: 'VM', walker: 'FrameWalker', frames: List['Frame'], i: int) -> Name:
     """(namewhat, name) of frames[i] (a walk of walker's thread, innermost
     first) as debug.getinfo gives them, or None where LuaJIT gives none."""
     fr = frames[i]
@@ -171,7 +171,7 @@ def _kstr(vm, pt, d):
     return str_text(vm, a, 1 << 16).decode("utf-8", "replace")
 
 
-def safe_frame_name(vm: 'VM', walker: 'FrameWalker', frames: 'list', i: int) -> Name:
+def safe_frame_name(vm: 'VM', walker: 'FrameWalker', frames: List['Frame'], i: int) -> Name:
     """frame_name, or None when the memory it reads does not read."""
     try:
         return frame_name(vm, walker, frames, i)
