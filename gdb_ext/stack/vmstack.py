@@ -21,7 +21,7 @@ share are shown and the warning says so.
 from typing import Any, List, Optional, TYPE_CHECKING
 import struct
 
-from ..consts import VM_CODE_PREFIXES
+from ..consts import GCT_TRACE, VM_CODE_PREFIXES
 from ..errors import CorruptError, FaultError
 from ..vm.cframe import ARCH_REGS, cframe_thread
 from .frames import FrameWalker
@@ -744,25 +744,40 @@ class _Locator(object):
         if base is None or pc is None or not self.walker.stack.contains(base - 8):
             return None
         f = self.lua_fn_at(base)
-        if f is not None and not f.is_lua and pc in self.cfunc_headers() and \
-                self.link_sound(base):
-            # A stitched trace ends calling a C function: its frame is set
-            # up at BASE, PC is the C function header in g (bc_cfunc_ext
-            # or bc_cfunc_int), which the interpreter dispatches next.
+        if f is not None and not f.is_lua and pc == f.pc and self.link_sound(base):
+            # A stitched trace ends calling a C or fast function: its frame
+            # is set up at BASE, PC is the function's own header (fn->c.pc:
+            # g->bc_cfunc_ext, g->bc_cfunc_int or the fast function's entry
+            # in GG->bcff), which the interpreter dispatches next.
             self.regs_base = base
             return Start(base, None, "register %s (BASE) in %s: the trace calls a C function"
                          % (self.regs["base"], EXIT_INTERP))
-        if not self.pc_in(f, pc + 4) or not self.link_sound(base):
+        if not self.pc_in(f, pc + 4):
+            # A trace that returns into a trace started at a return sets
+            # PC to that trace's startins (R lj_asm.c asm_tail_link); its
+            # instruction is the one at T->startpc, as lj_debug.c
+            # debug_framepc undoes it.
+            pc = self.startins_pc(pc)
+            if pc is None or not self.pc_in(f, pc + 4):
+                return None
+        if not self.link_sound(base):
             return None
         self.regs_base = base
         return Start(base, pc + 4, "registers %s (BASE) and %s (PC) in %s: the trace returns "
                      "to the interpreter" % (self.regs["base"], self.regs["pc"], EXIT_INTERP))
 
-    def cfunc_headers(self):
-        """The addresses of the pseudo-instructions a C function's frame
-        runs (g->bc_cfunc_ext, g->bc_cfunc_int), where the layout has them."""
-        G = self.vm.lay.G
-        return [self.vm.G + getattr(G, n) for n in ("bc_cfunc_ext", "bc_cfunc_int") if G.has(n)]
+    def startins_pc(self, pc):
+        """T->startpc when pc is the startins of a trace T, else None."""
+        lay = self.vm.lay
+        if lay.trace is None:
+            return None
+        T = pc - lay.trace.startins
+        try:
+            if self.vm.t.u8(T + lay.str.gct, "trace's type") != GCT_TRACE:
+                return None
+            return self.vm.t.uint(T + lay.trace.startpc, lay.mref_size, "trace startpc")
+        except (FaultError, CorruptError):
+            return None
 
     def in_exit(self):
         """Leaving a trace: lj_snap_restore is rewriting the stack from

@@ -377,7 +377,15 @@ def test_coroutines_taking_turns(tmp_path):
         out = str(tmp_path / "co.folded")
         status, err = record(prog.pid, out, "--duration", "3", "--format", "folded")
         m = SUMMARY.search(err)
-        assert status == 0 and m and int(m.group(2)) == int(m.group(1)), err
+        assert status == 0 and m, err
+        # A sample whose Lua frames are not known at its moment is counted
+        # (unreadable, or no Lua where the unwinder finds no VM frame),
+        # never kept wrong: the kernel's sampler lands anywhere, and after
+        # lj_vm_exit_interp was read (docs/luajit-facts.md) one sample of
+        # about 18,000 in 61 runs was not kept, under load.
+        total, kept = int(m.group(1)), int(m.group(2))
+        assert kept >= total - max(1, total // 100) and (kept == total or re.fullmatch(
+            r"\d+ (unreadable|no Lua)(, \d+ (unreadable|no Lua))*", m.group(4))), err
         lines = prog.times()[1]
         body, resume = ("%s:%d" % (CHUNK, lines[k]) for k in ("body", "resume"))
         # spin's lines: its loop, the one before and the one after.
