@@ -4,25 +4,12 @@ here imports gdb: the current Host (commands.host) answers what depends on
 where the command runs."""
 import json
 import re
-import shlex
 
 from ..gdb_ext.errors import CorruptError, FaultError, LjError
 from ..gdb_ext.vm.check import Bare, check_thread
 from ..gdb_ext.vm.state import make_vm
 from .host import current
-
-
-class UsageError(Exception):
-    pass
-
-
-def shell_words(arg):
-    """The words of a command line, as a shell splits them (the hosts
-    without gdb's own splitter); UsageError for an unclosed quote."""
-    try:
-        return shlex.split(arg or "")
-    except ValueError as e:
-        raise UsageError(str(e))
+from .words import UsageError
 
 
 class CommandError(Exception):

@@ -23,6 +23,7 @@ from its surroundings goes through the one Host that is current:
                         [lo, hi), or None where there is no disassembler
   setting_hint(n, v)    how a user sets setting n to v here ('set ljgdb n v')
 """
+from .words import shell_words
 
 # name -> (kind, default, doc, set_doc, show_doc); kind is 'uint', 'bool' or 'string'.
 SETTINGS = {
@@ -160,7 +161,6 @@ class OwnSettings(Host):
         return self.settings[name]
 
     def split(self, arg):
-        from .base import shell_words
         return shell_words(arg)
 
 

@@ -134,6 +134,18 @@ class DictTypes(TypeSource):
         return self.enums.get(name)
 
 
+class Thread(object):
+    """One OS thread as a core or a stop gives it: tid, regs (gdb's register
+    names), signal (pr_cursig), pc.  (Here, below the backends that make
+    them and the sampler that decodes a copy into one.)"""
+
+    def __init__(self, tid: int, regs: Dict[str, int], signal: int, pc: Optional[int]) -> None:
+        self.tid, self.regs, self.signal, self.pc = tid, regs, signal, pc
+
+    def __repr__(self) -> str:
+        return "Thread(%d pc=0x%x)" % (self.tid, self.pc)
+
+
 class MachineFrame(object):
     """One machine (C or assembler) frame of an OS thread, as an unwinder
     recovers it.  level 0 is the innermost.  name is the function or

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from . import corefile
 from ..layouts.buildid import note_build_id
 from ..errors import FaultError
+from ..target import Thread
 
 PT_LOAD, PT_DYNAMIC, PT_NOTE, PT_PHDR = 1, 2, 4, 6
 NT_PRSTATUS, NT_PRPSINFO, NT_AUXV, NT_FILE = 1, 3, 6, 0x46494c45
@@ -134,17 +135,6 @@ def _encoded(d, p, enc, vaddr_of, datarel=0):
     elif app == 0x30:
         v += datarel
     return v & 0xffffffffffffffff, q
-
-
-class Thread(object):
-    """One thread of the core: tid, regs (gdb's register names), signal
-    (pr_cursig), pc."""
-
-    def __init__(self, tid: int, regs: Dict[str, int], signal: int, pc: Optional[int]) -> None:
-        self.tid, self.regs, self.signal, self.pc = tid, regs, signal, pc
-
-    def __repr__(self) -> str:
-        return "Thread(%d pc=0x%x)" % (self.tid, self.pc)
 
 
 class _Elf(object):

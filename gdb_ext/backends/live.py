@@ -26,8 +26,9 @@ import struct
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, TYPE_CHECKING
 
-from ..errors import FaultError, LjError
-from .coredump import AARCH64, X86_64, Process, Thread
+from ..errors import CorruptError, FaultError, LjError
+from .coredump import AARCH64, X86_64, Process
+from ..target import Thread
 from .coretarget import CoreTarget, find_luajit, open_target
 from .ptstop import Stopper, StopFailed, load
 
@@ -667,13 +668,12 @@ def sampling_target(proc: LiveProcess, stop: bool = True
                     ) -> Tuple[LiveTarget, 'Layout', List[int]]:
     """What a sampler of proc needs: a LiveTarget of it (its cache cleared
     when the process runs again), LuaJIT's layout, and the global_States
-    of its VMs.  stop: found at one stop (recorder.find_vms: the VMs each
+    of its VMs.  stop: found at one stop (find_vms: the VMs each
     thread's frames name, and the memory search's); else without stopping
     the process, by the memory search alone (vmfind.list_states reads the
     process as it runs: a global_State and its main thread name each
     other, which a torn read does not fake)."""
     from ..layouts.layout import Layout
-    from ..stack.recorder import find_vms
     from ..vm.vmfind import list_states
     if not stop:
         t = open_live_target(proc, 0)
@@ -687,6 +687,29 @@ def sampling_target(proc: LiveProcess, stop: bool = True
         Gs = find_vms(t, lay, len(proc.threads))
     t.clear_cache()
     return t, lay, Gs
+
+
+def find_vms(t: "LiveTarget", lay: 'Layout', nthreads: int) -> List[int]:
+    """The global_States of every VM in the process, t's process held:
+    the ones each thread's frames name, and the memory search's (a VM that
+    runs no code now, in a thread idle at this moment)."""
+    from .coretarget import frame_candidates
+    from ..vm.vmfind import list_states
+    cands = []
+    keep = t.thread
+    try:
+        for i in range(nthreads):
+            t.select_thread(i)
+            t.clear_cache()
+            try:
+                cands.extend(frame_candidates(t, lay))
+            except (FaultError, CorruptError):
+                pass
+    finally:
+        t.select_thread(keep)
+        t.clear_cache()
+    states, _ = list_states(t, lay, cands)
+    return [s.G for s in states]
 
 
 def open_live_target(proc: LiveProcess, thread: int = 0) -> LiveTarget:

@@ -208,14 +208,11 @@ def shipped_layout(t: 'Target') -> Optional[Tuple[Any, Dict[str, int], str]]:
     (testprogs/make_profiles.py writes them from libc6-dbg) whose build-id
     is the one of the libc that holds malloc; None when there is none.  Its
     symbols are offsets from malloc, which every libc exports."""
-    from ..backends.coredump import _Elf, _map
+    from ..layouts.buildid import file_build_id
     from ..target import DictTypes
     malloc = t.symbol("malloc")
     path = t.objfile_of(malloc) if malloc is not None else None
-    try:
-        bid = _Elf(_map(path)).build_id() if path else None
-    except (OSError, ValueError, TypeError):
-        bid = None
+    bid = file_build_id(path) if path else None
     if not bid:
         return None
     for d in profile_dirs():

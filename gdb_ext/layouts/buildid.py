@@ -8,8 +8,9 @@ its one line are here; and reading a build-id from a block of ELF notes
 from typing import Dict, Optional
 import struct
 
-# R elf.h NT_GNU_BUILD_ID
+# R elf.h NT_GNU_BUILD_ID, PT_NOTE
 NT_GNU_BUILD_ID = 3
+PT_NOTE = 4
 
 
 def note_build_id(data: bytes) -> Optional[str]:
@@ -21,6 +22,36 @@ def note_build_id(data: bytes) -> Optional[str]:
         if ntype == NT_GNU_BUILD_ID and data[i + 12:i + 12 + namesz].rstrip(b"\0") == b"GNU":
             return data[d:d + descsz].hex() or None
         i = d + ((descsz + 3) & ~3)
+    return None
+
+
+def file_build_id(path: str) -> Optional[str]:
+    """The build-id of the ELF file at path (its PT_NOTE segments; 64-bit
+    little-endian, the only ELF ljgdb reads), or None: no build-id, not
+    such an ELF, or unreadable."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+                return None
+            phoff, = struct.unpack_from("<Q", head, 0x20)
+            phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+            if phentsize < 56 or phnum > 4096:
+                return None
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+            for i in range(len(table) // phentsize):
+                ptype, = struct.unpack_from("<I", table, i * phentsize)
+                if ptype != PT_NOTE:
+                    continue
+                off, = struct.unpack_from("<Q", table, i * phentsize + 8)
+                size, = struct.unpack_from("<Q", table, i * phentsize + 32)
+                f.seek(off)
+                bid = note_build_id(f.read(min(size, 1 << 16)))
+                if bid:
+                    return bid
+    except OSError:
+        return None
     return None
 
 

@@ -474,7 +474,7 @@ class Recorder(object):
         its walk went through a lua_State the copy does not hold (on 2.0,
         the running coroutine before its thread's hints reach the
         program: decode's strict)."""
-        from ..backends.coredump import Thread
+        from ..target import Thread
         s = Sample()
         th = Thread(tid, regs, 0, regs.get(self.proc.arch.pc, 0))
         try:
@@ -829,26 +829,3 @@ def _same_stack(proc: 'LiveProcess', sp: int, cframe: int) -> bool:
         if s <= sp < e:
             return cframe < e
     return False
-
-
-def find_vms(t: 'Target', lay: 'Layout', nthreads: int) -> List[int]:
-    """The global_States of every VM in the process, t's process held:
-    the ones each thread's frames name, and the memory search's (a VM that
-    runs no code now, in a thread idle at this moment)."""
-    from ..backends.coretarget import frame_candidates
-    from ..vm.vmfind import list_states
-    cands = []
-    keep = t.thread
-    try:
-        for i in range(nthreads):
-            t.select_thread(i)
-            t.clear_cache()
-            try:
-                cands.extend(frame_candidates(t, lay))
-            except (FaultError, CorruptError):
-                pass
-    finally:
-        t.select_thread(keep)
-        t.clear_cache()
-    states, _ = list_states(t, lay, cands)
-    return [s.G for s in states]
