@@ -26,6 +26,11 @@ def check_environment():
     return current().check_environment()
 
 
+def check_memory():
+    """The target of a process or core, LuaJIT or not (Host.check_memory)."""
+    return current().check_memory()
+
+
 class StateArg(object):
     """The L=<expr> and G=<expr> arguments of a command line."""
 

@@ -42,13 +42,11 @@ class CoreHost(OwnSettings):
         self.thread = thread
         self.sysroot = sysroot
         OwnSettings.__init__(self, settings)
-        self._target = self._lay = None
+        self._target = self._lay = self._core_ = None
 
-    def target_and_layout(self):
-        if self._lay is None:
+    def _core(self):
+        if self._core_ is None:
             from ..gdb_ext.backends.coredump import Core
-            from ..gdb_ext.backends.coretarget import open_target
-            from ..gdb_ext.layouts.layout import Layout
             try:
                 core = Core(self.path, self.executable, sysroot=self.sysroot)
             except (OSError, ValueError) as e:
@@ -57,10 +55,21 @@ class CoreHost(OwnSettings):
                 raise LjError("the core has %d thread%s: --thread takes 1 to %d"
                               % (len(core.threads), "" if len(core.threads) == 1 else "s",
                                  len(core.threads)))
-            target = open_target(core, self.thread - 1)
+            self._core_ = core
+        return self._core_
+
+    def target_and_layout(self):
+        if self._lay is None:
+            from ..gdb_ext.backends.coretarget import open_target
+            from ..gdb_ext.layouts.layout import Layout
+            target = open_target(self._core(), self.thread - 1)
             self._lay = Layout(target)
             self._target = target
         return self._target, self._lay
+
+    def check_memory(self):
+        from ..gdb_ext.backends.coretarget import CoreTarget
+        return CoreTarget(self._core(), thread=self.thread - 1)
 
     def check_environment(self):
         target, lay = self.target_and_layout()

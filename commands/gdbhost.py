@@ -30,13 +30,7 @@ class GdbHost(Host):
         that this binary wrote.  Else an LjError that says what is missing
         and what to do."""
         target, lay = get_target_and_layout()
-        if not has_memory():
-            raise LjError("no process or core file: run the program, attach with 'attach PID' "
-                          "or load a core with 'core-file FILE'")
-        if selected_thread_running():
-            raise LjError("the selected thread is running, and ljgdb reads stopped processes "
-                          "only: stop it first ('interrupt', or Ctrl-C) and run the command "
-                          "again")
+        self._check_process()
         mismatch = core_mismatch(
             give="load the files that wrote the core (gdb BINARY CORE, with the same library "
                  "versions)",
@@ -44,6 +38,23 @@ class GdbHost(Host):
         if mismatch:
             raise LjError(mismatch)
         return target, lay
+
+    def check_memory(self):
+        if not gdb.objfiles():
+            raise LjError("no program loaded: start gdb with the program (gdb PROG CORE or "
+                          "gdb -p PID)")
+        self._check_process()
+        return GdbTarget()
+
+    @staticmethod
+    def _check_process():
+        if not has_memory():
+            raise LjError("no process or core file: run the program, attach with 'attach PID' "
+                          "or load a core with 'core-file FILE'")
+        if selected_thread_running():
+            raise LjError("the selected thread is running, and ljgdb reads stopped processes "
+                          "only: stop it first ('interrupt', or Ctrl-C) and run the command "
+                          "again")
 
     def frame_candidates(self, lay):
         return frame_candidates(lay)

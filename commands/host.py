@@ -114,6 +114,12 @@ class Host(object):
     def check_environment(self):
         raise NotImplementedError
 
+    def check_memory(self):
+        """The target of a process or core to read, without LuaJIT's layout
+        (lmalloc: glibc's heap needs none); an LjError saying what is
+        missing.  A host that can give one without LuaJIT overrides it."""
+        return self.check_environment()[0]
+
     def frame_candidates(self, lay):
         return []
 

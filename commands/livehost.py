@@ -34,17 +34,25 @@ class LiveHost(CoreHost):
         if self._lay is None:
             from ..gdb_ext.backends.live import open_live_target
             from ..gdb_ext.layouts.layout import Layout
-            n = len(self.process.threads)
-            if not 1 <= self.thread <= n:
-                raise LjError("process %d has %d thread%s: --thread takes 1 to %d"
-                              % (self.process.pid, n, "" if n == 1 else "s", n))
+            self._check_thread()
             target = open_live_target(self.process, self.thread - 1)
             self._lay = Layout(target)
             self._target = target
         return self._target, self._lay
 
+    def _check_thread(self):
+        n = len(self.process.threads)
+        if not 1 <= self.thread <= n:
+            raise LjError("process %d has %d thread%s: --thread takes 1 to %d"
+                          % (self.process.pid, n, "" if n == 1 else "s", n))
+
     def check_environment(self):
         return self.target_and_layout()
+
+    def check_memory(self):
+        from ..gdb_ext.backends.live import LiveTarget
+        self._check_thread()
+        return LiveTarget(self.process, thread=self.thread - 1)
 
     def truncation_note(self):
         return ""
@@ -77,7 +85,7 @@ def main(argv):
         return 0
     from ..gdb_ext.backends.live import open_process
     try:
-        process = open_process(opts["pid"])
+        process = open_process(opts["pid"], luajit=getattr(cmds[name], "NEEDS_LUAJIT", True))
     except LjError as e:
         sys.stderr.write("ljgdb: %s\n" % e)
         return 1

@@ -82,6 +82,20 @@ class LldbHost(OwnSettings):
 
     def check_environment(self):
         target, lay = self.target_and_layout()
+        self._check_process(target)
+        if self.param("check-build-id"):
+            mismatch = core_mismatch(target)
+            if mismatch:
+                raise LjError(mismatch)
+        return target, lay
+
+    def check_memory(self):
+        target = self._target()
+        self._check_process(target)
+        return target
+
+    @staticmethod
+    def _check_process(target):
         proc = target.process
         if not proc.IsValid() or proc.GetState() in (lldb.eStateInvalid, lldb.eStateUnloaded,
                                                      lldb.eStateExited, lldb.eStateDetached):
@@ -92,11 +106,6 @@ class LldbHost(OwnSettings):
             raise LjError("the process is running, and ljgdb reads stopped processes only: "
                           "stop it first ('process interrupt', or Ctrl-C) and run the command "
                           "again")
-        if self.param("check-build-id"):
-            mismatch = core_mismatch(target)
-            if mismatch:
-                raise LjError(mismatch)
-        return target, lay
 
     def frame_candidates(self, lay):
         target, _ = self.target_and_layout()

@@ -1,6 +1,6 @@
 """lmalloc: glibc's malloc arenas, their free chunks and fragmentation
 (the engine: gdb_ext.heap.glibc)."""
-from .base import LjCommand, UsageError, check_environment, split_args
+from .base import LjCommand, UsageError, check_memory, split_args
 from ..gdb_ext.heap.glibc import heap_data, read_heap
 
 
@@ -16,7 +16,8 @@ them (fastbins; the top chunk and the unsorted, small and large bins), the
 bytes in use, the free chunks by size class (powers of two), the largest
 free chunks, and a fragmentation figure: free bytes outside the top chunk
 over the arena's memory.  Chunks in a thread's tcache are in use, as
-malloc_info counts them.  Without libc's debug info, a layout profile of the
+malloc_info counts them.  Any process will do, with LuaJIT or without (an
+nginx master, a C program before luaL_newstate).  Without libc's debug info, a layout profile of the
 same libc build (pkg/profiles/glibc/) serves, and a line says so.  --json gives malloc_info's own figures too
 ("fast", "rest", each bin's from/to/total/count: sizes with their flag
 bits, as it prints them).  The layout comes from libc's debug info
@@ -32,6 +33,7 @@ Example:
     in use 685.7 KB; fragmentation 84.7% (free outside top / arena)"""
 
     NAME = "lmalloc"
+    NEEDS_LUAJIT = False        # glibc's heap: any process, with LuaJIT or without
     SUMMARY = "glibc's malloc: arenas, free chunks by bin and size, fragmentation"
     WORDS = ("--bins",)
     USAGE = "lmalloc [--bins]"
@@ -40,7 +42,7 @@ Example:
         flags, _, state, rest = split_args(arg, flags=("bins",))
         if rest or state is not None:
             raise UsageError("unexpected argument '%s'" % (rest[0] if rest else "L=/G="))
-        t, _ = check_environment()
+        t = check_memory()
         doc = heap_data(read_heap(t))
         doc["with_bins"] = "bins" in flags
         return doc

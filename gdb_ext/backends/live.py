@@ -656,11 +656,13 @@ class LiveTarget(CoreTarget):
         return [(s, e) for s, e, _ in self.core.mappings()]
 
 
-def open_process(pid: int) -> LiveProcess:
+def open_process(pid: int, luajit: bool = True) -> LiveProcess:
     """The LiveProcess of pid, or LjError: no such process, ptrace or /proc
-    refused, no LuaJIT in its files."""
+    refused, no LuaJIT in its files (when luajit: lmalloc reads glibc's
+    heap of any process)."""
     proc = LiveProcess(pid)
-    find_luajit(proc)           # (its image's symbols read now, not while the process is held)
+    if luajit:
+        find_luajit(proc)       # (its image's symbols read now, not while the process is held)
     return proc
 
 

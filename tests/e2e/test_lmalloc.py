@@ -10,12 +10,16 @@ text on the core).  On arm64 the cross libc has no debug info: one line
 says so."""
 import json
 import os
+import subprocess
+import sys
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from support.host import core_outputs
-from support.stop import ARM64_VARIANTS, Stop, manifest
+from support.stop import (ARM64_VARIANTS, LOADER, ROOT, Stop, cut_outputs, manifest, run_gdb,
+                          wrap_commands)
 from test_corereader import core_reader, differs
 
 CMDS = ["lmalloc --json", "lmalloc", "lmalloc --bins", "lmalloc extra", "lmalloc L=0x8"]
@@ -163,3 +167,49 @@ def test_nginx_worker(tmp_path):
         check_arenas(json.loads(text), heaps, mmap)
     finally:
         p.stop()
+
+
+def test_a_program_without_luajit(tmp_path):
+    """glibc's heap needs no Lua: testprogs/frag.c, a C program without
+    LuaJIT, fragments its heap as malloc.lua does and writes malloc_info's
+    report.  lmalloc gives every arena's figures of the report in gdb
+    (live and from its core), in the core reader, in lldb on the core and
+    with --pid on the running program, where lbt still says in one line
+    that there is no LuaJIT."""
+    exe = str(tmp_path / "frag")
+    subprocess.run(["cc", "-g", "-O1", "-pthread", "-o", exe,
+                    os.path.join(ROOT, "testprogs", "frag.c")], check=True)
+    report, core = str(tmp_path / "report.xml"), str(tmp_path / "core")
+    cmds = ["lmalloc --json", "lbt"]
+    text = run_gdb(["-ex", "source " + LOADER, "-ex", "break frag_stop", "-ex", "run",
+                    "-ex", "gcore " + core] + wrap_commands(cmds) + ["-ex", "kill", "--args",
+                                                                     exe, report],
+                   cwd=str(tmp_path))
+    live = dict(cut_outputs(text, cmds))
+    assert live["lbt"] is not None and live["lbt"].startswith("lbt: no LuaJIT in "), text[-3000:]
+    heaps, mmap = parse_report(report)
+    docs = {"gdb": json.loads(live["lmalloc --json"])}
+    got = core_reader(core, exe, ["lmalloc --json", "lbt"])
+    assert got[1][0] == "" and got[1][1].startswith("lbt: no LuaJIT in "), got[1]
+    docs["core reader"] = json.loads(got[0][0])
+    from test_lldb import lldb_binary, lldb_commands
+    if lldb_binary() is not None:
+        docs["lldb"] = json.loads(lldb_commands("%s --core %s" % (exe, core), ["lmalloc --json"],
+                                                str(tmp_path))[0][0])
+    waiting = subprocess.Popen([exe, report + ".pid", "wait"])
+    try:
+        deadline = time.time() + 20
+        while not os.path.exists(report + ".pid.ready") and time.time() < deadline:
+            time.sleep(0.05)
+        p = subprocess.run([sys.executable, "-m", "ljgdb", "--pid", str(waiting.pid),
+                            "lmalloc", "--json"], cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=120)
+        assert p.returncode == 0, p.stderr.decode()
+        docs["--pid"] = json.loads(p.stdout)
+        pid_report = parse_report(report + ".pid")
+    finally:
+        waiting.kill()
+        waiting.wait()
+    for where, doc in docs.items():
+        check_arenas(doc, *(pid_report if where == "--pid" else (heaps, mmap)))
+    assert len(heaps) >= 2 and heaps[0]["fast"]["count"] >= 50 and mmap["count"] == 1
