@@ -10,9 +10,12 @@ gdb gives the same signature; what is not a core gets one line."""
 import json
 import os
 import re
+import random
 import shutil
+import signal as signals
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -20,8 +23,11 @@ from support import moments
 from support.stop import LOADER, LUA_DIR, ROOT, chunk_display, manifest, read_expected, run_gdb
 
 PROGRAM = os.path.join(LUA_DIR, "crash.lua")
-# (site, how many cores, the signal it dies of)
-SITES = (("read_a", 3, "SIGSEGV"), ("read_b", 2, "SIGSEGV"), ("abort", 1, "SIGABRT"))
+# (site, how many cores, the signal it dies of, where: in LuaJIT's own code
+# (the FFI's conversion reads the NULL pointer) or in the C library the
+# Lua code called through the FFI (abort))
+SITES = (("read_a", 3, "SIGSEGV", "vm"), ("read_b", 2, "SIGSEGV", "vm"),
+         ("abort", 1, "SIGABRT", "libc"))
 # systemd-coredump's name for a core: core.COMM.UID.BOOT_ID.PID.USEC.zst
 SYSTEMD = "core.host.0.0123456789abcdef0123456789abcdef.4242.1764142800000000.zst"
 
@@ -70,7 +76,7 @@ def test_cores_grouped_by_signature(variant, tmp_path):
     build = manifest()[variant]
     store = tmp_path / "store"
     truth = {}
-    for site, n, _ in SITES:
+    for site, n, _, _ in SITES:
         for i in range(n):
             sig, frames, core = crash(build, site, str(tmp_path / "runs" / ("%s-%d" % (site, i))))
             truth.setdefault(site, []).append((sig, frames, core))
@@ -96,15 +102,19 @@ def test_cores_grouped_by_signature(variant, tmp_path):
                                                          "xz file"}]
     assert [g["count"] for g in doc["groups"]] == [3, 2, 1]
     by_count = {g["count"]: g for g in doc["groups"]}
-    for site, n, signal in SITES:
+    for site, n, signal, where in SITES:
         g = by_count[n]
         sig, frames, core = truth[site][0]
         assert sig == signal
         s = g["signature"]
         assert s["signal"] == signal, s
         f0, gdb_sig = gdb_view(build, core)
-        # (glibc's internal alias named as its function: __GI_kill as kill)
-        assert s["c_frame"] == re.sub(r"^__GI_", "", f0), (s, f0)
+        if where == "vm":
+            # gdb's innermost frame is LuaJIT's own C: folded out.
+            assert s["c_frame"] is None and f0.startswith("lj_"), (s, f0)
+        else:
+            # (glibc's internal alias named as its function: __GI_kill as kill)
+            assert s["c_frame"] == re.sub(r"^__GI_", "", f0), (s, f0)
         # The Lua frames: the innermost ones the program recorded, after
         # the builtin (ffi's __index or __call) the crash is inside.
         lua = [t for t in s["lua"] if not t.startswith("[")]
@@ -143,13 +153,14 @@ def test_bad_input(tmp_path):
         assert "\n" not in err.rstrip("\n") and "Traceback" not in err
 
 
-def test_stripped_c_frame_by_file_and_address(tmp_path, monkeypatch):
+def test_stripped_crash_in_the_vm(tmp_path, monkeypatch):
     """A stripped build (the release built with -O3, its layout from the
     library) crashes inside a function of its own that no symbol names:
-    the signature's C frame is the file and the pc as an address of that
-    file, the same from the core reader (triage), gdb and lldb; the address
-    lies inside the function the unstripped file's symbol table (nm) says
-    gdb names there with the unstripped file."""
+    code of the file that holds LuaJIT, so the VM's (the unstripped file's
+    symbol table, nm, names an lj_ function there, where gdb names it with
+    the unstripped file): the signature has no C frame, the same from the
+    core reader (triage), gdb and lldb on the stripped file.  (A nameless
+    frame in another file is named by file and address: test_signature.)"""
     why = moments.kernel_cores_possible()
     if why:
         pytest.skip(why)
@@ -162,17 +173,13 @@ def test_stripped_c_frame_by_file_and_address(tmp_path, monkeypatch):
     assert code == 0, err
     (g,) = json.loads(out)["groups"]
     s = g["signature"]
-    m = re.match(r"^host\+0x([0-9a-f]+)$", s["c_frame"])
-    assert m and s["signal"] == sig, s
-    vaddr = int(m.group(1), 16)
+    assert s["c_frame"] is None and s["signal"] == sig, s
+    assert s["key"].startswith("%s in the VM | " % sig), s
     # The function there, by the unstripped file (the same build-id).
     f0, _ = gdb_view(build, core)
-    nm = subprocess.run(["nm", "-S", build["host"]], stdout=subprocess.PIPE,
+    nm = subprocess.run(["nm", build["host"]], stdout=subprocess.PIPE,
                         check=True).stdout.decode()
-    (start, size), = [(int(a, 16), int(n, 16)) for a, n, _, name in
-                      (line.split() for line in nm.splitlines() if len(line.split()) == 4)
-                      if name == f0]
-    assert start <= vaddr < start + size, (f0, hex(start), hex(size), s)
+    assert f0.startswith("lj_") and [ln for ln in nm.splitlines() if ln.endswith(" " + f0)], f0
     # gdb on the stripped file, and lldb where there is one.
     _, gdb_sig = gdb_view(dict(build, host=stripped), core)
     assert gdb_sig == s, (gdb_sig, s)
@@ -182,3 +189,76 @@ def test_stripped_c_frame_by_file_and_address(tmp_path, monkeypatch):
                                        str(tmp_path))
         assert error is None, error
         assert json.loads(text)["signature"] == s, text
+
+
+WATCHDOG = os.path.join(LUA_DIR, "watchdog.lua")
+
+
+def watchdog_core(build, jit, delay, work):
+    """watchdog.lua (jit "on" or "off") killed with SIGABRT `delay` s after
+    it is ready, in work with cores on: (the Lua frames it recorded, as
+    lbt prints them, the core)."""
+    os.makedirs(work)
+    exp = os.path.join(work, "expected.txt")
+    p = subprocess.Popen(["bash", "-c", 'ulimit -c unlimited; exec "$@"', "sh", build["host"],
+                          WATCHDOG, exp, jit], cwd=work,
+                         env=dict(os.environ, **moments._env(build)),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if os.path.exists(exp) and any(r == ["ready"] for r in read_expected(exp)):
+                break
+            time.sleep(0.02)
+        time.sleep(delay)
+        p.send_signal(signals.SIGABRT)
+        assert p.wait(60) == -signals.SIGABRT
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    frames = ["%s:%s" % (chunk_display(r[1]), r[2]) for r in read_expected(exp)
+              if r[0] == "frame"]
+    core = os.path.join(work, "core")
+    assert os.path.exists(core), os.listdir(work)
+    return frames, core
+
+
+@pytest.mark.parametrize("variant", ["r21-gc64", "deb-x64"])
+def test_one_site_killed_anywhere_is_one_group(variant, tmp_path):
+    """A watchdog's SIGABRT at random moments of one busy Lua site, in the
+    interpreter (jit off) and in a trace (jit on), with the collector and
+    string interning running from it: the cores' innermost machine frames
+    differ (gdb names a bytecode handler, the collector's or the
+    allocator's functions, or nothing in a trace's code), and triage makes
+    one group of them, whose signature has no C frame ("the VM") and the
+    Lua frames the program recorded."""
+    why = moments.kernel_cores_possible()
+    if why:
+        pytest.skip(why)
+    build = manifest()[variant]
+    rnd = random.Random(4242)
+    store = tmp_path / "store"
+    os.makedirs(str(store))
+    truth, firsts = set(), set()
+    n = 0
+    for jit in ("off", "on"):
+        for i in range(5):
+            frames, core = watchdog_core(build, jit, rnd.uniform(0.05, 0.4),
+                                         str(tmp_path / "runs" / ("%s-%d" % (jit, i))))
+            truth.add(tuple(frames[:3]))
+            shutil.copy(core, str(store / ("core.%d" % n)))
+            n += 1
+            out = run_gdb(["-ex", "python print('@@F0 %s' % gdb.newest_frame().name())",
+                           build["host"], core])
+            firsts.add(re.search(r"^@@F0 (\S+)$", out, re.M).group(1))
+    assert len(truth) == 1, truth
+    assert len(firsts) >= 2, firsts
+    code, out, err = triage(["--json", str(store)])
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [g["count"] for g in doc["groups"]] == [n], (firsts, doc["groups"])
+    s = doc["groups"][0]["signature"]
+    assert s["signal"] == "SIGABRT" and s["c_frame"] is None and \
+        tuple(s["lua"]) == truth.pop(), s
+    assert s["key"].startswith("SIGABRT in the VM | "), s
