@@ -167,8 +167,10 @@ def c_frame_of(t: 'Target', mframes: Sequence[Any]) -> Optional[str]:
     if edge is None:
         return _frame_text(t, mframes[0])
     inner = mframes[:edge]
-    called_out = (mframes[edge].name or "").startswith(CALL_OUT_PREFIXES) and inner and \
-        not is_vm_function(inner[-1].name)
+    # A nameless edge may call out too: a trace calls an FFI function
+    # directly, and a stripped file's call-out frame has no name.
+    called_out = (not mframes[edge].name or mframes[edge].name.startswith(CALL_OUT_PREFIXES)) \
+        and inner and not is_vm_function(inner[-1].name)
     if not called_out:
         return None
     for m in inner:

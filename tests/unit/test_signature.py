@@ -114,6 +114,10 @@ def test_the_vm_is_folded_out_of_the_c_frame():
           ("my_cfunc", None), ("lj_BC_FUNCC", None)] + lua, "my_cfunc"),
         ([(None, "/usr/lib/libfoo.so"), ("lj_vm_ffi_call", None)] + lua, "libfoo.so+0x1000"),
         ([(None, "/lj/libluajit.so"), (None, "/lj/libluajit.so")] + lua, None),   # stripped
+        ([("__pthread_kill_implementation", None), ("abort", None), (None, "/lj/libluajit.so"),
+          (None, "/lj/libluajit.so")] + lua, "__pthread_kill_implementation"),
+        ([("abort", None), (None, None), ("lj_vm_exit_interp", None)] + lua, "abort"),  # FFI in a trace
+        ([("lj_str_new", None), (None, None)] + lua, None),        # a trace's helper
         ([("worker_main", None), ("start_thread", None)], "worker_main"),          # no VM
         ([], "??"),
     ]
