@@ -10,6 +10,7 @@ same --json and the same help text.  Where gdb takes an expression, lldb
 takes an address (0x7f..., or a cast such as (GCtab *)0x7f...) or a
 variable's name or path in the selected frame or among the globals, read
 by lldb without evaluating anything in the process."""
+import re
 import shlex
 
 import lldb
@@ -117,11 +118,97 @@ class LldbHost(OwnSettings):
         except UsageError:
             pass
         v = self._variable(expr.strip())
-        if v is None:
+        if v is not None:
+            return sb_operand(v)
+        got = self._arithmetic(expr, what)
+        if got is None:
             raise UsageError("%s '%s' is neither an address (0x7f..., or a cast such as "
-                             "(GCtab *)0x7f...) nor a variable of the selected frame or a "
-                             "global that lldb knows" % (what, expr))
-        return sb_operand(v)
+                             "(GCtab *)0x7f...), nor a variable of the selected frame or a "
+                             "global that lldb knows, nor such a pointer plus or minus a number "
+                             "(L->base+1)" % (what, expr))
+        return got
+
+    def _arithmetic(self, expr, what):
+        """The C subset that the README's arguments use, read without
+        running anything: lldb's expression evaluator would allocate
+        memory in a live process (measured: a mapping of about 540 KB
+        appeared), so it is not used.  A variable path as lldb reads one
+        (`L->base[2].u64`), member access and indexing after a
+        parenthesized one (`((lua_State *)0x7f...)->base`), a pointer cast
+        of any of these (`(GCtab *)L->base`), and a pointer plus or minus
+        an integer, scaled by the pointee's size as C scales it
+        (`L->base+2`); parentheses around any of them.  An assignment or increment is refused in one line;
+        anything else (a call) is not C this reads.  None when expr is not
+        of these forms."""
+        if WRITES.search(expr):
+            raise UsageError("%s '%s' assigns: ljgdb never writes to the process" % (what, expr))
+        text = _unparen(expr.strip())
+        m = _ARITH_RE.match(text)
+        if m:
+            base = self._c_operand(m.group(1), what)
+            if base is None or base.pointee is None:
+                return None
+            size = self._size_of(base.pointee)
+            if size is None:
+                raise UsageError("%s '%s': the size of %s is not known to lldb, so the pointer "
+                                 "cannot be moved" % (what, expr, base.pointee))
+            n = int(m.group(3), 0) * (1 if m.group(2) == "+" else -1)
+            return Operand(value=(base.value + n * size) & 0xFFFFFFFFFFFFFFFF, pointee=base.pointee)
+        m = _MEMBER_RE.match(text)
+        if m and _unparen(m.group(1)) != m.group(1):
+            return self._member(m.group(1), m.group(2).strip(), what)
+        m = _CAST_ANY_RE.match(text)
+        if m:
+            inner = self._c_operand(m.group(3), what)
+            if inner is None or inner.value is None:
+                return None
+            return Operand(value=inner.value,
+                           pointee=m.group(1) if len(m.group(2)) == 1 else "pointer")
+        return None
+
+    def _c_operand(self, expr, what):
+        """An Operand of one of _arithmetic's forms, a number, a variable
+        path or a cast of a number; None when it is none of them."""
+        text = _unparen(expr.strip())
+        try:
+            return parse_operand(text, what, "lldb")
+        except UsageError:
+            pass
+        v = self._variable(text)
+        if v is not None:
+            return sb_operand(v)
+        return self._arithmetic(text, what)
+
+    def _member(self, head, path, what):
+        """(HEAD)->member... or (HEAD).member...: lldb reads the path from
+        the object HEAD points to (or is), by its type; None when HEAD is
+        neither a pointer to nor a value of a type lldb knows."""
+        base = self._c_operand(head, what)
+        if base is None:
+            return None
+        sbt = self.debugger.GetSelectedTarget()
+        if path.startswith("->") and base.pointee is not None:
+            name, addr, path = base.pointee, base.value, "." + path[2:].lstrip()
+        elif path.startswith(".") and base.type_name is not None and base.address is not None:
+            name, addr = base.type_name, base.address
+        else:
+            return None
+        t = sbt.FindFirstType(name)
+        if not t.IsValid():
+            return None
+        v = sbt.CreateValueFromAddress("ljgdb", lldb.SBAddress(addr, sbt), t)
+        got = v.GetValueForExpressionPath(path) if v.IsValid() else None
+        if got is None or not got.IsValid() or got.GetError().Fail():
+            return None
+        return sb_operand(got)
+
+    def _size_of(self, name):
+        if name == "void":
+            return 1            # (as GNU C moves a void *)
+        if name == "pointer":
+            return 8
+        t = self.debugger.GetSelectedTarget().FindFirstType(name)
+        return t.GetByteSize() if t.IsValid() and t.GetByteSize() else None
 
     def _variable(self, path):
         """The SBValue of a variable path in the selected frame, else of a
@@ -214,6 +301,30 @@ def core_mismatch(target):
                             give="load the files that wrote the core (target create BINARY "
                                  "--core CORE, with the same library versions)",
                             off="'ljgdb set check-build-id off'", loaded="lldb loaded it with")
+
+
+# An assignment, a compound one or an increment: refused, never read as
+# something else.
+WRITES = re.compile(r"(?<![=!<>])=(?!=)|<<=|>>=|\+\+|--")
+# LldbHost._arithmetic's forms: EXPR + N or EXPR - N (the last operator,
+# as C's left-to-right + and -), and (TYPE *...)EXPR.
+_ARITH_RE = re.compile(r"^(.+?)\s*([+-])\s*(0[xX][0-9a-fA-F]+|\d+)$")
+# (HEAD) followed by member accesses and indexing: ((lua_State *)0x7f...)->base
+_MEMBER_RE = re.compile(r"^(.*\))((?:\s*(?:->|\.)\s*[A-Za-z_]\w*|\s*\[\s*\d+\s*\])+)$")
+_CAST_ANY_RE = re.compile(r"^\(\s*(?:struct\s+|union\s+)?([A-Za-z_]\w*)\s*(\*+)\s*\)\s*(.+)$")
+
+
+def _unparen(text):
+    """text without parentheses that enclose all of it."""
+    while text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, c in enumerate(text):
+            depth += c == "("
+            depth -= c == ")"
+            if depth == 0 and i < len(text) - 1:
+                return text
+        text = text[1:-1].strip()
+    return text
 
 
 def sb_operand(v):

@@ -68,7 +68,7 @@ def run_lldb(args, cwd, env=None):
     return p.stdout.decode("utf-8", "replace")
 
 
-def lldb_commands(target_args, commands, tmp, build=None):
+def lldb_commands(target_args, commands, tmp, build=None, cwd=None):
     """[(output, error line or None)] of each command in lldb, after
     `target create` with target_args and `command script import` of the
     loader (from tmp: any directory will do); an arm64 build's libraries
@@ -76,11 +76,12 @@ def lldb_commands(target_args, commands, tmp, build=None):
     first = ["target create " + target_args]
     if build and build.get("sysroot"):
         first.insert(0, "platform select remote-linux --sysroot " + build["sysroot"])
-    return lldb_run(first, commands, tmp)
+    return lldb_run(first, commands, tmp, cwd)
 
 
-def lldb_run(first, commands, tmp):
-    """The same after the lldb commands `first` (which choose the target)."""
+def lldb_run(first, commands, tmp, cwd=None):
+    """The same after the lldb commands `first` (which choose the target);
+    lldb runs in cwd (default: tmp, where its files are)."""
     cmds = os.path.join(tmp, "lldb-commands.json")
     out = os.path.join(tmp, "lldb-out.json")
     with open(cmds, "w") as f:
@@ -89,7 +90,7 @@ def lldb_run(first, commands, tmp):
         os.unlink(out)
     args = [a for c in first + ["command script import " + LOADER,
                                 "command script import " + LLDBRUN] for a in ("-o", c)]
-    text = run_lldb(args, tmp, env={"LJGDB_LLDB_COMMANDS": cmds, "LJGDB_LLDB_OUT": out})
+    text = run_lldb(args, cwd or tmp, env={"LJGDB_LLDB_COMMANDS": cmds, "LJGDB_LLDB_OUT": out})
     assert os.path.exists(out), text[-3000:]
     with open(out) as f:
         return [tuple(r) for r in json.load(f)]
@@ -122,6 +123,52 @@ def assert_same(got, want, cmds):
         len(bad), len(cmds), [b.split(":\n")[0] for b in bad], "\n".join(bad))
 
 
+def _doc_stops():
+    """docs/gen_commands.py's STOPS: (program and arguments, the commands
+    whose output the README and docs/commands/ show)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gen_commands",
+                                                  os.path.join(ROOT, "docs", "gen_commands.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.VARIANT, mod.STOPS
+
+
+def test_docs_examples_same_as_gdb(tmp_path):
+    """Every example of the README and docs/commands/ (gen_commands.py's
+    STOPS, which write them) prints in lldb, on the core gdb saved at the
+    same moment, what it prints in gdb (lir's machine code in lldb's
+    disassembler's spelling, at the same addresses): C in the arguments
+    too (`ltab L->base --depth 2`, `lgcpath L->base+2`), which lldb's IR
+    interpreter evaluates without running code in the process."""
+    need_lldb()
+    variant, stops = _doc_stops()
+    m = manifest()[variant]
+    env = {"LUA_PATH": os.path.join(m["src"], "?.lua") + ";;"}
+    arith = 0
+    for k, (prog, cmds) in enumerate(stops):
+        work = tmp_path / str(k)
+        work.mkdir()
+        core = str(work / "core")
+        # As gen_commands runs them: from the checkout, the program by its
+        # relative path; then the core gdb saved there, in gdb and lldb.
+        text = run_gdb(["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run",
+                        "-ex", "gcore " + core, "-ex", "kill", "--args", m["host"], prog[0],
+                        str(work / "expected.txt")] + list(prog[1:]), cwd=ROOT, env=env)
+        assert os.path.exists(core), text[-3000:]
+        want = [out for _, out in cut_outputs(run_gdb(
+            ["-ex", "source " + LOADER, "-ex", "core-file " + core] + wrap_commands(cmds)
+            + [m["host"]], cwd=ROOT, env=env), cmds)]
+        got = lldb_commands("%s --core %s" % (m["host"], core), cmds, str(work), cwd=ROOT)
+        plain = [i for i, c in enumerate(cmds) if not c.startswith("lir ")]
+        assert_same([got[i] for i in plain], [want[i] for i in plain], [cmds[i] for i in plain])
+        for i, c in enumerate(cmds):
+            if c.startswith("lir "):
+                assert_lir_same(got[i], want[i], int(c.split()[1]))
+        arith += sum(1 for c in cmds if "->" in c)
+    assert arith >= 3
+
+
 @pytest.mark.parametrize("variant", ALL_VARIANTS + NOJIT_VARIANTS + ARM64_VARIANTS)
 def test_same_as_gdb_on_a_core(variant, tmp_path):
     """At a C call (values.lua's ljgdb_break, gcore'd by gdb; on arm64,
@@ -137,19 +184,25 @@ def test_same_as_gdb_on_a_core(variant, tmp_path):
     assert len(want) == len(got) == len(cmds) + 1
     assert "values.lua:" in want[cmds.index("lbt")], want[cmds.index("lbt")]
     assert_same(got[:-1], want[:-1], cmds)
-    # lir with its machine code: the IR as gdb's; the code through lldb's
-    # disassembler, which spells instructions its own way (movq %rax, %rbx
-    # where gdb writes mov %rax,%rbx), at the same addresses.
-    (out, err), ref = got[-1], want[-1]
-    if not ref.startswith("lir: "):
-        ir, _, code = out.partition("---- TRACE 1 mcode")
-        ref_ir, _, ref_code = ref.partition("---- TRACE 1 mcode")
-        assert err is None and ir == ref_ir and code, (out, err)
+    assert_lir_same(got[-1], want[-1])
 
-        def column(text):
-            return [ln.split()[0] for ln in text.splitlines()[1:] if ln.strip()]
-        assert column(code) == column(ref_code), (code, ref_code)
-        assert len(column(code)) > 10 and "no disassembler" not in code
+
+def assert_lir_same(got, ref, trace=1):
+    """lir with its machine code: the IR as gdb's; the code through lldb's
+    disassembler, which spells instructions its own way (movq %rax, %rbx
+    where gdb writes mov %rax,%rbx), at the same addresses."""
+    out, err = got
+    if ref.startswith("lir: "):
+        return
+    mark = "---- TRACE %d mcode" % trace
+    ir, _, code = out.partition(mark)
+    ref_ir, _, ref_code = ref.partition(mark)
+    assert err is None and ir == ref_ir and code, (out, err)
+
+    def column(text):
+        return [ln.split()[0] for ln in text.splitlines()[1:] if ln.strip()]
+    assert column(code) == column(ref_code), (code, ref_code)
+    assert len(column(code)) > 10 and "no disassembler" not in code
 
 
 def test_bad_input_is_one_line(tmp_path):
@@ -386,9 +439,11 @@ def test_lldb_never_changes_the_process(tmp_path):
     """A process blocked in a read (test_live_readonly's Waiting), hashed
     by the test's own reads of /proc/PID/mem before lldb attaches and
     after it detached: every writable mapping, each thread's system call
-    and state the same; lbt shows the frames the program recorded; bad
-    input (calls and assignments among it) gets one line; the process is
-    left untraced with nothing pending, and reads its next line."""
+    and state the same; lbt shows the frames the program recorded; C
+    arithmetic in an argument (`((lua_State *)L)->base+1`, evaluated by
+    lldb without running code) is slot 2 as `lval L 2` reads it; bad input
+    (calls and assignments among it) gets one line; the process is left
+    untraced with nothing pending, and reads its next line."""
     need_lldb()
     from test_live import Waiting, assert_frames
     from test_live_readonly import assert_unchanged, snapshot
@@ -403,6 +458,16 @@ def test_lldb_never_changes_the_process(tmp_path):
             assert err is not None and not out and len(err.splitlines()) == 1, (cmd, out, err)
             assert "Traceback" not in err, (cmd, err)
         assert_frames(got[0][0], prog.frames())
+        # C arithmetic and member access, by lldb's IR interpreter (no
+        # code run in the process); an assignment refused before it.
+        L = re.match(r"Lua backtrace of \(lua_State \*\)(0x[0-9a-f]+)", got[0][0]).group(1)
+        exprs = ["lval ((lua_State *)%s)->base+1" % L, "lval (lua_State *)%s 2" % L,
+                 "lval ((lua_State *)%s)->base = 0" % L, "lval ((lua_State *)%s)->top++" % L]
+        (a, err_a), (b, err_b), (_, err_c), (_, err_d) = lldb_run(
+            ["process attach -p %d" % prog.pid], exprs, str(tmp_path))
+        assert err_a is None and err_b is None and b == "slot 2 " + a, (a, err_a, b, err_b)
+        for err in (err_c, err_d):
+            assert err and "assigns: ljgdb never writes to the process" in err, err
         assert_unchanged(prog, before)
     finally:
         prog.stop()
