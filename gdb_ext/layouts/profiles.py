@@ -172,6 +172,25 @@ def by_version(version: str, arch: str) -> List[Profile]:
     return [p for p in by_build_id().values() if p.version == version and p.arch == arch]
 
 
+def _branch(version: str) -> str:
+    """'LuaJIT 2.1' of 'LuaJIT 2.1.ROLLING' (the major version)."""
+    return ".".join(version.split(".")[:2])
+
+
+def by_branch(version: str, arch: str) -> List[Profile]:
+    """The profiles of builds of the same major version (2.0, 2.1) and
+    architecture as this version string, in their files' order."""
+    head = _branch(version) + "."
+    return sorted((p for p in by_build_id().values()
+                   if (p.version or "").startswith(head) and p.arch == arch),
+                  key=lambda p: p.path)
+
+
+def _names(fits: List[Tuple[Profile, List[Any]]]) -> List[str]:
+    """The profiles' file names, without the .json(.gz) ending."""
+    return [re.sub(r"\.json(\.gz)?$", "", os.path.basename(p.path)) for p, _ in fits]
+
+
 def consistent(candidates: Iterable[Profile],
                states_under: Callable[[Profile], List[Any]]) -> List[Tuple[Profile, List[Any]]]:
     """[(profile, VMs)] of the candidates under whose layout the process
@@ -310,6 +329,14 @@ def choose(build_ids: Iterable[str], luajit_file: Optional[str], arch: str,
         return None, None
     version = file_version(luajit_file)
     cands = by_version(version, arch) if version else []
+    named = bool(cands)
+    if not cands and version:
+        # A version string that names no release the profiles have: a
+        # tree without git says 2.1.ROLLING (lupa's bundled LuaJIT, a
+        # tarball of a snapshot), or a release newer than the library.
+        # Every profile of the same branch and architecture is a
+        # candidate; the memory decides, as below.
+        cands = by_branch(version, arch)
     if not cands:
         return None, None
     # A global_State may look consistent under a layout that differs after
@@ -317,7 +344,25 @@ def choose(build_ids: Iterable[str], luajit_file: Optional[str], arch: str,
     # where the layout puts it.
     fits = [(p, states) for p, states in consistent(cands, states_under)
             if any(dispatch_plausible(p, st.G, read) is not False for st in states)]
+    same_vm = False
+    if not named and len({p.layout_key() for p, _ in fits}) > 1:
+        # Nearby releases fit alike: the ones whose VM is laid out as this
+        # process's (each bytecode's handler at the profile's offset of its
+        # label, through the static dispatch table: the same interpreter)
+        # decide, when they agree.
+        vm_fits = [(p, st) for p, st in fits
+                   if any(dispatch_base(p, x.G, read) is not None for x in st)]
+        if vm_fits and len({p.layout_key() for p, _ in vm_fits}) == 1:
+            fits, same_vm = vm_fits, True
     if len({p.layout_key() for p, _ in fits}) != 1:
+        if not named:
+            return None, (
+                "LuaJIT's version string %r names no release the %d layout profile%s of %s "
+                "for %s have, and the process's memory fits %s" % (
+                    version, len(cands), "" if len(cands) == 1 else "s", _branch(version), arch,
+                    "none of them" if not fits else "%d of them, laid out in %d ways (%s): no "
+                    "one layout is sure" % (len(fits), len({p.layout_key() for p, _ in fits}),
+                                            ", ".join(_names(fits)))))
         return None, (
             "%d layout profile%s %s LuaJIT's version string %r, but the process's memory fits "
             "%s" % (len(cands), "" if len(cands) == 1 else "s",
@@ -327,10 +372,18 @@ def choose(build_ids: Iterable[str], luajit_file: Optional[str], arch: str,
     # Several profiles may fit with one layout (builds of versions whose
     # structures did not change): the layout is sure, and the VM's labels
     # are those of the profile whose code the process holds, if any.
-    how = ("the version string %r and a global_State consistent under its layout (of %d "
-           "profiles with that version%s)" % (
-               version, len(cands), "" if len(fits) == 1 else
-               "; %d fit, all laid out alike" % len(fits)))
+    if named:
+        how = ("the version string %r and a global_State consistent under its layout (of %d "
+               "profiles with that version%s)" % (
+                   version, len(cands), "" if len(fits) == 1 else
+                   "; %d fit, all laid out alike" % len(fits)))
+    else:
+        how = ("the memory, LuaJIT's version string %r naming no release the profiles have: "
+               "of the %d profiles of %s for %s tried, the process's memory (a consistent "
+               "global_State, a plausible dispatch table%s) fits %d, all laid out alike (%s)" % (
+                   version, len(cands), _branch(version), arch,
+                   ", every bytecode's handler where the profile puts it" if same_vm else "",
+                   len(fits), ", ".join(_names(fits))))
     for prof, states in fits:
         base = anchor_address(prof)
         if code_matches(prof, base, read):

@@ -130,6 +130,43 @@ def test_crash_core_with_the_jit_off(tmp_path):
                      r"labels from the profile$", linfo, re.M), linfo
 
 
+@pytest.mark.parametrize("variant,mode", [("r21-gc64", "gc64"), ("r21-x64", "x64")])
+def test_stripped_rolling_build_by_memory_fit(variant, mode, tmp_path):
+    """A build from a source tree without git says `LuaJIT 2.1.ROLLING`
+    (these builds: lupa's bundled tree, .relver unexpanded), a version
+    string no profile has.  Stripped, its kernel core is read in the core
+    reader through the library: every 2.1 profile for x86-64 is tried, the
+    ones the memory fits and whose interpreter is laid out as this one
+    (each bytecode's handler at the profile's label) agree, and the Lua
+    frames are the ones the program recorded with debug.getinfo; linfo
+    says which profiles were tried and why the one taken fits."""
+    why = moments.kernel_cores_possible()
+    if why:
+        pytest.skip(why)
+    from test_triage import crash
+    build = manifest()[variant]
+    assert luajit_version(build) == "LuaJIT 2.1.ROLLING", luajit_version(build)
+    stripped = stripped_copy(build["host"], tmp_path)
+    _, frames, core = crash(dict(build, host=stripped), "read_a", str(tmp_path / "run"))
+    (lbt, err), (linfo, _) = core_reader(core, stripped, ["lbt", "linfo"],
+                                         env={"LJGDB_PROFILES": ""}, build=build)
+    assert err is None, err
+    lua = [f for f in re.findall(r"^#\d+ +(.*)$", lbt, re.M)
+           if not f.startswith(("[builtin#", "C:"))]
+    assert lua == frames, (lbt, frames)
+    # (the library's 2.1 builds for x86-64: upstream's, Debian's,
+    # OpenResty's and Tarantool's forks all say 2.1)
+    branch = ("upstream-2.1", "debian-luajit", "openresty-luajit2-2.1", "tarantool")
+    tried = len([n for n in os.listdir(LIBRARY)
+                 if n.startswith(branch) and not n.endswith("-arm64.json.gz")])
+    m = re.search(r"^layout: +layout profile upstream-2\.1\.\d+-%s\.json\.gz .*chosen by the "
+                  r"memory, LuaJIT's version string 'LuaJIT 2\.1\.ROLLING' naming no release "
+                  r"the profiles have: of the (\d+) profiles of LuaJIT 2\.1 for x86_64 tried, "
+                  r".*, every bytecode's handler where the profile puts it\) fits" % mode,
+                  linfo, re.M)
+    assert m and int(m.group(1)) >= tried, (linfo, tried)
+
+
 def test_vm_elsewhere_than_in_the_profiled_build():
     """The premise of the test above: the library's profile of this version
     places the VM's code at another distance from its anchor than these

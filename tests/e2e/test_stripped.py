@@ -133,13 +133,15 @@ def build_id(path):
 
 
 def test_stripped_build_without_profile(tmp_path):
+    """No profile at all (LJGDB_PROFILES=none: not even the library, which
+    reads this 2.1.ROLLING build by memory fit,
+    test_profile_library.test_stripped_rolling_build_by_memory_fit): one
+    line naming the build-id and what to do."""
     host = manifest()["r21-gc64"]["host"]
     stripped = str(tmp_path / "host")
     subprocess.run(["strip", "-o", stripped, host], check=True)
-    empty = str(tmp_path / "none")
-    os.makedirs(empty)
     s = Stop("r21-gc64", "bt.lua", ["lbt"], str(tmp_path / "run"), args=["nest"],
-             env={"LJGDB_PROFILES": empty}, host=stripped)
+             env={"LJGDB_PROFILES": "none"}, host=stripped)
     out = s.out("live", "lbt").strip()
     assert len(out.splitlines()) == 1, out
     assert out.startswith("lbt: LuaJIT is in %s" % stripped) and "without debug info" in out
