@@ -105,18 +105,15 @@ def test_stripped_build_by_pid(tmp_path, monkeypatch):
         prog.stop()
 
 
-def test_crash_core_with_the_jit_off(tmp_path):
-    """crash.lua turns the JIT off (jit.off()), and LuaJIT then points the
-    static dispatch entries of its four hot-counting loops at their
-    non-counting twins: the labels must still come through the dispatch
-    table.  The stripped -O3 build's kernel core, in the core reader: the
-    Lua frames the program recorded with debug.getinfo, under the library's
-    profile."""
+def crash_read_stripped(build, tmp_path):
+    """The build stripped, crashed at crash.lua's read_a with a kernel core
+    (skips where the kernel writes none), read in the core reader through
+    the library: its lbt's Lua frames must be the ones the program
+    recorded with debug.getinfo.  Returns linfo's text."""
     why = moments.kernel_cores_possible()
     if why:
         pytest.skip(why)
     from test_triage import crash
-    build = manifest()["r21-O3"]
     stripped = stripped_copy(build["host"], tmp_path)
     _, frames, core = crash(dict(build, host=stripped), "read_a", str(tmp_path / "run"))
     (lbt, err), (linfo, _) = core_reader(core, stripped, ["lbt", "linfo"],
@@ -125,6 +122,17 @@ def test_crash_core_with_the_jit_off(tmp_path):
     lua = [f for f in re.findall(r"^#\d+ +(.*)$", lbt, re.M)
            if not f.startswith(("[builtin#", "C:"))]
     assert lua == frames, (lbt, frames)
+    return linfo
+
+
+def test_crash_core_with_the_jit_off(tmp_path):
+    """crash.lua turns the JIT off (jit.off()), and LuaJIT then points the
+    static dispatch entries of its four hot-counting loops at their
+    non-counting twins: the labels must still come through the dispatch
+    table.  The stripped -O3 build's kernel core, in the core reader: the
+    Lua frames the program recorded with debug.getinfo, under the library's
+    profile."""
+    linfo = crash_read_stripped(manifest()["r21-O3"], tmp_path)
     assert re.search(r"^layout: +layout profile upstream-[0-9.]+-gc64\.json\.gz .*; its VM "
                      r"code found at 0x[0-9a-f]+ through the dispatch table .*; the VM's code "
                      r"labels from the profile$", linfo, re.M), linfo
@@ -140,20 +148,9 @@ def test_stripped_rolling_build_by_memory_fit(variant, mode, tmp_path):
     (each bytecode's handler at the profile's label) agree, and the Lua
     frames are the ones the program recorded with debug.getinfo; linfo
     says which profiles were tried and why the one taken fits."""
-    why = moments.kernel_cores_possible()
-    if why:
-        pytest.skip(why)
-    from test_triage import crash
     build = manifest()[variant]
     assert luajit_version(build) == "LuaJIT 2.1.ROLLING", luajit_version(build)
-    stripped = stripped_copy(build["host"], tmp_path)
-    _, frames, core = crash(dict(build, host=stripped), "read_a", str(tmp_path / "run"))
-    (lbt, err), (linfo, _) = core_reader(core, stripped, ["lbt", "linfo"],
-                                         env={"LJGDB_PROFILES": ""}, build=build)
-    assert err is None, err
-    lua = [f for f in re.findall(r"^#\d+ +(.*)$", lbt, re.M)
-           if not f.startswith(("[builtin#", "C:"))]
-    assert lua == frames, (lbt, frames)
+    linfo = crash_read_stripped(build, tmp_path)
     # (the library's 2.1 builds for x86-64: upstream's, Debian's,
     # OpenResty's and Tarantool's forks all say 2.1)
     branch = ("upstream-2.1", "debian-luajit", "openresty-luajit2-2.1", "tarantool")
