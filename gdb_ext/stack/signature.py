@@ -158,7 +158,7 @@ def c_frame_of(t: 'Target', mframes: Sequence[Any]) -> Optional[str]:
     its innermost frame, as before the VM was folded out."""
     if not mframes:
         return "??"
-    lj_file = _luajit_file(t)
+    lj_file = _Lazy(lambda: _luajit_file(t))
     edge = None
     for i, m in enumerate(mframes):
         if (m.name or "").startswith(VM_CODE_PREFIXES) or _vm_nameless(t, m, lj_file):
@@ -192,7 +192,23 @@ def _vm_nameless(t, m, lj_file):
     got = t.file_address(m.pc)
     if got is None:
         return True
-    return lj_file is not None and os.path.realpath(got[0]) == lj_file
+    return lj_file.value is not None and os.path.realpath(got[0]) == lj_file.value
+
+
+class _Lazy(object):
+    """A value worked out when first asked for (the file that holds
+    LuaJIT: only a nameless frame in a file needs it)."""
+
+    def __init__(self, make):
+        self._make = make
+        self._done = False
+        self._value = None
+
+    @property
+    def value(self):
+        if not self._done:
+            self._value, self._done = self._make(), True
+        return self._value
 
 
 def _luajit_file(t):
