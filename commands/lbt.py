@@ -215,15 +215,16 @@ class BtFormat(object):
         self._key_json[key] = d
         return dict(d)
 
-    def thread_data(self, L, full=False, max_frames=None):
-        """Thread L's backtrace as data: the document of lbt --json."""
+    def thread_data(self, L, full=False, max_frames=None, names=False):
+        """Thread L's backtrace as data: the document of lbt --json.
+        names: each frame's called_as (frame_data)."""
         b = self.bt.backtrace(L)
         doc = {"L": hexa(L), "who": b.who, "status": b.status,
                "fiber": b.fiber.describe() if b.fiber else None}
         if b.status == "running":
             doc["vmstate"] = self.state_line()
         frames = b.frames if max_frames is None else b.frames[:max_frames]
-        out = [self.frame_data(b, i, full) for i in range(len(frames))]
+        out = [self.frame_data(b, i, full, names) for i in range(len(frames))]
         doc["frames"] = out
         doc["more_frames"] = len(b.frames) - len(frames)
         doc["caller"] = hexa(b.caller) if b.caller else None
@@ -239,16 +240,19 @@ class BtFormat(object):
             return None
         return thread_signature(self.vm.t, [f["text"] for f in doc["frames"]])
 
-    def frame_data(self, b, i, full=False):
-        """Frame i of Backtrace b as data: one of thread_data's "frames"."""
+    def frame_data(self, b, i, full=False, names=False):
+        """Frame i of Backtrace b as data: one of thread_data's "frames";
+        names: with "called_as", the name debug.getinfo(level, "n") gives
+        it from the caller's call site (the text does not show it yet, so
+        only --json pays for it)."""
         vm = self.vm
         fr = b.frames[i]
         snap = b.start.trace if b.start is not None else None
         d = {"level": fr.level + b.hidden_top}
         d.update(self.key_json(self.bt.frame_key(fr)))
-        # As debug.getinfo(level, "n") names it, from the caller's call site.
-        named = safe_frame_name(vm, b.walker, b.frames, i)
-        d["called_as"] = {"namewhat": named[0], "name": named[1]} if named else None
+        if names:
+            named = safe_frame_name(vm, b.walker, b.frames, i)
+            d["called_as"] = {"namewhat": named[0], "name": named[1]} if named else None
         if fr.kind in ("builtin", "c"):
             co = self.bt.resumed_thread(b.walker, fr)
             if co:
@@ -408,7 +412,7 @@ Example:
     def run_json(self, arg, from_tty):
         flags, bt = self._parse(arg)
         if "all" not in flags and "folded" not in flags:
-            doc = {"threads": [bt.thread_data(bt.vm.L, "full" in flags)]}
+            doc = {"threads": [bt.thread_data(bt.vm.L, "full" in flags, names=True)]}
             doc["signature"] = bt.signature(doc["threads"][0])
             return doc
         return self.data(bt, flags)
@@ -430,7 +434,7 @@ Example:
             items = []
             for L in threads:
                 try:
-                    items.append(bt.thread_data(L, True))
+                    items.append(bt.thread_data(L, True, names=not text))
                 except (FaultError, CorruptError) as e:
                     items.append({"L": hexa(L), "unreadable": str(e)})
             doc["threads"] = items

@@ -123,6 +123,10 @@ def _flatten(t: Any, base: int, prefix: str, out: Dict[str, Field], depth: int) 
             _flatten(st, off, path + ".", out, depth + 1)
 
 
+# The enumerators of one set of modules (LldbTypes._enumerators).
+_ENUMS = {}
+
+
 class LldbTypes(TypeSource):
     """LuaJIT's types and enumerators from the DWARF of the modules lldb
     has loaded (sbtarget: an lldb.SBTarget), the module that holds LuaJIT
@@ -156,18 +160,28 @@ class LldbTypes(TypeSource):
         return self._types[name]
 
     def _enumerators(self) -> Dict[str, Tuple[int, Dict[str, int]]]:
+        """Every enumerator of the loaded modules' DWARF.  Kept across
+        commands (a Target is made per command) for the same modules, by
+        their paths and UUIDs: walking every enumeration type of a module
+        takes lldb about a third of a second."""
         if self._enums is None:
-            self._enums = {}
-            for mod in self._modules():
-                enums = mod.GetTypes(lldb.eTypeClassEnumeration)
-                for i in range(enums.GetSize()):
-                    members = enums.GetTypeAtIndex(i).GetEnumMembers()
-                    values = {}
-                    for j in range(members.GetSize()):
-                        m = members.GetTypeEnumMemberAtIndex(j)
-                        values[m.GetName()] = m.GetValueAsSigned()
-                    for k, v in values.items():
-                        self._enums.setdefault(k, (v, values))
+            mods = self._modules()
+            key = tuple((m.GetFileSpec().fullpath, m.GetUUIDString()) for m in mods)
+            self._enums = _ENUMS.get(key)
+            if self._enums is None:
+                self._enums = {}
+                for mod in mods:
+                    enums = mod.GetTypes(lldb.eTypeClassEnumeration)
+                    for i in range(enums.GetSize()):
+                        members = enums.GetTypeAtIndex(i).GetEnumMembers()
+                        values = {}
+                        for j in range(members.GetSize()):
+                            m = members.GetTypeEnumMemberAtIndex(j)
+                            values[m.GetName()] = m.GetValueAsSigned()
+                        for k, v in values.items():
+                            self._enums.setdefault(k, (v, values))
+                _ENUMS.clear()
+                _ENUMS[key] = self._enums
         return self._enums
 
     def constant(self, name: str) -> Optional[int]:

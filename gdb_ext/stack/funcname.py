@@ -22,6 +22,7 @@ function itself.
   the callee, so LuaJIT names it as the function it replaced; so does this.
 """
 from typing import Dict, List, Optional, Tuple, TYPE_CHECKING
+import struct
 
 from ..errors import CorruptError, FaultError
 from ..jit.bytecode import BC_MODES, opcodes
@@ -114,7 +115,17 @@ def call_site_name(vm: 'VM', pt: 'Proto', pos: int) -> Name:
 
 
 def _ins(vm, pt, pos):
-    return vm.t.u32(pt.bc + 4 * pos, "bytecode %d of prototype 0x%x" % (pos, pt.addr))
+    """Instruction pos of pt, from the prototype's bytecode read once (a
+    scan back reads many; a live process's reads are system calls)."""
+    words = pt.memo.get("bcwords")
+    if words is None:
+        n = max(0, min(pt.sizebc, 1 << 20))
+        data = vm.t.read(pt.bc, 4 * n, "bytecode of prototype 0x%x" % pt.addr)
+        words = pt.memo["bcwords"] = struct.unpack("<%dI" % n, data)
+    if not 0 <= pos < len(words):
+        raise CorruptError("bytecode %d of prototype 0x%x: it has %d" % (pos, pt.addr, len(words)),
+                           pt.addr)
+    return words[pos]
 
 
 def _slot_name(vm, pt, ops, pos, slot):
