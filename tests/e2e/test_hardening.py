@@ -49,13 +49,13 @@ def host(variant=GC64):
     return manifest()[variant]["host"]
 
 
-def run(pre=(), program=(), commands=COMMANDS, timeout=120):
+def run(pre=(), program=(), commands=COMMANDS, timeout=120, env=None):
     """Outputs [(command, text)] of commands (then AFTER) in one gdb, after
     the gdb commands `pre`; `program` is gdb's positional arguments (a file,
-    or --args and a command line)."""
+    or --args and a command line); env: more environment variables."""
     cmds = list(commands) + [AFTER]
     text = run_gdb(["-ex", "source " + LOADER] + list(pre) + wrap_commands(cmds) + list(program),
-                   timeout=timeout)
+                   timeout=timeout, env=env)
     assert "Traceback" not in text and "Python Exception" not in text, text
     outs = cut_outputs(text, cmds)
     assert outs[-1][1] is not None and outs[-1][1].strip() == "$1 = 2", text
@@ -113,10 +113,14 @@ def test_luajit_program_not_running():
 
 
 def test_binary_without_debug_info(cores, tmp_path):
+    """No DWARF and no layout profile at all (LJGDB_PROFILES=none: the
+    library reads this 2.1.ROLLING build by memory fit,
+    test_profile_library.test_stripped_rolling_build_by_memory_fit): one
+    line a command, saying what to install or rebuild."""
     stripped = str(tmp_path / "host-stripped")
     shutil.copy(host(), stripped)
     subprocess.run(["strip", "-g", stripped], check=True)
-    outs, _ = run(["-ex", "core-file " + cores[GC64]], [stripped])
+    outs, _ = run(["-ex", "core-file " + cores[GC64]], [stripped], env={"LJGDB_PROFILES": "none"})
     assert_one_line(outs, "without debug info", "CCDEBUG=-g", "dbgsym")
 
 
