@@ -113,14 +113,7 @@ class LldbHost(OwnSettings):
         return frame_candidates(target, lay)
 
     def operand(self, expr, what="expression"):
-        try:
-            return parse_operand(expr, what, "lldb")
-        except UsageError:
-            pass
-        v = self._variable(expr.strip())
-        if v is not None:
-            return sb_operand(v)
-        got = self._arithmetic(expr, what)
+        got = self._c_operand(expr, what)
         if got is None:
             raise UsageError("%s '%s' is neither an address (0x7f..., or a cast such as "
                              "(GCtab *)0x7f...), nor a variable of the selected frame or a "
@@ -137,8 +130,9 @@ class LldbHost(OwnSettings):
         parenthesized one (`((lua_State *)0x7f...)->base`), a pointer cast
         of any of these (`(GCtab *)L->base`), and a pointer plus or minus
         an integer, scaled by the pointee's size as C scales it
-        (`L->base+2`); parentheses around any of them.  An assignment or increment is refused in one line;
-        anything else (a call) is not C this reads.  None when expr is not
+        (`L->base+2`); parentheses around any of them.  An assignment or
+        increment is refused in one line; anything else (a call) is not C
+        this reads.  None when expr is not
         of these forms."""
         if WRITES.search(expr):
             raise UsageError("%s '%s' assigns: ljgdb never writes to the process" % (what, expr))
