@@ -108,7 +108,9 @@ class _Context(object):
         if fmt is None:
             fmt = self._fmt = BtFormat(self.bt.vm, self.bt)
         if fr.kind == "lua":
-            return "[Lua]"
+            # The name its caller gave it (lbt's), as gdb names a C function.
+            named = self.bt.frame_key(fr)[3]
+            return "[Lua] %s" % named[1] if named else "[Lua]"
         return fmt.frame_text(fr)
 
     def locals(self, entry, i):

@@ -2,7 +2,7 @@
 from ..gdb_ext.stack.backtrace import Backtracer
 from ..gdb_ext.errors import CorruptError, FaultError
 from ..gdb_ext.stack.frames import frame_locals, frame_upvalues
-from ..gdb_ext.stack.funcname import safe_frame_name
+from ..gdb_ext.stack.funcname import called_as
 from ..gdb_ext.stack.signature import thread_signature
 from ..gdb_ext.vm.protoinfo import cached_proto
 from ..gdb_ext.vm.state import TRACE_UNKNOWN
@@ -146,7 +146,7 @@ class BtFormat(object):
         keys = tuple(s.keys)
         lines = self._frame_lines.get(keys)
         if lines is None:
-            lines = ["#%-3d %s" % (i, self.key_text(k)) for i, k in enumerate(keys)]
+            lines = ["#%-3d %s" % (i, self.line_text(k)) for i, k in enumerate(keys)]
             self._frame_lines[keys] = lines = lines or ["(no Lua frames)"]
         fiber = self.bt.fibers.get(s.L)
         return [self.header(s.L, self.bt.who(s.L), s.status, fiber.describe() if fiber else None)
@@ -166,7 +166,7 @@ class BtFormat(object):
             g["count"], "" if g["count"] == 1 else "s",
             "VM thread g->vmthref, " if g["vmthref"] else "", g["status"], ex,
             " and %d more" % more if more else "")]
-        out.extend("#%-3d %s" % (i, f["text"]) for i, f in enumerate(g["frames"]))
+        out.extend("#%-3d %s" % (i, self.frame_line(f)) for i, f in enumerate(g["frames"]))
         if not g["frames"]:
             out.append("(no Lua frames)")
         if g["warning"]:
@@ -206,7 +206,9 @@ class BtFormat(object):
         if key[0] == "L":
             pt = cached_proto(self.vm, key[1])
             d.update(source=self.source(pt), line=key[2],
-                     linedefined=pt.firstline, proto=hexa(key[1]))
+                     linedefined=pt.firstline, proto=hexa(key[1]), called_as=_called(key[3]),
+                     # (R lj_debug.c lj_debug_getinfo: ar->what)
+                     what="Lua" if pt.firstline or not pt.numline else "main")
         elif key[0] == "F":
             d.update(ffid=key[1], name=self.bt.names.get(key[1]))
         else:
@@ -215,16 +217,15 @@ class BtFormat(object):
         self._key_json[key] = d
         return dict(d)
 
-    def thread_data(self, L, full=False, max_frames=None, names=False):
-        """Thread L's backtrace as data: the document of lbt --json.
-        names: each frame's called_as (frame_data)."""
+    def thread_data(self, L, full=False, max_frames=None):
+        """Thread L's backtrace as data: the document of lbt --json."""
         b = self.bt.backtrace(L)
         doc = {"L": hexa(L), "who": b.who, "status": b.status,
                "fiber": b.fiber.describe() if b.fiber else None}
         if b.status == "running":
             doc["vmstate"] = self.state_line()
         frames = b.frames if max_frames is None else b.frames[:max_frames]
-        out = [self.frame_data(b, i, full, names) for i in range(len(frames))]
+        out = [self.frame_data(b, i, full) for i in range(len(frames))]
         doc["frames"] = out
         doc["more_frames"] = len(b.frames) - len(frames)
         doc["caller"] = hexa(b.caller) if b.caller else None
@@ -240,19 +241,17 @@ class BtFormat(object):
             return None
         return thread_signature(self.vm.t, [f["text"] for f in doc["frames"]])
 
-    def frame_data(self, b, i, full=False, names=False):
-        """Frame i of Backtrace b as data: one of thread_data's "frames";
-        names: with "called_as", the name debug.getinfo(level, "n") gives
-        it from the caller's call site (the text does not show it yet, so
-        only --json pays for it)."""
+    def frame_data(self, b, i, full=False):
+        """Frame i of Backtrace b as data: one of thread_data's "frames",
+        each with "called_as", the name debug.getinfo(level, "n") gives it
+        from its caller's call site (builtins and C functions too)."""
         vm = self.vm
         fr = b.frames[i]
         snap = b.start.trace if b.start is not None else None
         d = {"level": fr.level + b.hidden_top}
         d.update(self.key_json(self.bt.frame_key(fr)))
-        if names:
-            named = safe_frame_name(vm, b.walker, b.frames, i)
-            d["called_as"] = {"namewhat": named[0], "name": named[1]} if named else None
+        if fr.kind != "lua":
+            d["called_as"] = _called(called_as(vm, fr))
         if fr.kind in ("builtin", "c"):
             co = self.bt.resumed_thread(b.walker, fr)
             if co:
@@ -278,9 +277,31 @@ class BtFormat(object):
         return d
 
     @staticmethod
-    def frame_lines(d):
+    def frame_line(d):
+        """A frame's text on lbt's line: a Lua frame's place and, as Lua's
+        traceback says it, its name (key_json's document)."""
+        if d["kind"] != "lua":
+            return d["text"]
+        named = d.get("called_as")
+        if named:
+            return "%s: in %s '%s'" % (d["text"], _NAMEWHAT.get(named["namewhat"],
+                                                                named["namewhat"]), named["name"])
+        if d["what"] == "main":
+            return "%s: in main chunk" % d["text"]
+        return "%s: in function <%s:%d>" % (d["text"], d["source"], d["linedefined"])
+
+    def line_text(self, key):
+        """frame_line of a frame key."""
+        cache = self.vm.cache("line_text")
+        text = cache.get(key)
+        if text is None:
+            text = cache[key] = self.frame_line(self.key_json(key))
+        return text
+
+    @classmethod
+    def frame_lines(cls, d):
         """The text of one frame_data document (its line, its variables)."""
-        text = d["text"]
+        text = cls.frame_line(d)
         if "resumed" in d:
             text += " -> resumed (lua_State *)%s" % d["resumed"]
         if "trace" in d:
@@ -322,6 +343,17 @@ class BtFormat(object):
         return out
 
 
+# debug.getinfo's namewhat as Lua 5.2's traceback words it: a global is
+# "function 'name'"; a local, method, field, upvalue or metamethod is named
+# as what it is.
+_NAMEWHAT = {"global": "function"}
+
+
+def _called(name):
+    """funcname's (namewhat, name) as lbt --json's called_as."""
+    return {"namewhat": name[0], "name": name[1]} if name else None
+
+
 def _val(vm, v, maxs):
     if isinstance(v, Exception):
         return "<unreadable: %s>" % v
@@ -332,7 +364,14 @@ class LBt(LjCommand):
     """Print the Lua backtrace of a Lua thread, innermost frame first.
 
 Each frame is one line, numbered as lua_getstack numbers levels:
-  <source>:<line>        a Lua function, at the line it is executing
+  <source>:<line>: in <how it was called>
+                         a Lua function, at the line it is executing, named
+                         as Lua's traceback names it (debug.getinfo's name
+                         from the caller's call site): in local 'f', in
+                         upvalue 'f', in method 'get', in field 'f', in
+                         function 'f' (a global), in metamethod '__index';
+                         in function <source:line> without a name; in
+                         main chunk
   [builtin#<lib.name>]   a fast function (builtin#<ffid> if it has no name)
   C:<symbol>             a C function
 The first line names the thread, its status and, for the running thread, the
@@ -354,10 +393,17 @@ thread it runs them for.
 Usage: lbt [full] [--all [--group]] [--folded] [L=<lua_State *>]
 Example:
   (gdb) lbt full
-  Lua backtrace of (lua_State *)0x7ffff7cb3380 (main thread, running); VM state: C (in a C function called from Lua)
+  Lua backtrace of (lua_State *)0x7ffff7cb2380 (main thread, running); VM state: C (in a C function called from Lua)
   #0   C:ljgdb_stop
-  #1   app.lua:12
-        req = table: (GCtab *)0x7ffff7cc58f0"""
+  #1   testprogs/lua/demo.lua:19: in local 'handle'
+        req = table: (GCtab *)0x7ffff7cc4908
+        user = table: (GCtab *)0x7ffff7cc0cb0
+        upvalue sessions = table: (GCtab *)0x7ffff7cb4810
+        upvalue config = table: (GCtab *)0x7ffff7cbc4f8
+  #2   testprogs/lua/demo.lua:22: in main chunk
+        config = table: (GCtab *)0x7ffff7cbc4f8
+        sessions = table: (GCtab *)0x7ffff7cb4810
+        handle = function: (GCfuncL *)0x7ffff7cc4858 testprogs/lua/demo.lua:15"""
 
     NAME = "lbt"
     SUMMARY = "the Lua backtrace of a thread, or of every thread (--all, --group)"
@@ -412,7 +458,7 @@ Example:
     def run_json(self, arg, from_tty):
         flags, bt = self._parse(arg)
         if "all" not in flags and "folded" not in flags:
-            doc = {"threads": [bt.thread_data(bt.vm.L, "full" in flags, names=True)]}
+            doc = {"threads": [bt.thread_data(bt.vm.L, "full" in flags)]}
             doc["signature"] = bt.signature(doc["threads"][0])
             return doc
         return self.data(bt, flags)
@@ -434,7 +480,7 @@ Example:
             items = []
             for L in threads:
                 try:
-                    items.append(bt.thread_data(L, True, names=not text))
+                    items.append(bt.thread_data(L, True))
                 except (FaultError, CorruptError) as e:
                     items.append({"L": hexa(L), "unreadable": str(e)})
             doc["threads"] = items

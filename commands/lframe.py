@@ -81,7 +81,7 @@ on the selected frame; gdb forgets the selection when the program runs.
 Usage: lframe [N] [L=<lua_State *>]
 Example:
   (gdb) lframe 1
-  #1   testprogs/lua/frames.lua:61"""
+  #1   testprogs/lua/frames.lua:62: in upvalue 'inner'"""
 
     NAME = "lframe"
     SUMMARY = "select a Lua frame by its number in lbt and print it"
@@ -99,7 +99,7 @@ the selected frame) and print it, as gdb's up does for C frames.
 Usage: lup [N] [L=<lua_State *>]
 Example:
   (gdb) lup
-  #2   testprogs/lua/frames.lua:67"""
+  #2   testprogs/lua/frames.lua:68: in upvalue 'middle'"""
 
     NAME = "lup"
     SUMMARY = "select the Lua frame that called the selected one (N levels out)"
@@ -123,7 +123,7 @@ selected frame called) and print it, as gdb's down does for C frames.
 Usage: ldown [N] [L=<lua_State *>]
 Example:
   (gdb) ldown
-  #1   testprogs/lua/frames.lua:61"""
+  #1   testprogs/lua/frames.lua:62: in upvalue 'inner'"""
 
     NAME = "ldown"
     SUMMARY = "select the Lua frame the selected one called (N levels in)"
@@ -140,10 +140,10 @@ stale.
 Usage: llocals [L=<lua_State *>]
 Example:
   (gdb) llocals
-  #2   testprogs/lua/frames.lua:67
+  #2   testprogs/lua/frames.lua:68: in upvalue 'middle'
         n = 7
         label = "mid"
-        upvalue inner = function: (GCfuncL *)0x7ffff7cbecf0 testprogs/lua/frames.lua:57"""
+        upvalue inner = function: (GCfuncL *)0x7ffff7cbf7d0 testprogs/lua/frames.lua:58"""
 
     NAME = "llocals"
     SUMMARY = "the selected Lua frame's locals, varargs and upvalues"
@@ -168,7 +168,7 @@ it, to --depth levels.
 Usage: lprint NAME [--depth N] [L=<lua_State *>]
 Example:
   (gdb) lprint x
-  x = 24 (local of #1 testprogs/lua/frames.lua:61)"""
+  x = 24 (local of #1 testprogs/lua/frames.lua:62)"""
 
     NAME = "lprint"
     SUMMARY = "a variable of the selected Lua frame by its name: local, upvalue or global"
@@ -224,10 +224,10 @@ DIR[:DIR...]'.  A chunk loaded from a string has no file to list.
 Usage: llist [N] [L=<lua_State *>]
 Example:
   (gdb) llist 3
-  testprogs/lua/frames.lua:61 (testprogs/lua/frames.lua)
-  60       local t = shared
-  61   >   record_stack(); ljgdb_stop()
-  62       return x, t"""
+  testprogs/lua/frames.lua:62 (testprogs/lua/frames.lua)
+  61       local t = shared
+  62   >   record_stack(); ljgdb_stop()
+  63       return x, t"""
 
     NAME = "llist"
     SUMMARY = "the source lines around the selected Lua frame's line"

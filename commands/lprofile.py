@@ -126,7 +126,10 @@ off-CPU.
 
 Prints a table of functions with their share of the stacks: self (the
 innermost frame) and total (anywhere in the stack).  A Lua function is
-named by its chunk and the line it is defined on.  The first line says how
+named by the name its caller called it by (debug.getinfo's) with its chunk
+and the line it is defined on, "busy (app.lua:10)", or "function
+app.lua:10" without a name; a frame of the folded stacks the same way at
+its current line, "busy (app.lua:12)" or "app.lua:12".  The first line says how
 many thread samples were kept and why the others were not.
 
   --seconds N    how long to sample (default 5)

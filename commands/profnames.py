@@ -3,11 +3,14 @@ keys), shared by lprofile (gdb) and record/top (--pid): each key read once,
 at the sample that first has it, while the process still holds it (a
 program that exits during a profile takes its memory with it).
 
-A frame's facts are (text, file, line, function text): text as lbt names
-the frame ("app.lua:12", "[builtin#pairs]", "C:lua_pcall", a machine
-frame's symbol, a system call's name, "[VM 0x...]"), the chunk and line of
-a Lua frame, and the function it belongs to ("function app.lua:10", the
-chunk and the line it is defined on)."""
+A frame's facts are (text, file, line, function, start): text as lbt
+names the frame ("app.lua:12", "[builtin#pairs]", "C:lua_pcall", a machine
+frame's symbol, a system call's name, "[VM 0x...]"), and a Lua frame whose
+caller gave it a name (lbt's "in upvalue 'busy'") as py-spy names a frame,
+"busy (app.lua:12)"; the chunk and line of a Lua frame; the function it
+belongs to (pprof's function name: "busy", or "function app.lua:10" for a
+function without a name); and the line that function is defined on.  The
+top table names a function "busy (app.lua:10)" or "function app.lua:10"."""
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ..gdb_ext.errors import CorruptError, FaultError
@@ -16,7 +19,7 @@ from ..gdb_ext.vm.protoinfo import cached_proto
 from .format import chunk_display
 from .lbt import BtFormat
 
-Facts = Tuple[str, Optional[str], Optional[int], str]
+Facts = Tuple[str, Optional[str], Optional[int], str, Optional[int]]
 
 
 class FrameNames(object):
@@ -45,7 +48,7 @@ class FrameNames(object):
         return (self.facts.get(k) or self._facts(k, next(iter(self.vms))))[0]
 
     def frame_facts(self, k: Tuple[Any, ...]) -> Facts:
-        return self.facts.get(k) or ("??", None, None, "??")
+        return self.facts.get(k) or ("??", None, None, "??", None)
 
     def function(self, fk: Tuple[Any, ...]) -> str:
         return self.functions[fk] if fk in self.functions else \
@@ -53,32 +56,41 @@ class FrameNames(object):
 
     def _facts(self, k: Tuple[Any, ...], G: int) -> Facts:
         if k[0] == "M":
-            return (k[1] or "??", None, None, k[1] or "??")
+            return (k[1] or "??", None, None, k[1] or "??", None)
         if k[0] == "S":
             name = self.syscalls.get(k[1], "syscall %d" % k[1])
-            return (name, None, None, name)
+            return (name, None, None, name, None)
         if k[0] == "VM":
             name = "[VM 0x%x]" % k[1]
-            return (name, None, None, name)
+            return (name, None, None, name, None)
         if k[0] == "?":
             name = "[%s]" % k[1]
-            return (name, None, None, name)
+            return (name, None, None, name, None)
         try:
             text = self.fmt[G].key_text(k)
         except (FaultError, CorruptError):
             text = "?? (unreadable)"
         if k[0] == "L":
-            return (text, text.rsplit(":", 1)[0], k[2], self._function(function_key(k), G))
-        return (text, None, None, text)
+            vm = self.vms[G]
+            try:
+                start = cached_proto(vm, k[1]).firstline
+            except (FaultError, CorruptError):
+                start = None
+            named = k[3]
+            if named:
+                return ("%s (%s)" % (named[1], text), text.rsplit(":", 1)[0], k[2], named[1], start)
+            return (text, text.rsplit(":", 1)[0], k[2], self._function(function_key(k), G), start)
+        return (text, None, None, text, None)
 
     def _function(self, fk: Tuple[Any, ...], G: int) -> str:
         if fk[0] == "LF":
             vm = self.vms[G]
             try:
                 pt = cached_proto(vm, fk[1])
-                return "function %s:%d" % (chunk_display(pt.chunk(vm)), pt.firstline)
+                place = "%s:%d" % (chunk_display(pt.chunk(vm)), pt.firstline)
             except (FaultError, CorruptError):
                 return "function at 0x%x (unreadable)" % fk[1]
+            return "%s (%s)" % (fk[2][1], place) if fk[2] else "function " + place
         if fk[0] == "M":
             return fk[1] or "?? (0x%x)" % fk[2]
         return self._facts(fk, G)[0]

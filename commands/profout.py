@@ -10,14 +10,15 @@ checks it in the tests.
     write(prof, "out.pb.gz", "pprof")
 
 A Frame is what one frame of a stack shows: `name`, the text a flame graph
-and a folded line show ("app.lua:12" as lbt names a Lua frame,
-"[builtin#pairs]", "C:lua_pcall"); `file` and `line` (None when unknown),
-which speedscope and pprof show beside it; and `function` (None when
-unknown), the function the frame runs ("function app.lua:10"): pprof counts
-by function, so two frames of one function at two lines are one row of
-`pprof -top` and two of `pprof -top -lines`.  Without `function` a frame's
-name is its function.  The Profile carries no table of functions of its
-own: each frame names its function.
+and a folded line show ("busy (app.lua:12)" for a Lua frame its caller
+called `busy`, "app.lua:12" without a name, "[builtin#pairs]",
+"C:lua_pcall"); `file` and `line` (None when unknown), which speedscope and
+pprof show beside it; `function` (None when unknown), the function the
+frame runs ("busy", or "function app.lua:10"), and `start`, the line it is
+defined on: pprof counts by function, so two frames of one function at two
+lines are one row of `pprof -top` and two of `pprof -top -lines`.  Without
+`function` a frame's name is its function.  The Profile carries no table of
+functions of its own: each frame names its function.
 """
 import gzip
 import io
@@ -32,9 +33,10 @@ FORMATS = ("flamegraph", "folded", "speedscope", "pprof")
 
 SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 
-Frame = namedtuple("Frame", "name file line function")
-Frame.__new__.__defaults__ = (None, None, None)
-Frame.__doc__ = """One frame: Frame(name, file=None, line=None, function=None)."""
+Frame = namedtuple("Frame", "name file line function start")
+Frame.__new__.__defaults__ = (None, None, None, None)
+Frame.__doc__ = """One frame: Frame(name, file=None, line=None, function=None,
+start=None), start the line the function is defined on (pprof's)."""
 
 
 class OutputError(Exception):
@@ -215,7 +217,7 @@ def pprof_bytes(profile):
         ids = []
         for f in reversed(stack):
             if f not in locations:
-                fkey = (f.function or f.name, f.file or "")
+                fkey = (f.function or f.name, f.file or "", f.start or 0)
                 if fkey not in functions:
                     functions[fkey] = len(functions) + 1
                 locations[f] = (len(locations) + 1, functions[fkey], f.line or 0)
@@ -228,9 +230,10 @@ def pprof_bytes(profile):
     body.append(_bytes(3, _int(1, 1) + _int(7, 1) + _int(8, 1) + _int(9, 1)))
     for lid, fid, line in locations.values():
         body.append(_bytes(4, _int(1, lid) + _int(2, 1) + _bytes(4, _int(1, fid) + _int(2, line))))
-    for (name, filename), fid in functions.items():
+    for (name, filename, start), fid in functions.items():
         n = s(name)
-        body.append(_bytes(5, _int(1, fid) + _int(2, n) + _int(4, s(filename))))
+        body.append(_bytes(5, _int(1, fid) + _int(2, n) + _int(4, s(filename)) +
+                           (_int(5, start) if start else b"")))
     comment = s(profile.name) if profile.name else 0
     tail = _int(10, int(round(profile.duration_s * 1e9)))
     if period:

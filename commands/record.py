@@ -484,6 +484,10 @@ writes them to FILE: --format flamegraph (an SVG flame graph, with zoom
 and search, the default), folded (FlameGraph's text), speedscope (its JSON file format) or
 pprof (gzipped profile.proto, for go tool pprof).
 
+A Lua frame is named as py-spy names a frame: "busy (app.lua:12)", the
+name its caller called the function by (debug.getinfo's) and its current
+line, or "app.lua:12" where Lua has none.
+
 Each sample is a copy of a thread's registers, C stack and the VM's state
 (lua_States and their stacks), decoded while the process runs on.  The BPF
 sampler's come at HZ per CPU second of each thread, made by the kernel on

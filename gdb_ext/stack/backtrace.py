@@ -6,6 +6,7 @@ from ..consts import VM_CODE_PREFIXES
 from ..errors import CorruptError, FaultError, NotLuaJITError
 from ..vm.cframe import CFRAME_RAWMASK, cframe_thread
 from .frames import FrameWalker
+from .funcname import called_as
 from ..vm.protoinfo import debug_line
 from ..vm.snapshots import trace_of_pc, trace_ref
 from ..vm.objects import Proto, Thread, Trace, decode_tv
@@ -224,13 +225,15 @@ class Backtracer(object):
 
     def frame_key(self, fr: 'Frame') -> Tuple[Any, ...]:
         """Frame fr as a small key that frames of many threads share (the
-        form gdb_ext.stack.threadscan gives them): ('L', proto, line), ('F',
-        ffid), or ('C', cfunc) with the name cfunc_name gives, if any.  Kept
-        in the frame (the walks of a profile share their outer frames)."""
+        form gdb_ext.stack.threadscan gives them): ('L', proto, line, name)
+        with name the (namewhat, name) debug.getinfo gives the frame from its
+        caller's call site, or None (funcname), ('F', ffid), or ('C', cfunc)
+        with the name cfunc_name gives, if any.  Kept in the frame (the
+        walks of a profile share their outer frames)."""
         if fr.key is not None:
             return fr.key
         if fr.kind == "lua":
-            key = ("L", fr.proto.addr, fr.line)
+            key = ("L", fr.proto.addr, fr.line, called_as(self.vm, fr))
         elif fr.kind == "builtin":
             key = ("F", fr.fn.ffid)
         else:

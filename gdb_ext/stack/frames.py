@@ -60,6 +60,10 @@ class Frame(object):
         self.entry = False          # the outermost frame of an entry into the VM (from C)
         self.from_stack = False     # made from stack slots alone (frames._Earlier)
         self.key = None             # Backtracer.frame_key's, once asked (walks share frames)
+        # Where the caller called this frame from, for its name
+        # (funcname.called_as): (caller's Proto, bytecode position), or
+        # None when the caller is no Lua function or its pc is not known.
+        self.site = None
 
     @property
     def base(self) -> int:
@@ -210,6 +214,7 @@ class FrameWalker(object):
         level = 0
         skip = False
         steps = 0
+        callee = None       # the last frame shown, whose caller comes next
         limit = (self.stack.end - self.stack.start) // 8 + 1
         L = self.th.addr
         try:
@@ -223,6 +228,8 @@ class FrameWalker(object):
                 if earlier is not None and not skip and frames:
                     rest = earlier.rest(self, f, nextframe, level)
                     if rest is not None:
+                        if callee is not None:
+                            callee.site = _site(rest[0])
                         frames.extend(rest)
                         _Earlier.keep(self, frames)
                         return frames[:max_frames], None
@@ -233,8 +240,13 @@ class FrameWalker(object):
                     fr = Frame(level, f, func, ftsz, ftsz & FRAME_TYPEP)
                     fr.nextframe = nextframe
                     self._describe(fr)
+                    if callee is not None:
+                        callee.site = _site(fr)
                     frames.append(fr)
+                    callee = fr
                     level += 1
+                elif not skip:
+                    callee = None       # the thread's base frame: called from C
                 if frames and (shown or skip) and (
                         (ftsz & FRAME_TYPE) == FRAME_C or
                         ((ftsz & FRAME_TYPEP) == FRAME_CONT and self.frame_iscont_fficb(f))):
@@ -256,10 +268,38 @@ class FrameWalker(object):
                                        % (f, ftsz & 0xFFFFFFFFFFFFFFFF), f)
                 f = nf
         except (CorruptError, FaultError) as e:
+            self._site_past_end(callee)
             return frames, e
         if f <= bot:
             _Earlier.keep(self, frames)
+        else:
+            self._site_past_end(callee)
         return frames, None
+
+    def _site_past_end(self, fr: Optional[Frame]) -> None:
+        """fr.site for the last frame of a walk that stopped before its
+        caller: read from the caller's frame slot, as lj_debug_funcname
+        does (None when that does not read)."""
+        if fr is None:
+            return
+        try:
+            f = fr.slot
+            if self.is_varg(f):
+                f = self.prevd(f)
+            pf = self.prev(f)
+            if pf <= self.stack.start + 8 * self.fr2:
+                return
+            func = self.frame_gc(pf)
+            if not func or GCT_KIND.get(self.vm.t.u8(func + self.lay.str.gct,
+                                                     "frame function")) != "func":
+                return
+            fn = Func(self.vm, func)
+            if fn.is_lua:
+                pt = cached_proto(self.vm, fn.proto)
+                pos = self.framepc(fn, pt, f)
+                fr.site = (pt, pos) if pos is not None else None
+        except (CorruptError, FaultError):
+            fr.site = None
 
     def _describe(self, fr):
         if not fr.func:
@@ -477,6 +517,15 @@ class _Earlier(object):
             new.level = fr.level - old.level + level
             out.append(new)
         return out
+
+
+def _site(caller: Frame) -> Optional[Tuple['Proto', int]]:
+    """The call site a frame was called from when caller is the frame
+    below it: the caller's position there (framepc from the frame above
+    it), when the caller is a Lua function."""
+    if caller.kind == "lua" and caller.pos is not None:
+        return (caller.proto, caller.pos)
+    return None
 
 
 def _bc_isret(vm, op):

@@ -21,16 +21,16 @@ function itself.
   caller whose pc is not known.  A tail call leaves the caller's frame to
   the callee, so LuaJIT names it as the function it replaced; so does this.
 """
-from typing import Dict, List, Optional, Tuple, TYPE_CHECKING
+from typing import Dict, Optional, Tuple, TYPE_CHECKING
 import struct
 
 from ..errors import CorruptError, FaultError
 from ..jit.bytecode import BC_MODES, opcodes
-from ..vm.objects import GCT_KIND, Func, str_text
-from ..vm.protoinfo import cached_proto, local_names, upvalue_names
+from ..vm.objects import str_text
+from ..vm.protoinfo import local_names, upvalue_names
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
-    from .frames import Frame, FrameWalker
+    from .frames import Frame
     from ..vm.objects import Proto
     from ..vm.state import VM
 
@@ -58,36 +58,16 @@ MAX_SCAN = 1 << 16
 Name = Optional[Tuple[str, str]]
 
 
-def frame_name(vm: 'VM', walker: 'FrameWalker', frames: List['Frame'], i: int) -> Name:
-    """(namewhat, name) of frames[i] (a walk of walker's thread, innermost
-    first) as debug.getinfo gives them, or None where LuaJIT gives none."""
-    fr = frames[i]
-    f = fr.slot
-    if f <= walker.stack.start + 8 * walker.fr2:
+def called_as(vm: 'VM', fr: 'Frame') -> Name:
+    """(namewhat, name) of frame fr as debug.getinfo gives them, or None
+    where LuaJIT gives none (or the caller's bytecode does not read): from
+    the call site the frame walk found for it (Frame.site)."""
+    if fr.site is None:
         return None
-    if walker.is_varg(f):
-        f = walker.prevd(f)
-    pf = walker.prev(f)
-    below = frames[i + 1] if i + 1 < len(frames) else None
-    if below is not None and below.slot == pf:
-        if below.kind != "lua":
-            return None
-        pt, pos = below.proto, below.pos
-    else:
-        # The caller's frame is not one the walk shows (a thread's base
-        # frame holds the lua_State, whose dummy_ffid says C), or the walk
-        # stopped before it.
-        func = walker.frame_gc(pf)
-        if not func or GCT_KIND.get(vm.t.u8(func + vm.lay.str.gct, "frame function")) != "func":
-            return None
-        fn = Func(vm, func)
-        if not fn.is_lua:
-            return None
-        pt = cached_proto(vm, fn.proto)
-        pos = walker.framepc(fn, pt, f)
-    if pos is None:
+    try:
+        return call_site_name(vm, fr.site[0], fr.site[1])
+    except (FaultError, CorruptError):
         return None
-    return call_site_name(vm, pt, pos)
 
 
 def call_site_name(vm: 'VM', pt: 'Proto', pos: int) -> Name:
@@ -180,11 +160,3 @@ def _kstr(vm, pt, d):
                            pt.addr)
     a = vm.t.uint(pt.k - (d + 1) * rs, rs, "GC constant %d" % d)
     return str_text(vm, a, 1 << 16).decode("utf-8", "replace")
-
-
-def safe_frame_name(vm: 'VM', walker: 'FrameWalker', frames: List['Frame'], i: int) -> Name:
-    """frame_name, or None when the memory it reads does not read."""
-    try:
-        return frame_name(vm, walker, frames, i)
-    except (FaultError, CorruptError):
-        return None

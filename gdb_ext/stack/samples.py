@@ -107,9 +107,10 @@ def in_syscall(m0: 'MachineFrame', arch: str = "x86_64") -> Optional[int]:
 
 def function_key(key: Tuple[Any, ...]) -> Tuple[Any, ...]:
     """The function a frame key belongs to (for the top table): a Lua
-    frame's function is its prototype, whatever the line."""
+    frame's function is its prototype, whatever the line, under the name
+    its caller gave it (one function called under two names is two)."""
     if key[0] == "L":
-        return ("LF", key[1])
+        return ("LF", key[1], key[3])
     if key[0] == "M":
         return ("M", key[1]) if key[1] else key
     return key

@@ -7,7 +7,8 @@ reads each lua_State with one struct unpack from the page cache
 (gdb_ext.vm.pages), walks its frame links in the stack slots the same way,
 and describes each frame by a small key that many threads share:
 
-  ("L", proto, line)   a Lua function's frame at a line
+  ("L", proto, line, name)   a Lua function's frame at a line, with the
+                       name its caller's call site gives it (funcname)
   ("F", ffid)          a fast function (builtin)
   ("C", cfunc)         a C function
 
@@ -26,6 +27,7 @@ import struct
 
 from .. import consts as C
 from ..errors import CorruptError, FaultError
+from .funcname import call_site_name
 from .frames import FRAME_CONT, FRAME_TYPE, FRAME_TYPEP, FRAME_VARG, LJ_CONT_FFI_CALLBACK
 from ..vm.protoinfo import cached_proto, debug_line
 from ..vm.pages import PageCache, struct_reader
@@ -74,6 +76,8 @@ class ThreadScanner(object):
         self.funcs = {}         # GCfunc address -> function key, or _FALLBACK
         self.lines = {}         # bytecode pc -> (proto, line) or None
         self.call_a = {}        # return pc -> A operand of the call before it
+        self.site_names = {}    # (proto, pc its caller resumes at) -> funcname's name
+        self.named = {}         # (("L", proto, line), name) -> ("L", proto, line, name)
         self.main = vm.main_L
         self.running = backtracer.running
         self.vmthread = backtracer.vmthread
@@ -83,6 +87,7 @@ class ThreadScanner(object):
         # (base - stack, innermost frame slot bytes) -> [(frame keys, [(from,
         # to, bytes)] of every stack slot the walk read, stack-relative)]
         self.shapes = {}
+        self.walked = []        # scan's summaries that the Backtracer made (.bt is set)
         names = backtracer.names
         for ffid, name in names.items():
             if name in ("coroutine.resume",) or name.endswith("wrap_aux"):
@@ -130,6 +135,30 @@ class ThreadScanner(object):
         self.lines[pc] = key
         return key
 
+    def _site_name(self, proto, pc):
+        """The name of the frame called from the instruction before pc in
+        proto (funcname.call_site_name; FaultError/CorruptError when the
+        bytecode does not read: the thread goes to the Backtracer)."""
+        k = (proto, pc)
+        got = self.site_names.get(k, _FALLBACK)
+        if got is _FALLBACK:
+            pt = cached_proto(self.vm, proto)
+            got = self.site_names[k] = call_site_name(self.vm, pt, (pc - pt.bc) // 4 - 1)
+        return got
+
+    def _named(self, keys, names):
+        """The frame keys with each Lua key's name (its 4th item)."""
+        out = []
+        named = self.named
+        for k, nm in zip(keys, names):
+            if k[0] == "L":
+                nk = named.get((k, nm))
+                if nk is None:
+                    nk = named[(k, nm)] = k + (nm,)
+                k = nk
+            out.append(k)
+        return tuple(out)
+
     def _call_a(self, pc):
         a = self.call_a.get(pc)
         if a is None:
@@ -151,16 +180,19 @@ class ThreadScanner(object):
         skip = {self.running, self.vmthread}
         main = self.main
         step_of = self._step
+        site_name, named_keys = self._site_name, self._named
         page = [0, b"", 0]
         shapes = self.shapes
         first = 16 if fr2 else 8            # the innermost frame's slot(s)
         T_THREAD, YIELD, OK = C.GCT_THREAD, C.LUA_YIELD, C.LUA_OK
         QQ, Q = _QQ.unpack_from, _Q.unpack_from
 
-        def exdata_of(buf, off):
-            if exdata_off is None:
+        if exdata_off is None:              # (no L->exdata in this build)
+            def exdata_of(buf, off):
                 return None
-            return Q(buf, off + exdata_off)[0] or None
+        else:
+            def exdata_of(buf, off):
+                return Q(buf, off + exdata_off)[0] or None
 
         def fast(L):
             if L in skip:
@@ -203,17 +235,17 @@ class ThreadScanner(object):
             skey = (rel, sbuf[o + rel - first:o + rel])
             known = shapes.get(skey)
             if known is not None:
-                for skeys, checks in known:
-                    for a, b, want in checks:
-                        if b is None:
-                            if Q(sbuf, o + a)[0] == LJ_CONT_FFI_CALLBACK:
-                                break
-                        elif sbuf[o + a:o + b] != want:
+                for skeys, at, same, want, cbs in known:
+                    if same.unpack_from(sbuf, o + at) != want:
+                        continue
+                    for a in cbs:
+                        if Q(sbuf, o + a)[0] == LJ_CONT_FFI_CALLBACK:
                             break
                     else:
                         return _new(ThreadSummary, (L, st, stacksize, skeys, None,
                                                     exdata_of(buf, L - base_)))
             keys = []
+            names = []                       # keys[i]'s name, from the frame below
             checks = []
             cacheable = True
             bot = stack + 8 * fr2
@@ -241,9 +273,15 @@ class ThreadScanner(object):
                         return None
                     if func != L:
                         steps[sk] = st_
-                key, delta, inner_pc = st_
+                key, delta, next_pc = st_
+                if names and names[-1] is _FALLBACK:
+                    # The frame above was called from here.
+                    names[-1] = site_name(key[1], inner_pc) \
+                        if key is not None and key[0] == "L" else None
+                inner_pc = next_pc
                 if key is not None:
                     keys.append(key)
+                    names.append(_FALLBACK if key[0] == "L" else None)
                 if inner_pc is _CONT:
                     # A continuation (a yielded coroutine's yield frame is
                     # one): the Lua frame below resumes at the pc it keeps
@@ -265,12 +303,15 @@ class ThreadScanner(object):
                     if ffcb == LJ_CONT_FFI_CALLBACK:
                         return None
                 f -= delta
-            keys = tuple(keys)
+            if names and names[-1] is _FALLBACK:
+                names[-1] = None             # the bottom frame
+            keys = named_keys(keys, names)
             if cacheable and len(shapes) < MAX_SHAPES:
                 known = shapes.setdefault(skey, [])
                 if len(known) < SHAPES_PER_KEY:
-                    known.append((keys, [(a, b, None if b is None else sbuf[o + a:o + b])
-                                         for a, b, _ in checks]))
+                    at, same = _same_bytes([(a, b) for a, b, _ in checks if b is not None])
+                    known.append((keys, at, same, same.unpack_from(sbuf, o + at),
+                                  [a for a, b, _ in checks if b is None]))
             return _new(ThreadSummary, (L, st, stacksize, keys, None, exdata_of(buf, L - base_)))
 
         out = []
@@ -282,6 +323,7 @@ class ThreadScanner(object):
             if s is None:
                 try:
                     s = self._slow(L)
+                    self.walked.append(s)
                 except (FaultError, CorruptError) as e:
                     s = e
             out.append(s)
@@ -327,6 +369,27 @@ class ThreadScanner(object):
         b = self.bt.backtrace(L)
         return ThreadSummary(L, b.status, b.th.stacksize,
                              tuple(self.bt.frame_key(fr) for fr in b.frames), b, b.exdata)
+
+
+def _same_bytes(regions: List[Tuple[int, int]]) -> Tuple[int, struct.Struct]:
+    """(start, a Struct): one unpack from the stack's offset start gives the
+    bytes of every region [a, b) of the stack a shape's walk read (merged
+    where they touch), so a thread is checked against a known shape in one
+    call rather than a slice a region."""
+    merged = []
+    for a, b in sorted(regions):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    if not merged:
+        return 0, struct.Struct("<")
+    start = pos = merged[0][0]
+    fmt = "<"
+    for a, b in merged:
+        fmt += ("%dx" % (a - pos) if a > pos else "") + "%ds" % (b - a)
+        pos = b
+    return start, struct.Struct(fmt)
 
 
 class Group(object):

@@ -8,7 +8,8 @@
 -- Records (tab-separated):
 --   shape  NAME  COUNT  STATUS             how many coroutines of each shape,
 --                                          with coroutine.status
---   frame  NAME  LEVEL  SOURCE  LINE       the Lua frames of that shape,
+--   frame  NAME  LEVEL  SOURCE  LINE  WHAT  NAMEWHAT  FNAME  LINEDEFINED
+--                                          the Lua frames of that shape,
 --                                          innermost first (debug.getinfo
 --                                          of one coroutine of it)
 --   main   THREAD                          the main thread
@@ -49,9 +50,12 @@ for shape, co in pairs(first) do
   rec("shape", shape, counts[shape], coroutine.status(co))
   local level = 0
   while true do
-    local info = debug.getinfo(co, level, "Sl")
+    local info = debug.getinfo(co, level, "Sln")
     if not info then break end
-    if info.what ~= "C" then rec("frame", shape, level, info.source, info.currentline) end
+    if info.what ~= "C" then
+      rec("frame", shape, level, info.source, info.currentline, info.what, info.namewhat,
+          info.name or "", info.linedefined)
+    end
     level = level + 1
   end
 end

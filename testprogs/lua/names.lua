@@ -2,8 +2,8 @@
 -- "n") gives (method, field, upvalue, global, local, metamethod, for
 -- iterator), through pcall and a tail call.  The innermost function
 -- records, with LuaJIT's own debug library, each level's what, source,
--- currentline, namewhat and name, then stops in ljgdb_stop on the same
--- line.
+-- currentline, namewhat, name and linedefined, then stops in ljgdb_stop on
+-- the same line.
 -- Usage: host names.lua EXPECTED_FILE
 local out = assert(io.open(arg[1], "w"))
 
@@ -26,7 +26,8 @@ local function record_stack()
   while true do
     local info = debug.getinfo(level, "nSl")
     if not info then break end
-    rec("frame", n, info.what, info.source, info.currentline, info.namewhat, info.name or "")
+    rec("frame", n, info.what, info.source, info.currentline, info.namewhat, info.name or "",
+        info.linedefined)
     level = level + 1
     n = n + 1
   end

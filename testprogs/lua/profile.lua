@@ -26,25 +26,37 @@ end
 
 -- The lines the profile's stacks name (filled in below, from LuaJIT).
 local lines = {}
+-- The name each measured function is called by, as LuaJIT's debug.getinfo
+-- gives it ("namewhat<TAB>name"; both empty without a name), noted at its
+-- first call once the measured loop runs (setup calls are left out).
+local names = {}
+local measuring = false
+local function note(key)
+  if measuring and not names[key] then
+    local info = debug.getinfo(2, "n")
+    names[key] = info.namewhat .. "\t" .. (info.name or "")
+  end
+end
 
 local function save(fields)
   local f = assert(io.open(path .. ".tmp", "w"))
   for k, v in pairs(fields) do f:write("time\t", k, "\t", string.format("%.6f", v), "\n") end
   for k, v in pairs(lines) do f:write("line\t", k, "\t", v, "\n") end
+  for k, v in pairs(names) do f:write("name\t", k, "\t", v, "\n") end
   f:close()
   os.rename(path .. ".tmp", path)
 end
 
 local N = 20000
 local function spin(n)
-  local x = 0
+  local x = 0; note("spin")
   for i = 1, n do x = (x + i * 7) % 1000003 end
   return x
 end
 -- (Not tail calls: each keeps its own frame.)
-function f1() local x = spin(N); return x end
-function f2() local x = spin(2 * N); return x end
-function f5() local x = spin(5 * N); return x end
+function f1() note("f1"); local x = spin(N); return x end
+function f2() note("f2"); local x = spin(2 * N); return x end
+function f5() note("f5"); local x = spin(5 * N); return x end
 -- spin's loop, and the line of each f's call of spin (each f is one line).
 lines.spin = debug.getinfo(spin, "S").linedefined + 2
 for _, name in ipairs({"f1", "f2", "f5"}) do
@@ -58,6 +70,7 @@ local function measure(parts, every)
   local t = {}
   for _, p in ipairs(parts) do t[p[1]] = 0 end
   ljgdb_stop()
+  measuring = true
   local rounds = 0
   while true do
     for _, p in ipairs(parts) do
@@ -73,14 +86,15 @@ if mode == "busy-interp" or mode == "busy-jit" then
   if mode == "busy-interp" then jit.off() end
   measure({{"f1", f1}, {"f2", f2}, {"f5", f5}}, 100)
 elseif mode == "syscall" then
-  local goal; local function sysc() local c0 = os.clock(); repeat until os.clock() - c0 >= goal end
+  local goal
+  local function sysc() note("sysc"); local c0 = os.clock(); repeat until os.clock() - c0 >= goal end
   local function interp()
-    local x = 0
+    local x = 0; note("interp")
     for i = 1, 4 * N do x = (x + i * 7) % 1000003 end
     return x
   end
   local function jitted()
-    local x = 0
+    local x = 0; note("jitted")
     for i = 1, 20 * N do x = (x + i * 7) % 1000003 end
     return x
   end
@@ -96,11 +110,12 @@ elseif mode == "pipe" then
   -- process outside any sample.)  A sample stops the process wherever it
   -- lands, so each part's wall time holds the stops of the samples in it:
   -- the shares of the wall time are the shares a sampler must find.
-  local function work() local x = spin(40 * N); return x end
+  local function work() note("work"); local x = spin(40 * N); return x end
   local sv = debug.getinfo(save, "S"); lines.work, lines.save, lines.save_end = debug.getinfo(work, "S").linedefined, sv.linedefined, sv.lastlinedefined
   local f = assert(io.popen("while :; do sleep 0.02; echo x; done"))
   local t = {work = 0, read = 0}
   ljgdb_stop()
+  measuring = true
   local rounds = 0
   while true do
     local w0 = now(); work()
@@ -131,7 +146,9 @@ elseif mode == "coroutines" then
     end)
   end
   lines.body = debug.getinfo(1, "l").currentline - 3
-  lines.resume = debug.getinfo(1, "l").currentline + 3
+  lines.resume = debug.getinfo(1, "l").currentline + 5
+  measuring = true
+  assert(coroutine.resume(cos[1]))    -- (notes spin's name as the coroutines call it)
   save({})
   while true do
     for i = 1, #cos do assert(coroutine.resume(cos[i])) end

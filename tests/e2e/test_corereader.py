@@ -301,10 +301,10 @@ def test_crash_collector_writes_the_lua_backtrace(tmp_path):
         assert a.read() == b.read()
     with open(kept + ".lua.txt") as f:
         report = f.read()
-    from support.stop import read_expected, chunk_display
+    from support.stop import read_expected, chunk_display, frame_place
     recs = [r for r in read_expected(expected) if r[0] == "main" and r[1] == "frame"]
     assert recs, read_expected(expected)
-    lines = re.findall(r"^#\d+ +(\S+)$", report.split("== lthreads")[0], re.M)
+    lines = re.findall(r"^#\d+ +(\S+)$", frame_place(report.split("== lthreads")[0]), re.M)
     want = ["%s:%s" % (chunk_display(r[4]), r[5]) for r in recs if r[3] in ("Lua", "main")]
     assert [x for x in lines if not x.startswith(("C:", "["))] == want, report
     assert "== lthreads" in report and "== linfo" in report and "Traceback" not in report

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from support.stop import BOTH_ARCHES, Stop, chunk_display, value_regex, addr_of, manifest
+from support.stop import BOTH_ARCHES, Stop, chunk_display, frame_place, value_regex, addr_of, manifest
 
 MODES = ("live", "core")
 # A GCRef/MRef field as a pointer: 8 bytes in GC64 builds, 4 in the others.
@@ -102,7 +102,7 @@ def parse_bt(text):
     for line in lines[1:]:
         m = re.match(r"^#(\d+)\s+(.*)$", line)
         if m:
-            frames.append((int(m.group(1)), m.group(2), []))
+            frames.append((int(m.group(1)), frame_place(m.group(2)), []))
         elif line.startswith("      ") and frames:
             frames[-1][2].append(line.strip())
         elif line.startswith("(g->vmthref runs ") and frames:
@@ -372,7 +372,7 @@ def parse_gdb_bt(text):
         if m:
             out.append(("lua", m.group(1), []))
             continue
-        m = re.match(r"^    \[Lua\] \(\) at (.+)$", line)
+        m = re.match(r"^    \[Lua\](?: .+?)? \(\) at (.+)$", line)
         if m:
             out.append(("lua", m.group(1), []))
             continue
@@ -390,6 +390,13 @@ def parse_gdb_bt(text):
 # The host's C functions that Lua calls as Lua functions (host.c registers
 # them with lua_register); its FFI functions are C called from C.
 LUA_C_FUNCTIONS = ("ljgdb_stop", "ljgdb_ccall")
+
+
+def parse_named_bt(text):
+    """[(name or None, file:line)] of the Lua frames in gdb's bt: '[Lua] NAME
+    () at FILE:LINE' ('[Lua] () at' for a frame without a name)."""
+    return [(m.group(1), m.group(2)) for m in
+            re.finditer(r"^    \[Lua\](?: (.+?))? \(\) at (.+)$", text, re.M)]
 
 
 def bt_as_lbt(entries):
@@ -542,12 +549,15 @@ def test_json_lthreads_and_groups(stops, variant, mode):
 def test_frame_names_are_luajits(variant, tmp_path):
     """lbt --json names each frame as debug.getinfo(level, "n") does
     (`called_as`: namewhat and name, from the caller's call site, or null
-    where LuaJIT gives no name), live and from the core:
+    where LuaJIT gives no name), live and from the core; lbt's text says
+    it as Lua's traceback does ("in upvalue 'x'", "in function 'g'" for a
+    global, "in function <file:line>" without a name, "in main chunk"),
+    and gdb's bt beside each Lua frame:
     names.lua calls functions as a method, a field, an upvalue, a global, a
     local, an __index metamethod and a for iterator, through pcall (whose
     callee has no name) and a tail call (named as the function it
     replaced)."""
-    stop = Stop(variant, "names.lua", ["lbt --json"], str(tmp_path))
+    stop = Stop(variant, "names.lua", ["lbt --json", "lbt", "bt"], str(tmp_path))
     recs = [r for r in stop.expected if r[0] == "frame"]
     kinds = set(r[5] for r in recs)
     assert {"method", "field", "upvalue", "global", "local", "metamethod"} <= kinds, recs
@@ -559,3 +569,21 @@ def test_frame_names_are_luajits(variant, tmp_path):
         for f, r in zip(frames[1:], recs):
             want = {"namewhat": r[5], "name": r[6]} if r[5] else None
             assert f["called_as"] == want, (mode, f, r)
+        lines = stop.out(mode, "lbt").splitlines()[2:]
+        bt = parse_named_bt(stop.out(mode, "bt"))
+        assert len(lines) == len(recs) and len(bt) == len([r for r in recs if r[2] != "C"]), \
+            (mode, lines, bt, recs)
+        lua = iter(bt)
+        for level, (line, r) in enumerate(zip(lines, recs), 1):
+            if r[2] == "C":
+                assert line.startswith("#%-3d [builtin#" % level), (mode, line, r)
+                continue
+            place = "%s:%s" % (chunk_display(r[3]), r[4])
+            if r[5]:
+                said = "%s '%s'" % ("function" if r[5] == "global" else r[5], r[6])
+            elif r[2] == "main":
+                said = "main chunk"
+            else:
+                said = "function <%s:%s>" % (chunk_display(r[3]), r[7])
+            assert line == "#%-3d %s: in %s" % (level, place, said), (mode, line, r)
+            assert next(lua) == (r[6] or None, place), (mode, bt, r)

@@ -34,7 +34,7 @@ import pytest
 from support.bpfprogs import bpf_why
 from support.host import HostProcess, proc_state
 from support.moments import judge
-from support.stop import ROOT, chunk_display, manifest, read_expected
+from support.stop import ROOT, chunk_display, frame_place, manifest, read_expected
 from test_live import TRACEBACK, Waiting, assert_left_alone, assert_one_line_each, dump, live
 from test_nginx import LUA_MODULE, NGINX, OFFICIAL_LIBDIR, start_nginx
 from test_record import folded
@@ -351,7 +351,7 @@ def test_gdb_attached_is_named(tmp_path):
         prog.wait_blocked()
         assert_left_alone(prog.pid)
         code, out, err = dump(prog.pid, [])
-        assert code == 0 and "wait.lua:%d\n" % prog.frames()[0][2] in out, err
+        assert code == 0 and "wait.lua:%d\n" % prog.frames()[0][2] in frame_place(out), err
         assert_left_alone(prog.pid)
         prog.quit()
     finally:

@@ -19,7 +19,8 @@ import sys
 import pytest
 
 from support.flamesvg import check_flame_graph
-from support.stop import LUA_DIR, ROOT, Stop, chunk_display
+from support.stop import (LUA_DIR, ROOT, Stop, chunk_display, profile_frame,
+                          profile_function)
 from test_profout_consumers import pprof, top_rows
 
 # Profiles of 2 to 15 seconds on every build.
@@ -40,6 +41,17 @@ def records(stop, clock="cpu"):
             times[r[1].split()[-1]] = float(r[2])
     lines = {r[1]: int(r[2]) for r in stop.expected if r[0] == "line"}
     return times, lines
+
+
+def names_of(stop):
+    """{function: (namewhat, name)}: how the program's measured loop calls
+    it, as its debug.getinfo says."""
+    return {r[1]: (r[2], r[3]) for r in stop.expected if r[0] == "name"}
+
+
+def label(stop, lines, name):
+    """The top table's name of the program's function `name`."""
+    return profile_function("%s:%d" % (CHUNK, lines[name]), names_of(stop)[name])
 
 
 def top_table(text):
@@ -93,25 +105,29 @@ def test_busy_shares(variant, mode, tmp_path):
     total = sum(times.values())
     pp = top_rows(pprof(os.path.join(os.path.dirname(fold), "busy.pb.gz"),
                         "-top", "-sample_index=samples")[0])
-    labels = {name: "function %s:%d" % (CHUNK, lines[name]) for name in ("f1", "f2", "f5")}
-    for label in labels.values():
-        assert label in rows, (label, text)
+    labels = {name: label(stop, lines, name) for name in ("f1", "f2", "f5")}
+    for lb in labels.values():
+        assert lb in rows, (lb, text)
     # Shares among the three functions' samples: the program's clock covers
     # their calls only, not the loop between them (where os.clock's system
     # calls draw more than their share of the samples on a busy machine).
-    ours = sum(rows[label][1] for label in labels.values())
-    theirs = sum(int(pp[label][1]) for label in labels.values())
-    for name, label in labels.items():
+    # (pprof names a function by its name alone: these have none.)
+    assert not any(names_of(stop)[name][0] for name in labels), names_of(stop)
+    ours = sum(rows[lb][1] for lb in labels.values())
+    theirs = sum(int(pp[lb][1]) for lb in labels.values())
+    for name, lb in labels.items():
         want = 100.0 * times[name] / total
-        got = 100.0 * rows[label][1] / ours
+        got = 100.0 * rows[lb][1] / ours
         assert abs(got - want) <= 3.0, (name, got, want, text)
-        assert abs(100.0 * int(pp[label][1]) / theirs - want) <= 3.0, (name, pp, want)
+        assert abs(100.0 * int(pp[lb][1]) / theirs - want) <= 3.0, (name, pp, want)
     stacks = folded(fold)
     assert sum(stacks.values()) == nstacks
     assert nstacks >= 2000, text
     # The stack of f5's work, innermost frames last: f5's call of spin,
-    # spin's loop.
-    tail = "%s:%d;%s:%d" % (CHUNK, lines["f5"], CHUNK, lines["spin"])
+    # spin's loop, each named as the program calls it.
+    names = names_of(stop)
+    tail = "%s;%s" % (profile_frame("%s:%d" % (CHUNK, lines["f5"]), names["f5"]),
+                      profile_frame("%s:%d" % (CHUNK, lines["spin"]), names["spin"]))
     assert any(s.endswith(tail) for s in stacks), list(stacks)[:5]
     # The flame graph of the folded file: one box a path of its stacks, with
     # the samples through it.
@@ -141,9 +157,9 @@ def test_syscall_shares(variant, tmp_path):
     times, lines = records(stop, "wall")
     total = sum(times.values())
     for name in ("sysc", "interp", "jitted"):
-        label = "function %s:%d" % (CHUNK, lines[name])
+        lb = label(stop, lines, name)
         want = 100.0 * times[name] / total
-        assert label in rows and abs(rows[label][1] - want) <= 3.0, (name, want, text)
+        assert lb in rows and abs(rows[lb][1] - want) <= 3.0, (name, want, text)
     assert 100.0 * times["sysc"] / total >= 20, times      # (a real share to find)
     assert nstacks >= 2000 and sum(folded(fold).values()) == nstacks, text
     doc = json.loads(stop.out("live", "lprofile --seconds 2 --hz 200 --json"))
@@ -186,7 +202,7 @@ def test_off_cpu_pipe(variant, tmp_path):
     # work as much below, a shift not explained yet (see the README); the
     # bound is 4 points here, 3 in the busy loops.
     assert abs(rows["read"][0] - 100.0 * times["read"] / total) <= 4.0, (rows["read"], times, text)
-    work = "function %s:%d" % (CHUNK, lines["work"])
+    work = label(stop, lines, "work")
     assert abs(rows[work][1] - 100.0 * times["work"] / total) <= 4.0, (rows[work], times, text)
     stacks = folded(fold_off)
     reads = [s for s in stacks if s.endswith(";read")]
@@ -218,7 +234,7 @@ def test_json(tmp_path):
     assert n >= 400 and sum(s["count"] for s in doc["stacks"]) == n
     times, lines = records(stop)
     rows = {r["function"]: r for r in doc["top"]}
-    f5 = rows["function %s:%d" % (CHUNK, lines["f5"])]
+    f5 = rows[label(stop, lines, "f5")]
     assert f5["total_percent"] == pytest.approx(100.0 * f5["total"] / n)
     assert abs(f5["total_percent"] - 100.0 * times["f5"] / sum(times.values())) <= 6.0
     assert json.loads(stop.out("core", JSON).splitlines()[0])["error"].startswith(

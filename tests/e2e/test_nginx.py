@@ -19,7 +19,7 @@ import time
 import pytest
 
 from support.stop import (CACHE, LIBLUAJIT2_DEBUG, LIBLUAJIT2_DIR, LIBLUAJIT2_ROOT, LOADER,
-                          NGINX_LUA_ROOT, ROOT, addr_of, chunk_display, cut_outputs, run_gdb,
+                          NGINX_LUA_ROOT, ROOT, addr_of, chunk_display, cut_outputs, frame_place, run_gdb,
                           wrap_commands)
 from support.host import HostProcess, core_outputs
 from support.moments import kernel_cores_possible
@@ -125,7 +125,7 @@ def check(outs, expected, how):
     for name, L in threads.items():
         lbt = out["lbt L=0x%x" % L].splitlines()
         assert lbt[0].startswith("Lua backtrace of (lua_State *)0x%x (coroutine, " % L), (how, lbt)
-        lua = [line[5:] for line in lbt[1:] if re.match(r"#\d+ ", line)
+        lua = [frame_place(line[5:]) for line in lbt[1:] if re.match(r"#\d+ ", line)
                and not line[5:].startswith(("C:", "[builtin#"))]
         # The recorded frames are the innermost Lua frames of the thread.
         assert lua[:len(frames[name])] == frames[name], (how, name, lbt, frames[name])

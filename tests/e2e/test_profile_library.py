@@ -22,7 +22,7 @@ import subprocess
 import pytest
 
 from support import moments
-from support.stop import ROOT, Stop, manifest, tool_for
+from support.stop import ROOT, Stop, frame_place, manifest, tool_for
 from test_corereader import core_reader, differs
 from test_stripped import read_twice
 
@@ -119,7 +119,7 @@ def crash_read_stripped(build, tmp_path):
     (lbt, err), (linfo, _) = core_reader(core, stripped, ["lbt", "linfo"],
                                          env={"LJGDB_PROFILES": ""}, build=build)
     assert err is None, err
-    lua = [f for f in re.findall(r"^#\d+ +(.*)$", lbt, re.M)
+    lua = [f for f in re.findall(r"^#\d+ +(.*)$", frame_place(lbt), re.M)
            if not f.startswith(("[builtin#", "C:"))]
     assert lua == frames, (lbt, frames)
     return linfo

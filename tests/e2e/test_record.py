@@ -24,7 +24,8 @@ import pytest
 
 from support.bpfprogs import bpf_why
 from support.host import HostProcess, proc_state
-from support.stop import CACHE, LUA_DIR, ROOT, chunk_display, manifest, read_expected
+from support.stop import (CACHE, LUA_DIR, ROOT, chunk_display, manifest, placed, profile_frame,
+                          profile_function, read_expected)
 
 # Profiles of 3 to 15 seconds.
 pytestmark = pytest.mark.slow
@@ -69,18 +70,25 @@ class Profiled(HostProcess):
         return ({r[1]: float(r[2]) for r in recs if r[0] == "time"},
                 {r[1]: int(r[2]) for r in recs if r[0] == "line"})
 
+    def names(self):
+        """{function: (namewhat, name)}: how the measured loop calls it, as
+        the program's debug.getinfo says."""
+        return {r[1]: (r[2], r[3]) for r in read_expected(self.file) if r[0] == "name"}
+
     def close(self):
         self.proc.kill()
         self.proc.wait()
 
 
-def folded(path):
+def folded(path, names=False):
+    """{stack: count} of a folded file, each frame by its place (its
+    function's name left out: support.stop.profile_place) unless names."""
     out = {}
     with open(path) as f:
         for line in f:
             stack, n = line.rstrip("\n").rsplit(" ", 1)
             out[stack] = out.get(stack, 0) + int(n)
-    return out
+    return out if names else placed(out)
 
 
 def share(stacks, frame):
@@ -628,11 +636,14 @@ def _exact(records, shown):
 def test_formats_read_by_their_consumers(tmp_path):
     """One recording in each format, each read by its real consumer: go
     tool pprof -top counts every kept stack and names spin, f1, f2 and f5
-    as the program defines them (debug.getinfo's lines), f5 > f2 > f1 as
-    their work; speedscope's schema (its npm package's file) and weights
-    adding up to the stacks kept; the SVG flame graph (the default format):
-    its root counts the stacks kept, each box is as wide as its count and
-    holds its callees' counts, and f5's line has a box.  (The shares
+    as the program defines them and calls them (debug.getinfo's lines and
+    names: spin by its name, the f's, called from a table without one, as
+    "function FILE:LINE"), f5 > f2 > f1 as their work; the folded stacks
+    name spin's frames "NAME (FILE:LINE)"; speedscope's schema (its npm
+    package's file) and weights adding up to the stacks kept, spin's
+    frames by name; the SVG flame graph (the default format): its root
+    counts the stacks kept, each box is as wide as its count and holds its
+    callees' counts, and f5's line has a box.  (The shares
     themselves: test_busy_shares; the flame graph against folded stacks:
     test_profout_consumers.py and test_lprofile.py.)"""
     from support.flamesvg import TOL, flame_boxes
@@ -642,6 +653,12 @@ def test_formats_read_by_their_consumers(tmp_path):
     try:
         pb = str(tmp_path / "r.pb.gz")
         _, lines = prog.times()
+        names = prog.names()
+        assert names["spin"][0] and not any(names[k][0] for k in ("f1", "f2", "f5")), names
+
+        def label(k, line):
+            """pprof's name of function k: its name, or ljgdb's text."""
+            return names[k][1] if names[k][0] else "function %s:%d" % (CHUNK, line)
         status, err = record(prog.pid, pb, "--rate", "200", "--duration", "4", "--format", "pprof")
         assert status == 0, err
         kept = int(SUMMARY.search(err).group(2))
@@ -649,10 +666,13 @@ def test_formats_read_by_their_consumers(tmp_path):
         assert re.search(r"^Showing nodes accounting for \d+, [\d.]+%% of %d total$" % kept,
                          text, re.M), text
         rows = top_rows(text)
-        cum = {name: int(rows["function %s:%d" % (CHUNK, lines[name])][1])
-               for name in ("f1", "f2", "f5")}
+        cum = {name: int(rows[label(name, lines[name])][1]) for name in ("f1", "f2", "f5")}
         assert cum["f5"] > cum["f2"] > cum["f1"] > 0, (cum, text)
-        assert "function %s:%d" % (CHUNK, lines["spin"] - 2) in rows, text
+        assert label("spin", lines["spin"] - 2) in rows, text
+        spin = profile_frame("%s:%d" % (CHUNK, lines["spin"]), names["spin"])
+        fd = str(tmp_path / "r.folded")
+        status, err = record(prog.pid, fd, "--duration", "1", "--format", "folded")
+        assert status == 0 and any(spin in s.split(";") for s in folded(fd, names=True)), err
         ss = str(tmp_path / "r.speedscope.json")
         status, err = record(prog.pid, ss, "--duration", "1", "--format", "speedscope")
         assert status == 0, err
@@ -661,6 +681,7 @@ def test_formats_read_by_their_consumers(tmp_path):
                                              "file-format-schema.json")))
         doc = json.load(open(ss))
         jsonschema.validators.validator_for(schema)(schema).validate(doc)
+        assert {"name": spin, "file": CHUNK, "line": lines["spin"]} in doc["shared"]["frames"], doc
         assert sum(doc["profiles"][0]["weights"]) == int(SUMMARY.search(err).group(2))
         svg = str(tmp_path / "r.svg")
         status, err = record(prog.pid, svg, "--duration", "1")
@@ -671,7 +692,8 @@ def test_formats_read_by_their_consumers(tmp_path):
             callees = sum(c["count"] for p, c in paths.items() if p[:-1] == path and len(p) == len(path) + 1)
             assert callees <= b["count"], path
             assert abs(b["w"] / paths[()]["w"] - b["count"] / float(paths[()]["count"])) <= TOL, path
-        assert any(p[-1:] == ("%s:%d" % (CHUNK, lines["f5"]),) for p in paths), list(paths)[:10]
+        f5 = profile_frame("%s:%d" % (CHUNK, lines["f5"]), names["f5"])
+        assert any(p[-1:] == (f5,) for p in paths), list(paths)[:10]
     finally:
         prog.close()
 
@@ -882,7 +904,8 @@ def test_process_exits_during_record(tmp_path):
 def test_top(tmp_path):
     """top, not on a terminal: one table a second; spin leads each full
     second's table by self share, and f5's total share is near the
-    program's share of its CPU time."""
+    program's share of its CPU time; each named as the program calls it
+    (spin by its name, f5, called from a table, without one)."""
     prog = Profiled("r21-gc64", tmp_path, "busy-jit")
     try:
         times, lines, (status, out, err) = window(prog, lambda: ljgdb(
@@ -893,8 +916,9 @@ def test_top(tmp_path):
         assert len(tables) >= 3, out
         # spin, whose loop is the work of f1, f2 and f5, leads by self share;
         # f5's total share is its part of that work.
-        spin = "function %s:%d" % (CHUNK, lines["spin"] - 2)
-        f5 = "function %s:%d" % (CHUNK, lines["f5"])
+        names = prog.names()
+        spin = profile_function("%s:%d" % (CHUNK, lines["spin"] - 2), names["spin"])
+        f5 = profile_function("%s:%d" % (CHUNK, lines["f5"]), names["f5"])
         parts = {k: times[k] for k in ("f1", "f2", "f5")}
         want = 100.0 * parts["f5"] / sum(parts.values())
         for n, rows in tables:

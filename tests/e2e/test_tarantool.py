@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from support.stop import ROOT, addr_of, chunk_display
+from support.stop import ROOT, addr_of, chunk_display, frame_place
 from support.host import HostProcess, core_outputs
 from support.moments import kernel_cores_possible
 
@@ -45,7 +45,7 @@ def check(outs, expected, how, fibers=True):
                           ), (how, lbt)
         # The C function it blocks in on top, then the recorded frames.
         assert lbt[1].startswith("#0   C:"), (how, lbt)
-        assert [line[5:] for line in lbt[2:]] == frames[fid], (how, lbt, frames[fid])
+        assert [frame_place(line[5:]) for line in lbt[2:]] == frames[fid], (how, lbt, frames[fid])
         if fibers:
             assert re.search(r'^0x%x\s+normal .* \(fiber %s "%s", suspended\)$'
                              % (L, fid, fib[fid]), out["lthreads"], re.M), (how, out["lthreads"])

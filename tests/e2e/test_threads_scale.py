@@ -21,7 +21,19 @@ def shapes(expected):
     for r in expected:
         if r[0] == "frame":
             out[r[1]]["frames"].append("%s:%s" % (chunk_display(r[3]), r[4]))
+            out[r[1]].setdefault("lines", []).append("#%-3s %s:%s: in %s" % (
+                r[2], chunk_display(r[3]), r[4], traceback_name(r[5], r[6], r[7], r[3], r[8])))
     return out
+
+
+def traceback_name(what, namewhat, name, source, linedefined):
+    """How Lua 5.2's traceback says a Lua frame was called, from
+    debug.getinfo's fields (lbt's text after the place)."""
+    if namewhat:
+        return "%s '%s'" % ("function" if namewhat == "global" else namewhat, name)
+    if what == "main":
+        return "main chunk"
+    return "function <%s:%s>" % (chunk_display(source), linedefined)
 
 
 def blocks(text):
@@ -84,6 +96,11 @@ def test_many_coroutines(variant, tmp_path):
                 head = [ln for ln in text.splitlines()
                         if ln.startswith("%d threads (%s): " % (w["count"], w["status"]))]
                 assert head, (mode, name, text)
+                # The group's frames, each named as debug.getinfo names it
+                # (the scanner's names: its lines are the Backtracer's,
+                # COMPARE below).
+                block = text.split(head[0] + "\n", 1)[1].split("\n\n", 1)[0].splitlines()
+                assert block[1:] == w["lines"], (mode, name, block, w["lines"])
         # Folded: each shape's stack, outermost first, with its count.
         folded = s.out(mode, "lbt --all --folded").splitlines()
         for name, w in want.items():

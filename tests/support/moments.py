@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 
-from .stop import (LOADER, LUA_DIR, ROOT, chunk_display, manifest, qemu_gdb, qemu_target,
+from .stop import (LOADER, LUA_DIR, ROOT, chunk_display, frame_place, manifest, qemu_gdb, qemu_target,
                    read_expected, run_gdb)
 
 PROGRAM = os.path.join(LUA_DIR, "moments.lua")
@@ -396,7 +396,7 @@ def parse_lbt(text):
     for line in lines[1:]:
         m = re.match(r"^#(\d+)\s+(.*)$", line)
         if m:
-            frames.append(_ANNOT.sub("", m.group(2)))
+            frames.append(_ANNOT.sub("", frame_place(m.group(2))))
         elif line.startswith("(g->vmthref runs "):
             continue
         else:

@@ -105,6 +105,52 @@ def without_frame_names(text):
     return re.sub(r"frame(; frame)+", "frame", _FRAME_NAMED.sub("frame", text))
 
 
+# What lbt writes after a Lua frame's place: the name its caller gave it, as
+# Lua's traceback says it (test_lbt.py's test_frame_names_are_luajits checks
+# those against debug.getinfo; tests of the places leave them out).
+_CALLED_AS = re.compile(r": in (?:main chunk|function <[^>]*>|[a-z]+ '[^']*')(?=$| \(in trace )",
+                        re.M)
+
+
+def frame_place(text):
+    """lbt's text (a frame line, or lines) without the frames' names."""
+    return _CALLED_AS.sub("", text)
+
+
+# A profile's frame as record, top and lprofile write it: "busy (app.lua:12)"
+# where the frame's caller called its function by a name, as py-spy writes
+# a frame; the place alone ("app.lua:12") where it has none.  A top table
+# names the function the same way, at the line it is defined on, or
+# "function app.lua:10" without a name.
+_PROFILE_NAMED = re.compile(r"^(.+) \(([^()]*:\d+)\)$")
+
+
+def profile_place(frame):
+    """A profile's frame text without its function's name."""
+    m = _PROFILE_NAMED.match(frame)
+    return m.group(2) if m else frame
+
+
+def profile_frame(place, called):
+    """The text of a profile's frame at place, whose caller called it by
+    called ((namewhat, name) as debug.getinfo gives them, or None)."""
+    return "%s (%s)" % (called[1], place) if called and called[0] else place
+
+
+def profile_function(place, called):
+    """A top table's name of the function defined at place (file:line)."""
+    return "%s (%s)" % (called[1], place) if called and called[0] else "function " + place
+
+
+def placed(stacks):
+    """{folded stack: count} with each frame's text its place (profile_place)."""
+    out = {}
+    for s, n in stacks.items():
+        k = ";".join(profile_place(f) for f in s.split(";"))
+        out[k] = out.get(k, 0) + n
+    return out
+
+
 def driver_command(work, template):
     """Write template, given its own path (template % path), as work's
     driver.py; the gdb command that runs it at the stop."""

@@ -17,8 +17,8 @@ from ljgdb.gdb_ext.backends.coredump import uleb128
 
 MAIN = Frame("C:main", "host.c", 40)
 PCALL = Frame("C:lua_pcall")
-F12 = Frame("app.lua:12", "app.lua", 12, "function app.lua:10")
-F14 = Frame("app.lua:14", "app.lua", 14, "function app.lua:10")
+F12 = Frame("busy (app.lua:12)", "app.lua", 12, "busy", 10)
+F14 = Frame("busy (app.lua:14)", "app.lua", 14, "busy", 10)
 PAIRS = Frame("[builtin#pairs]")
 
 
@@ -74,7 +74,8 @@ def decode_profile(data):
     top = fields(data)
     strings = [v.decode() for f, v in top if f == 6]
     sub = lambda n: [v for f, v in top if f == n]  # noqa: E731
-    functions = {one(m, 1): (strings[one(m, 2)], strings[one(m, 3)], strings[one(m, 4)])
+    functions = {one(m, 1): (strings[one(m, 2)], strings[one(m, 3)], strings[one(m, 4)],
+                             one(m, 5))
                  for m in sub(5)}
     locations = {}
     for m in sub(4):
@@ -96,7 +97,7 @@ def decode_profile(data):
 # --- tests -----------------------------------------------------------------
 
 def test_frame_defaults():
-    assert Frame("x") == ("x", None, None, None)
+    assert Frame("x") == ("x", None, None, None, None)
     assert Frame("x", "a.lua", 3).function is None
 
 
@@ -112,11 +113,11 @@ def test_varint_matches_protobufs_own_examples():
 def test_folded_sums_sorts_and_escapes():
     p = sample_profile()
     # The same names with another file and line read the same: summed too.
-    p.add((Frame("C:main", "other.c", 1), "C:lua_pcall", "app.lua:12"), 3)
+    p.add((Frame("C:main", "other.c", 1), "C:lua_pcall", "busy (app.lua:12)"), 3)
     p.add(("C:main", "two\nlines"), 4)
     assert profout.folded_text(p) == (
-        "C:main;C:lua_pcall;app.lua:12 6\n"
-        "C:main;C:lua_pcall;app.lua:14;[builtin#pairs] 5\n"
+        "C:main;C:lua_pcall;busy (app.lua:12) 6\n"
+        "C:main;C:lua_pcall;busy (app.lua:14);[builtin#pairs] 5\n"
         "C:main;a,b 4\n"
         "C:main;two lines 4\n")
 
@@ -132,7 +133,7 @@ def test_a_stack_without_frames_counts():
     (sp,) = profout.speedscope_doc(p)["profiles"]
     assert (sp["samples"], sp["weights"], sp["endValue"]) == ([[], [0]], [2, 1], 3)
     d = decode_profile(profout.pprof_bytes(p))
-    assert d["samples"] == [((), [2, 20000000]), (((("a", "", ""), 0),), [1, 10000000])]
+    assert d["samples"] == [((), [2, 20000000]), (((("a", "", "", 0), 0),), [1, 10000000])]
 
 
 def test_speedscope_document():
@@ -144,8 +145,8 @@ def test_speedscope_document():
     assert prof["type"] == "sampled" and prof["unit"] == "none"
     assert (prof["startValue"], prof["endValue"]) == (0, 12)
     got = [(tuple(frames[i]["name"] for i in s), w) for s, w in zip(prof["samples"], prof["weights"])]
-    assert got == [(("C:main", "C:lua_pcall", "app.lua:12"), 3),
-                   (("C:main", "C:lua_pcall", "app.lua:14", "[builtin#pairs]"), 5),
+    assert got == [(("C:main", "C:lua_pcall", "busy (app.lua:12)"), 3),
+                   (("C:main", "C:lua_pcall", "busy (app.lua:14)", "[builtin#pairs]"), 5),
                    (("C:main", "a;b"), 4)]
     # file and line where known, and no key at all where not (no nulls)
     assert {"name": "C:main", "file": "host.c", "line": 40} in frames
@@ -162,14 +163,14 @@ def test_pprof_structure():
     assert d["duration"] == [48000000] and d["comments"] == ["ljgdb record pid 123"]
     # (no system_name: pprof simplifies a name equal to it as a C++ name,
     # '[string "<eval>"]:1' to '[string ""]:1')
-    fn = lambda name, file="": ((name, "", file))  # noqa: E731
+    fn = lambda name, file="", start=0: ((name, "", file, start))  # noqa: E731
     main, pcall = (fn("C:main", "host.c"), 40), (fn("C:lua_pcall"), 0)
-    lua = fn("function app.lua:10", "app.lua")
+    lua = fn("busy", "app.lua", 10)
     # innermost location first, as pprof has them; values count, count * period
     assert d["samples"] == [(((lua, 12), pcall, main), [3, 12000000]),
                             (((fn("[builtin#pairs]"), 0), (lua, 14), pcall, main), [5, 20000000]),
                             (((fn("a;b"), 0), main), [4, 16000000])]
-    # one Function for the two lines of function app.lua:10
+    # one Function for the two lines of busy, with the line it starts on
     assert sorted(d["functions"].values()) == sorted({fn("C:main", "host.c"), fn("C:lua_pcall"), lua,
                                                       fn("[builtin#pairs]"), fn("a;b")})
 
