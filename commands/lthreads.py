@@ -1,11 +1,14 @@
 """lthreads: every coroutine of the VM."""
-from ..gdb_ext.stack.threadscan import ThreadScanner, group
+from operator import attrgetter
+
+from ..gdb_ext.stack.threadscan import ThreadScanner, ThreadSummary, group
 from .base import LjCommand, UsageError, get_vm, split_args
 from .format import error_text, hexa
 from .lbt import BtFormat
 
 # Published figure for comparison: PUC Lua 5.4 needs about 1.1 kB per coroutine.
 PUC_LUA54_BYTES = 1100
+_STACKSIZE = attrgetter("stacksize")
 
 
 class LThreads(LjCommand):
@@ -76,6 +79,71 @@ Example:
     def run_json(self, arg, from_tty):
         return self.data(arg)
 
+    @staticmethod
+    def _rows(fmt, threads, summaries, resumer, text):
+        """lthreads' "threads": a row a thread (its line of text, with text)."""
+        vm, bt = fmt.vm, fmt.bt
+        main, vmthread = vm.main_L, bt.vmthread
+        lsize = vm.lay.L.size
+        fibers = bt.fibers
+        where_of = {}
+        items = []
+        # A row of a thread with nothing of its own to note is the same
+        # text after its address for every thread of its status, stack
+        # size and frames: made once (10^6 rows).  (Keyed by the frame
+        # keys' identity: the scanner gives the threads of one shape one
+        # tuple, and `summaries` keeps them all alive meanwhile.)
+        plain = {}
+        noted = {main, vmthread}
+        noted.update(resumer)
+        noted.update(fibers)
+        for L, s in zip(threads, summaries):
+            if s.__class__ is not ThreadSummary:
+                items.append({"L": hexa(L), "unreadable": str(s)})
+                continue
+            if text and s.bt is None and not s.exdata and L not in noted:
+                k = (s.status, s.stacksize, id(s.keys))
+                tail = plain.get(k)
+                if tail is None:
+                    where = where_of.get(s.keys)
+                    if where is None:
+                        where = where_of[s.keys] = fmt.summary_where(s)
+                    tail = plain[k] = " %-9s %7d %9d %9d  %s" % (
+                        s.status, s.stacksize, s.stacksize * 8, lsize + s.stacksize * 8, where)
+                items.append("%-20s%s" % (hex(L), tail))
+                continue
+            stack_b = s.stacksize * 8
+            note = []
+            if L == main:
+                note.append("main")
+            if L == vmthread:
+                note.append("the VM's internal thread, g->vmthref")
+            if L in resumer:
+                note.append("resumed by 0x%x" % resumer[L])
+            fiber = fibers.get(L)
+            if fiber is not None:
+                note.append(fiber.describe())
+            if s.exdata:
+                note.append(bt.exdata_text(s.exdata))
+            if s.bt is None:
+                where = where_of.get(s.keys)
+                if where is None:
+                    where = where_of[s.keys] = fmt.summary_where(s)
+            else:
+                where = fmt.summary_where(s)
+            if text:
+                items.append("%-20s %-9s %7d %9d %9d  %s%s" % (
+                    "0x%x" % L, s.status, s.stacksize, stack_b, lsize + stack_b, where,
+                    " (%s)" % ", ".join(note) if note else ""))
+                continue
+            items.append({"L": hexa(L), "status": s.status, "slots": s.stacksize,
+                          "stack_bytes": stack_b, "total_bytes": lsize + stack_b,
+                          "where": where, "main": L == main, "vmthref": L == vmthread,
+                          "resumed_by": hexa(resumer.get(L)),
+                          "fiber": fiber.describe() if fiber is not None else None,
+                          "exdata": hexa(s.exdata) if s.exdata else None, "notes": note})
+        return items
+
     def data(self, arg, text=False):
         """lthreads' document: "threads" (or "groups" with --group),
         "summary", "walk_error".  text: each readable thread's row given
@@ -89,69 +157,32 @@ Example:
         lsize = vm.lay.L.size
         scanner = ThreadScanner(bt)
         threads, walk_err = scanner.threads()
-        resumer = {}
-        rows = []
-        for L, s in zip(threads, scanner.scan(threads)):
-            if isinstance(s, Exception):
-                rows.append((L, s))
-                continue
-            if s.bt is not None:
-                for fr in s.bt.frames:
-                    if fr.kind in ("builtin", "c"):
-                        co = bt.resumed_thread(s.bt.walker, fr)
-                        if co:
-                            resumer.setdefault(co, L)
-            rows.append((L, s))
-        good = [s for _, s in rows if not isinstance(s, Exception)]
+        summaries = scanner.scan(threads)
         main, vmthread = vm.main_L, bt.vmthread
+        # Who resumed whom: a resume frame names the thread it resumed; the
+        # threads with one are the Backtracer's (the scanner's fast path
+        # leaves them to it).
+        resumer = {}
+        for s in scanner.walked:
+            for fr in s.bt.frames:
+                if fr.kind in ("builtin", "c"):
+                    co = bt.resumed_thread(s.bt.walker, fr)
+                    if co:
+                        resumer.setdefault(co, s.L)
+        good = [s for s in summaries if s.__class__ is ThreadSummary]
         doc = {}
         if "group" in flags:
             doc["groups"] = [fmt.group_data(g) for g in group(good, vmthread)]
         else:
-            fibers = bt.fibers
-            where_of = {}
-            items = []
-            for L, s in rows:
-                if isinstance(s, Exception):
-                    items.append({"L": hexa(L), "unreadable": str(s)})
-                    continue
-                stack_b = s.stacksize * 8
-                note = []
-                if L == main:
-                    note.append("main")
-                if L == vmthread:
-                    note.append("the VM's internal thread, g->vmthref")
-                if L in resumer:
-                    note.append("resumed by 0x%x" % resumer[L])
-                fiber = fibers.get(L)
-                if fiber is not None:
-                    note.append(fiber.describe())
-                if s.exdata:
-                    note.append(bt.exdata_text(s.exdata))
-                if s.bt is None:
-                    where = where_of.get(s.keys)
-                    if where is None:
-                        where = where_of[s.keys] = fmt.summary_where(s)
-                else:
-                    where = fmt.summary_where(s)
-                if text:
-                    items.append("%-20s %-9s %7d %9d %9d  %s%s" % (
-                        "0x%x" % L, s.status, s.stacksize, stack_b, lsize + stack_b, where,
-                        " (%s)" % ", ".join(note) if note else ""))
-                    continue
-                items.append({"L": hexa(L), "status": s.status, "slots": s.stacksize,
-                              "stack_bytes": stack_b, "total_bytes": lsize + stack_b,
-                              "where": where, "main": L == main, "vmthref": L == vmthread,
-                              "resumed_by": hexa(resumer.get(L)),
-                              "fiber": fiber.describe() if fiber is not None else None,
-                              "exdata": hexa(s.exdata) if s.exdata else None, "notes": note})
-            doc["threads"] = items
-        coros = [s for s in good if s.L != main and s.L != vmthread]
+            doc["threads"] = self._rows(fmt, threads, summaries, resumer, text)
+        all_b = 8 * sum(map(_STACKSIZE, good)) + lsize * len(good)
+        # The main thread and g->vmthref are no coroutines.
+        own = [summaries[threads.index(L)] for L in (main, vmthread) if L in threads]
+        own = [s for s in own if s.__class__ is ThreadSummary]
+        own_b = sum(lsize + 8 * s.stacksize for s in own)
         doc["summary"] = {
-            "threads": len(good), "coroutines": len(coros),
-            "vmthref": any(s.L == vmthread for s in good),
-            "bytes": sum(lsize + s.stacksize * 8 for s in good),
-            "coroutine_bytes": sum(lsize + s.stacksize * 8 for s in coros),
-            "sizeof_lua_State": lsize}
+            "threads": len(good), "coroutines": len(good) - len(own),
+            "vmthref": any(s.L == vmthread for s in own),
+            "bytes": all_b, "coroutine_bytes": all_b - own_b, "sizeof_lua_State": lsize}
         doc["walk_error"] = error_text(walk_err)
         return doc

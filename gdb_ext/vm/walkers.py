@@ -1,4 +1,5 @@
 """Walks over GC object lists, bounded by what the state says."""
+from itertools import compress
 from typing import Any, Iterator, List, Optional, TYPE_CHECKING, Tuple
 from .. import consts as C
 from ..errors import CorruptError, FaultError
@@ -18,6 +19,19 @@ def root_objects(vm: 'VM', mem: Any = None) -> Iterator[Tuple[int, int]]:
     back to the object seen at step 2^k), so a corrupt gc.total does not
     make the walk endless.  mem: a pages.PageCache to read the headers
     through (large walks), else the target."""
+    for addrs, gcts in root_chunks(vm, mem):
+        yield from zip(addrs, gcts)
+
+
+# Objects a chunk of root_chunks holds: a walk of 10^6 objects pays for a
+# generator's step a chunk, not an object.
+_CHUNK = 4096
+
+
+def root_chunks(vm: 'VM', mem: Any = None) -> Iterator[Tuple[List[int], bytearray]]:
+    """root_objects' walk, in chunks: (addresses, their gcts) of up to
+    _CHUNK objects at a time; the objects before a broken link come in a
+    last chunk before the error."""
     lay = vm.lay
     bound = vm.gc_total // _MIN_OBJECT + 16
     o = vm.gref(vm.G + lay.G.gc_root, "g->gc.root")
@@ -27,24 +41,37 @@ def root_objects(vm: 'VM', mem: Any = None) -> Iterator[Tuple[int, int]]:
     n = 0
     mark, next_mark = 0, 1
     pb, pbuf, pe = 0, b"", 0
-    while o:
-        n += 1
-        if n > bound:
-            raise CorruptError("g->gc.root list is longer than gc.total allows "
-                               "(%d objects): a cycle?" % bound, o)
-        if o == mark:
-            raise CorruptError("g->gc.root list comes back to the object at 0x%x after %d "
-                               "objects: a cycle" % (o, n), o)
-        if n == next_mark:
-            mark, next_mark = o, 2 * n
-        if mem is None:
-            pb, pbuf = o, vm.t.read(o, need, "GC object header at 0x%x" % o)
-        elif not (pb <= o and o + need <= pe):
-            pb, pbuf = mem.window(o, need)
-            pe = pb + len(pbuf)
-        i = o - pb
-        yield o, pbuf[i + gct_off]
-        o = int.from_bytes(pbuf[i:i + rs], "little")
+    addrs, gcts = [], bytearray()
+    from_bytes = int.from_bytes
+    try:
+        while o:
+            n += 1
+            if n > bound:
+                raise CorruptError("g->gc.root list is longer than gc.total allows "
+                                   "(%d objects): a cycle?" % bound, o)
+            if o == mark:
+                raise CorruptError("g->gc.root list comes back to the object at 0x%x after %d "
+                                   "objects: a cycle" % (o, n), o)
+            if n == next_mark:
+                mark, next_mark = o, 2 * n
+            if mem is None:
+                pb, pbuf = o, vm.t.read(o, need, "GC object header at 0x%x" % o)
+            elif not (pb <= o and o + need <= pe):
+                pb, pbuf = mem.window(o, need)
+                pe = pb + len(pbuf)
+            i = o - pb
+            addrs.append(o)
+            gcts.append(pbuf[i + gct_off])
+            if len(addrs) >= _CHUNK:
+                yield addrs, gcts
+                addrs, gcts = [], bytearray()
+            o = from_bytes(pbuf[i:i + rs], "little")
+    except (CorruptError, FaultError):
+        if addrs:
+            yield addrs, gcts
+        raise
+    if addrs:
+        yield addrs, gcts
 
 
 def threads_walk(vm: 'VM', mem: Any = None) -> Tuple[List[int], Optional[Exception]]:
@@ -53,10 +80,13 @@ def threads_walk(vm: 'VM', mem: Any = None) -> Tuple[List[int], Optional[Excepti
     (mem: see root_objects)."""
     out = []
     err = None
+    T = C.GCT_THREAD
     try:
-        for a, gct in root_objects(vm, mem):
-            if gct == C.GCT_THREAD:
-                out.append(a)
+        for addrs, gcts in root_chunks(vm, mem):
+            if gcts.count(T) == len(gcts):
+                out.extend(addrs)
+            else:
+                out.extend(compress(addrs, [g == T for g in gcts]))
     except (CorruptError, FaultError) as e:
         err = e
     try:
