@@ -35,9 +35,10 @@ local function record_stack(co)
   local n = 0
   while true do
     local info
-    if co then info = debug.getinfo(co, level, "Slf") else info = debug.getinfo(level, "Slf") end
+    if co then info = debug.getinfo(co, level, "Slfn") else info = debug.getinfo(level, "Slfn") end
     if not info then break end
-    rec("frame", n, info.what, info.source, info.currentline, tostring(info.func))
+    rec("frame", n, info.what, info.source, info.currentline, tostring(info.func),
+        info.namewhat, info.name or "", info.linedefined)
     level = level + 1
     n = n + 1
   end

@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from support.stop import BOTH_ARCHES, Stop, chunk_display, frame_place, value_regex, addr_of, manifest
+from support.stop import (BOTH_ARCHES, Stop, chunk_display, frame_place, traceback_name, value_regex,
+                          addr_of, manifest)
 
 MODES = ("live", "core")
 # A GCRef/MRef field as a pointer: 8 bytes in GC64 builds, 4 in the others.
@@ -579,11 +580,6 @@ def test_frame_names_are_luajits(variant, tmp_path):
                 assert line.startswith("#%-3d [builtin#" % level), (mode, line, r)
                 continue
             place = "%s:%s" % (chunk_display(r[3]), r[4])
-            if r[5]:
-                said = "%s '%s'" % ("function" if r[5] == "global" else r[5], r[6])
-            elif r[2] == "main":
-                said = "main chunk"
-            else:
-                said = "function <%s:%s>" % (chunk_display(r[3]), r[7])
+            said = traceback_name(r[2], r[5], r[6], r[3], r[7])
             assert line == "#%-3d %s: in %s" % (level, place, said), (mode, line, r)
             assert next(lua) == (r[6] or None, place), (mode, bt, r)

@@ -195,3 +195,19 @@ def test_judge_counts_a_wrong_frame_as_wrong():
     assert moments.judge(records, head + "#0   a.lua:3\nlbt: walk stopped")[0] == "honest"
     assert moments.judge(records, head + "#0   a.lua:5\nlbt: walk stopped")[0] == "wrong"
     assert moments.judge(records, head + "lbt: not known")[0] == "honest"
+
+
+def test_judge_checks_names_where_recorded():
+    """Records with debug.getinfo's namewhat, name and linedefined (as
+    moments.lua writes them): an exact stack must also name each Lua frame
+    as Lua's traceback does."""
+    records = [["frame", "0", "Lua", "@a.lua", "3", "function: 0x1", "upvalue", "spin", "2"],
+               ["frame", "1", "Lua", "@a.lua", "7", "function: 0x2", "", "", "6"],
+               ["frame", "2", "main", "@a.lua", "9", "function: 0x3", "", "", "0"]]
+    head = "Lua backtrace of (lua_State *)0x1 (main thread, running)\n"
+    good = "#0   a.lua:3: in upvalue 'spin'\n#1   a.lua:7: in function <a.lua:6>\n" \
+        "#2   a.lua:9: in main chunk"
+    assert moments.judge(records, head + good)[0] == "exact"
+    assert moments.judge(records, head + good.replace("upvalue 'spin'", "local 'spin'"))[0] == \
+        "wrong"
+    assert moments.judge(records, head + good.replace("<a.lua:6>", "<a.lua:7>"))[0] == "wrong"

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from support.stop import BOTH_ARCHES, Stop, chunk_display
+from support.stop import BOTH_ARCHES, Stop, chunk_display, traceback_name
 
 N = 2000
 
@@ -24,16 +24,6 @@ def shapes(expected):
             out[r[1]].setdefault("lines", []).append("#%-3s %s:%s: in %s" % (
                 r[2], chunk_display(r[3]), r[4], traceback_name(r[5], r[6], r[7], r[3], r[8])))
     return out
-
-
-def traceback_name(what, namewhat, name, source, linedefined):
-    """How Lua 5.2's traceback says a Lua frame was called, from
-    debug.getinfo's fields (lbt's text after the place)."""
-    if namewhat:
-        return "%s '%s'" % ("function" if namewhat == "global" else namewhat, name)
-    if what == "main":
-        return "main chunk"
-    return "function <%s:%s>" % (chunk_display(source), linedefined)
 
 
 def blocks(text):

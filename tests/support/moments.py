@@ -44,7 +44,7 @@ import sys
 import time
 
 from .stop import (LOADER, LUA_DIR, ROOT, chunk_display, frame_place, manifest, qemu_gdb, qemu_target,
-                   read_expected, run_gdb)
+                   read_expected, run_gdb, traceback_name)
 
 PROGRAM = os.path.join(LUA_DIR, "moments.lua")
 SHAPES = ("interp", "alloc", "calls", "luacall", "meta", "gsub", "sort", "vararg", "coro", "gc",
@@ -421,11 +421,31 @@ def judge(records, lbt_text):
     if TRACEBACK in lbt_text:
         return "wrong", "a Python traceback"
     header, shown, warnings = parse_lbt(lbt_text)
-    verdicts = [_judge(truth(records), shown, warnings)]
+    verdicts = [_named(records, lbt_text, _judge(truth(records), shown, warnings))]
     if any(r[0] == "altframe" for r in records):
         verdicts.append(_judge(truth(records, "altframe"), shown, warnings))
     order = {"exact": 0, "honest": 1, "wrong": 2}
     return min(verdicts, key=lambda v: order[v[0]])
+
+
+def _named(records, lbt_text, verdict):
+    """An exact verdict stays exact when each recorded Lua frame is also
+    named as the program's debug.getinfo named it ("in upvalue 'f'"),
+    where the records carry names (moments.lua's do); else it is wrong."""
+    if verdict[0] != "exact":
+        return verdict
+    recs = [r for r in records if r[0] == "frame"]
+    if not recs or len(recs[0]) < 9:
+        return verdict
+    lines = [_ANNOT.sub("", m.group(1)) for m in re.finditer(r"^#\d+\s+(.*)$", lbt_text, re.M)]
+    for line, r in zip(lines[len(lines) - len(recs):], recs):
+        if r[2] in ("Lua", "main"):
+            want = "%s:%s: in %s" % (chunk_display(r[3]), r[4],
+                                     traceback_name(r[2], r[6], r[7], r[3], r[8]))
+            if line != want:
+                return "wrong", "frame %r, want %r (its name as debug.getinfo gives it)" % (
+                    line, want)
+    return verdict
 
 
 def _judge(want_allowed, shown, warnings):

@@ -112,6 +112,17 @@ _CALLED_AS = re.compile(r": in (?:main chunk|function <[^>]*>|[a-z]+ '[^']*')(?=
                         re.M)
 
 
+def traceback_name(what, namewhat, name, source, linedefined):
+    """How Lua 5.2's traceback says a Lua frame was called, from
+    debug.getinfo's what, namewhat, name, source and linedefined: what lbt
+    writes after the place and ": in "."""
+    if namewhat:
+        return "%s '%s'" % ("function" if namewhat == "global" else namewhat, name)
+    if what == "main":
+        return "main chunk"
+    return "function <%s:%s>" % (chunk_display(source), linedefined)
+
+
 def frame_place(text):
     """lbt's text (a frame line, or lines) without the frames' names."""
     return _CALLED_AS.sub("", text)
