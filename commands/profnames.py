@@ -77,7 +77,7 @@ class FrameNames(object):
             except (FaultError, CorruptError):
                 start = None
             named = k[3]
-            if named:
+            if named and named[1]:
                 return ("%s (%s)" % (named[1], text), text.rsplit(":", 1)[0], k[2], named[1], start)
             return (text, text.rsplit(":", 1)[0], k[2], self._function(function_key(k), G), start)
         return (text, None, None, text, None)
@@ -90,7 +90,7 @@ class FrameNames(object):
                 place = "%s:%d" % (chunk_display(pt.chunk(vm)), pt.firstline)
             except (FaultError, CorruptError):
                 return "function at 0x%x (unreadable)" % fk[1]
-            return "%s (%s)" % (fk[2][1], place) if fk[2] else "function " + place
+            return "%s (%s)" % (fk[2][1], place) if fk[2] and fk[2][1] else "function " + place
         if fk[0] == "M":
             return fk[1] or "?? (0x%x)" % fk[2]
         return self._facts(fk, G)[0]
