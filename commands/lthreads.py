@@ -11,6 +11,13 @@ PUC_LUA54_BYTES = 1100
 _STACKSIZE = attrgetter("stacksize")
 
 
+def _row_tail(s, lsize, where):
+    """A thread's row after its address: status, slots, stack and total
+    bytes, where (a threadscan.ThreadSummary s; lsize: sizeof(lua_State))."""
+    return " %-9s %7d %9d %9d  %s" % (s.status, s.stacksize, s.stacksize * 8,
+                                      lsize + s.stacksize * 8, where)
+
+
 class LThreads(LjCommand):
     """List every Lua thread (coroutine) of the VM: every lua_State that is a
 GC object, and the main thread.  For each: address, status (running,
@@ -49,15 +56,9 @@ Example:
             out = ["%-20s %-9s %7s %9s %9s  %s" % ("lua_State", "status", "slots", "stack B",
                                                    "total B", "where")]
             for r in doc["threads"]:
-                if isinstance(r, str):
-                    out.append(r)       # (data(text=True): the row's line)
-                    continue
-                if "unreadable" in r:
-                    out.append("%-20s <unreadable: %s>" % (r["L"], r["unreadable"]))
-                    continue
-                out.append("%-20s %-9s %7d %9d %9d  %s%s" % (
-                    r["L"], r["status"], r["slots"], r["stack_bytes"], r["total_bytes"],
-                    r["where"], " (%s)" % ", ".join(r["notes"]) if r["notes"] else ""))
+                # (data(text=True): a readable thread's row is its line)
+                out.append(r if isinstance(r, str) else
+                           "%-20s <unreadable: %s>" % (r["L"], r["unreadable"]))
         sm = doc["summary"]
         parts = ["%d coroutine%s" % (sm["coroutines"], "" if sm["coroutines"] == 1 else "s"),
                  "the main thread"]
@@ -108,8 +109,7 @@ Example:
                     where = where_of.get(s.keys)
                     if where is None:
                         where = where_of[s.keys] = fmt.summary_where(s)
-                    tail = plain[k] = " %-9s %7d %9d %9d  %s" % (
-                        s.status, s.stacksize, s.stacksize * 8, lsize + s.stacksize * 8, where)
+                    tail = plain[k] = _row_tail(s, lsize, where)
                 items.append("%-20s%s" % (hex(L), tail))
                 continue
             stack_b = s.stacksize * 8
@@ -132,9 +132,8 @@ Example:
             else:
                 where = fmt.summary_where(s)
             if text:
-                items.append("%-20s %-9s %7d %9d %9d  %s%s" % (
-                    "0x%x" % L, s.status, s.stacksize, stack_b, lsize + stack_b, where,
-                    " (%s)" % ", ".join(note) if note else ""))
+                items.append("%-20s%s%s" % (hex(L), _row_tail(s, lsize, where),
+                                            " (%s)" % ", ".join(note) if note else ""))
                 continue
             items.append({"L": hexa(L), "status": s.status, "slots": s.stacksize,
                           "stack_bytes": stack_b, "total_bytes": lsize + stack_b,
