@@ -263,7 +263,7 @@ class Session(object):
         the duration's end even while a read is being decoded; a record
         made after it (its time is CLOCK_MONOTONIC's, as time.monotonic())
         is not counted."""
-        bpf, names = self.bpf, self.proc.arch.pr_regs
+        bpf = self.bpf
         end = None if duration is None else start + duration
         parts = {p.pid: p for p in self.parts}
         bpf.start()
@@ -303,7 +303,7 @@ class Session(object):
                     part.rec.drop_unreadable(c.tid)
                     continue
                 try:
-                    s = part.rec.decode_copy(c.tid, dict(zip(names, c.regs)), c.copied, c.tried)
+                    s = part.rec.decode_copy(c)
                 except LjError as e:
                     self.errors += 1
                     self.last_error = str(e)
@@ -313,7 +313,7 @@ class Session(object):
                 # 2.0's running coroutine, a lua_State only the machine
                 # frames name, such as a finalizer's caller)
                 bpf.hint(c.tid, part.rec.recent.get(c.tid, ()))
-                for tid, keys, G in s.stacks:
+                for tid, keys, G in () if s.again else s.stacks:     # (again: learnt)
                     part.names.learn(keys, G)
                 if on_sample is not None:
                     on_sample(self)

@@ -33,7 +33,7 @@ SyntheticTarget (below; byte segments plus a layout dictionary, for unit
 tests).  Reads go through a block cache; a Target is meant to live for one
 command, so a live process that runs again is never seen through stale data.
 """
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 import struct
 
 from .errors import FaultError
@@ -267,6 +267,22 @@ class Target(object):
         return None
 
     # --- reading ---------------------------------------------------------
+    # A sampler's copymemo.Watch while it notes every read of a decode
+    # (readers that read a block at once for speed tell it what they use).
+    watched = None
+
+    def gatherer(self, spans: List[Tuple[int, int]]) -> Callable[[], Optional[bytes]]:
+        """A reader of spans [(address, size)] as they are at each call,
+        joined, or None when one cannot be read: the same small reads made
+        again and again (a sampler's copymemo), which a backend may make
+        in one call."""
+        def gather() -> Optional[bytes]:
+            try:
+                return b"".join(bytes(self.read_raw(a, n)) for a, n in spans)
+            except FaultError:
+                return None
+        return gather
+
     def clear_cache(self) -> None:
         self._blocks.clear()
 

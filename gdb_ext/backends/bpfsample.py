@@ -74,12 +74,32 @@ _PRINT_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes
 
 
 class Copy(object):
-    """One record: tid, tgid, regs {name: value} (the kernel's pt_regs
-    order, coredump.Arch.pr_regs' first NREGS), in_kernel (the event came
-    while the thread was in the kernel: the registers it entered with),
-    copied [(lo, bytes)], tried [(lo, hi)], full (a copy did not fit)."""
+    """One record: tid, tgid, regs (the kernel's pt_regs, in the order of
+    coredump.Arch.pr_regs' first NREGS), in_kernel (the event came while
+    the thread was in the kernel: the registers it entered with), data
+    (the bytes copied, every range's in order), key (the ranges' record,
+    as bytes: equal for two copies of the same ranges), full (a copy did
+    not fit); parts [(lo, size)] (the ranges copied, as data holds them)
+    and tried [(lo, hi)] read from key when asked."""
 
-    __slots__ = ("tid", "tgid", "time_ns", "regs", "in_kernel", "copied", "tried", "full")
+    __slots__ = ("tid", "tgid", "time_ns", "regs", "in_kernel", "data", "key", "full")
+
+    @property
+    def parts(self) -> List[Tuple[int, int]]:
+        return [(lo, got) for lo, _, got in _RANGE.iter_unpack(self.key) if got]
+
+    @property
+    def tried(self) -> List[Tuple[int, int]]:
+        return [(lo, hi) for lo, hi, _ in _RANGE.iter_unpack(self.key)]
+
+    @property
+    def copied(self) -> List[Tuple[int, bytes]]:
+        """[(lo, bytes)] of each range copied."""
+        out, pos = [], 0
+        for lo, n in self.parts:
+            out.append((lo, self.data[pos:pos + n]))
+            pos += n
+        return out
 
 
 def vm_conf(lay: Any, Gs: Sequence[int], arch: str, below: int, above: int,
@@ -377,24 +397,17 @@ def parse_record(b: bytes) -> Optional[Copy]:
     if len(b) < DATA_OFFSET:
         return None
     h = _HEAD.unpack_from(b, 0)
-    magic, tid, tgid, flags, t = h[:5]
-    if magic != MAGIC:
+    if h[0] != MAGIC:
         return None
-    regs = h[5:5 + NREGS]
-    nranges = h[5 + NREGS]
     c = Copy()
-    c.tid, c.tgid, c.time_ns = tid, tgid, t
+    c.tid, c.tgid, flags, c.time_ns = h[1], h[2], h[3], h[4]
     c.in_kernel = bool(flags & F_KERNEL)
     c.full = bool(flags & F_FULL)
-    c.regs = None if flags & F_NOREGS else regs
-    c.copied, c.tried = [], []
-    pos = DATA_OFFSET
-    for i in range(min(nranges, MAX_RANGES)):
-        lo, hi, got = _RANGE.unpack_from(b, _HEAD.size + i * _RANGE.size)
-        c.tried.append((lo, hi))
-        if got:
-            c.copied.append((lo, b[pos:pos + got]))
-            pos += got
+    c.regs = None if flags & F_NOREGS else h[5:5 + NREGS]
+    n = min(h[5 + NREGS], MAX_RANGES)
+    c.key = b[_HEAD.size:_HEAD.size + n * _RANGE.size]
+    got = sum(r[2] for r in _RANGE.iter_unpack(c.key))
+    c.data = b[DATA_OFFSET:DATA_OFFSET + got]
     return c
 
 

@@ -578,6 +578,17 @@ def _under(sysroot, path):
     return os.path.join(sysroot, path.lstrip("/")) if sysroot not in ("", "/") else path
 
 
+def _carried(regs, names):
+    """A caller's registers holding the callee's values of names (the
+    callee-saved registers, until the CFI says where they were saved): a
+    register set that notes its reads (copymemo.Regs) gives one that notes
+    a carried register only when the caller's value is read."""
+    carry = getattr(regs, "carry", None)
+    if carry is not None:
+        return carry(names)
+    return {n: regs.get(n) for n in names}
+
+
 class _Unwound(Exception):
     """Ends a walk with a reason."""
 
@@ -873,7 +884,8 @@ class Process(object):
         a live process's sampler gives the copy it made at the stop)."""
         self._uread = read or self.read
         pcn, spn = self.arch.pc, self.arch.sp
-        frames = [(regs.get(pcn), dict(regs))]
+        # (regs.copy(): a copymemo.Regs stays one, noting what is read)
+        frames = [(regs.get(pcn), regs.copy())]
         if frames[0][0] is None:
             return frames, "the registers have no pc"
         above_signal = True             # frame 0's pc is not a return address
@@ -933,7 +945,7 @@ class Process(object):
             cfa = (base + cfa_rule[2]) & 0xffffffffffffffff
         else:
             cfa = self._eval(cfi.d[cfa_rule[1]:cfa_rule[2]], regs, None)
-        out = {n: regs.get(n) for n in arch.callee_saved}
+        out = _carried(regs, arch.callee_saved)
         out[arch.sp] = cfa
         out[arch.pc] = None
         ra = cie["ra"]
@@ -983,7 +995,7 @@ class Process(object):
         lr = regs.get("x30")
         if not lr:
             return None
-        out = {n: regs.get(n) for n in arch.callee_saved}
+        out = _carried(regs, arch.callee_saved)
         out[arch.sp] = regs.get(arch.sp)
         out["x30"] = lr
         out[arch.pc] = lr & USER_VA_MASK

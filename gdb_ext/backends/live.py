@@ -340,6 +340,21 @@ class LiveProcess(Process):
             raise FaultError("cannot access memory at 0x%x" % (addr + got), addr + got)
         return data
 
+    def gatherer(self, spans: List[Tuple[int, int]]) -> Callable[[], Optional[bytes]]:
+        """Target.gatherer's reader: every span in one process_vm_readv
+        (one system call, where a pread a span would make one each)."""
+        total = sum(n for _, n in spans)
+        buf = ctypes.create_string_buffer(max(1, total))
+        local = _Iovec(ctypes.cast(buf, ctypes.c_void_p), total)
+        remote = (_Iovec * max(1, len(spans)))(*[_Iovec(a, n) for a, n in spans])
+        lib, pid, count = libc(), self.pid, len(spans)
+
+        def gather() -> Optional[bytes]:
+            if lib.process_vm_readv(pid, ctypes.byref(local), 1, remote, count, 0) != total:
+                return None
+            return buf.raw[:total]
+        return gather if total else (lambda: b"")
+
     def regions(self) -> List[Tuple[int, int, bool, str]]:
         """Every mapping, as gdb's `info proc mappings` lists them."""
         return [(s, e, "w" in perms, name) for s, e, perms, _, _, name in self.maps]
@@ -654,6 +669,9 @@ class LiveTarget(CoreTarget):
 
     def address_space(self) -> List[Tuple[int, int]]:
         return [(s, e) for s, e, _ in self.core.mappings()]
+
+    def gatherer(self, spans: List[Tuple[int, int]]) -> Callable[[], Optional[bytes]]:
+        return self.core.gatherer(spans)
 
 
 def open_process(pid: int, luajit: bool = True) -> LiveProcess:

@@ -81,7 +81,15 @@ class Stack(object):
             raise CorruptError("lua_State 0x%x has an impossible stack size of %d slots"
                                % (th.addr, th.stacksize), th.addr)
         self.end = self.start + size
-        self.data = vm.t.read(self.start, size, "stack of lua_State 0x%x" % th.addr)
+        what = "stack of lua_State 0x%x" % th.addr
+        # While the target notes each read (a sampler's copymemo.Watch),
+        # each slot used is noted, not the whole stack: a slot the walk
+        # never reads (a loop's counter) changes nothing.
+        self.used = None
+        if vm.t.watched:
+            self.data, self.used = vm.t.watched.bulk(self.start, size, what)
+        else:
+            self.data = vm.t.read(self.start, size, what)
 
     def contains(self, addr: int) -> bool:
         return self.start <= addr and addr + 8 <= self.end
@@ -90,6 +98,8 @@ class Stack(object):
         if not self.contains(addr):
             raise CorruptError("stack slot 0x%x is outside the stack [0x%x, 0x%x)"
                                % (addr, self.start, self.end), addr)
+        if self.used is not None:
+            self.used.append(addr)
         return _Q.unpack_from(self.data, addr - self.start)[0]
 
     def tv(self, addr: int) -> 'Value':
@@ -228,6 +238,9 @@ class FrameWalker(object):
                 if earlier is not None and not skip and frames:
                     rest = earlier.rest(self, f, nextframe, level)
                     if rest is not None:
+                        if self.stack.used is not None:
+                            # (taken over because these slots are the same)
+                            self.stack.used.extend(range(self.stack.start, nextframe + 8, 8))
                         if callee is not None:
                             callee.site = _site(rest[0])
                         frames.extend(rest)

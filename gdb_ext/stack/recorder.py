@@ -73,6 +73,7 @@ from ..target import BLOCK
 from ..vm.cframe import CFRAME_OFS, CFRAME_RAWMASK
 from ..vm.state import VM
 from .backtrace import Backtracer
+from .copymemo import CopyMemo, Watch
 from .samples import (NO_LUA, NO_STATE, OFF_CPU, UNREADABLE, SampledStacks, in_syscall,
                       taken_out_of_a_wait, thread_stack)
 from .sampletimer import thread_state
@@ -312,6 +313,7 @@ class ProtoNames(object):
 
     def __init__(self) -> None:
         self.headers = {}
+        self.changed = 0            # prototypes found changed and forgotten
 
     def check(self, t: 'Target', caches: Dict[str, Any], addrs: Iterable[int]) -> None:
         protos = caches.get("protos") or {}
@@ -322,6 +324,7 @@ class ProtoNames(object):
                 h = None
             old = self.headers.get(a)
             if old is not None and old != h:
+                self.changed += 1
                 protos.pop(a, None)
                 caches.get("key_text", {}).clear()
             self.headers[a] = h
@@ -338,6 +341,7 @@ class Sample(object):
         self.copied = 0
         self.stacks = []
         self.dropped = []
+        self.again = False          # the stack of a copy decoded before (decode_copy)
 
 
 class Recorder(object):
@@ -360,6 +364,7 @@ class Recorder(object):
         self.caches = {G: {} for G in self.Gs}
         self.recent = {}
         self.protos = ProtoNames()
+        self.memo = CopyMemo(proc.arch.pr_regs)
         self.prof = SampledStacks()
         self.multi = len(self.Gs) > 1
         self.waiting = set()        # threads runnable, not on a CPU, at this sample
@@ -464,28 +469,58 @@ class Recorder(object):
                 err = e
         return out, err
 
-    def decode_copy(self, tid: int, regs: Dict[str, int], copied: List[Tuple[int, bytes]],
-                    tried: List[Tuple[int, int]]) -> Sample:
+    def decode_copy(self, c: Any) -> Sample:
         """One sample of one thread copied without a stop (the BPF sampler:
         the kernel copied it at a CPU-clock event of that thread, so it was
-        on a CPU): its registers, [(lo, bytes)] and the ranges tried, as
-        the C sampler's batch gives them.  What the copy lacks cannot be
-        copied again: the thread is dropped (NOT_COPIED), and so is it when
-        its walk went through a lua_State the copy does not hold (on 2.0,
-        the running coroutine before its thread's hints reach the
-        program: decode's strict)."""
+        on a CPU).  c, as bpfsample.Copy gives it: tid, regs (in the order
+        of the arch's pr_regs), data (the bytes copied), parts [(lo, size)]
+        (the ranges data holds, in order), tried [(lo, hi)] (the ranges the
+        kernel tried to copy) and key (equal for copies of the same
+        ranges).  What the copy lacks cannot be copied again: the thread is
+        dropped (NOT_COPIED), and so is it when its walk went through a
+        lua_State the copy does not hold (on 2.0, the running coroutine
+        before its thread's hints reach the program: decode's strict).  A
+        copy that reads as one decoded before is given that one's stack
+        (copymemo; Sample.again)."""
         from ..target import Thread
         s = Sample()
-        th = Thread(tid, regs, 0, regs.get(self.proc.arch.pc, 0))
-        try:
-            mom, seen = self.checked_copy([th], copied, tried, batch=True)
-        except Miss:
+        memo, tid, data = self.memo, c.tid, c.data
+        maps = getattr(self.proc, "maps", None)
+        if maps is not memo.maps:
+            memo.clear()
+            memo.maps = maps
+        shape = (tid, c.key, tuple(self.recent.get(tid, ())))
+        got = memo.find(shape, c.regs, data, self.t.gatherer)
+        if got is not None:
+            keys, G, stack, recent = got
             self.prof.samples += 1
-            self._drop(s, tid, NOT_COPIED)
+            self.prof.add_stack(stack)
+            self.recent[tid] = list(recent)
+            s.copied = len(data)
+            s.stacks.append((tid, keys, G))
+            s.again = True
             return s
-        s.copied = mom.bytes
-        self.waiting = set()
-        self.decode(s, [th], seen, {tid: "R"}, strict=True)
+        copied = c.copied
+        regs = dict(zip(self.proc.arch.pr_regs, c.regs))
+        w = Watch(self.t, copied, regs)
+        with w:
+            th = Thread(tid, w.regs, 0, w.regs.get(self.proc.arch.pc, 0))
+            try:
+                mom, seen = self.checked_copy([th], copied, c.tried, batch=True)
+            except Miss:
+                self.prof.samples += 1
+                self._drop(s, tid, NOT_COPIED)
+                return s
+            s.copied = mom.bytes
+            self.waiting = set()
+            w.live = True
+            changed = self.protos.changed
+            self.decode(s, [th], seen, {tid: "R"}, strict=True)
+        if len(s.stacks) == 1 and not s.dropped and self.protos.changed == changed:
+            _, keys, G = s.stacks[0]
+            e = w.entry((keys, G, self.prof.last, tuple(self.recent.get(tid, ()))), data)
+            if e is not None:
+                memo.keep(shape, e)
         return s
 
     def sample_sleepers(self, times: int) -> Sample:
@@ -745,11 +780,15 @@ def _copy_only(t: 'Target') -> Iterator[None]:
     Miss, never a read of the process (which has run on)."""
     def refuse(addr: int, n: int) -> bytes:
         raise Miss(addr, addr + n)
+    old = t.__dict__.get("read_raw")     # (a copymemo.Watch's, or none)
     t.read_raw = refuse
     try:
         yield
     finally:
-        del t.read_raw
+        if old is None:
+            del t.read_raw
+        else:
+            t.read_raw = old
 
 
 def chain_keys(vm: VM, L: int, resumers: Set[int]) -> Optional[List[Tuple[Any, ...]]]:

@@ -9,7 +9,7 @@ with off-CPU samples, a sleeping thread counts too, with the system call
 it waits in as its innermost frame.  The SampledStacks sum them into folded
 stacks and into self and total counts per function, and counts the thread
 samples it did not keep, by reason."""
-from typing import Any, Dict, List, Optional, Sequence, Set, TYPE_CHECKING, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, TYPE_CHECKING, Tuple
 from .backtrace import Backtracer, vm_entry
 from ..errors import CorruptError, FaultError
 from .vmstack import is_vm_code
@@ -124,6 +124,19 @@ NO_STATE = "state unknown"
 DROP_REASONS = (NO_LUA, OFF_CPU, UNREADABLE, NO_STATE)
 
 
+class Stack(tuple):
+    """A stack as SampledStacks counts it, its hash worked out once: a
+    copy decoded again (copymemo) counts the same stack object again."""
+
+    def __new__(cls, items: Iterable[Tuple[Any, ...]]) -> 'Stack':
+        self = tuple.__new__(cls, items)
+        self._hash = tuple.__hash__(self)
+        return self
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
 class SampledStacks(object):
     """Stacks counted: stacks maps a stack (keys outermost first) to its
     count; samples counts the samples taken, threads the thread stacks
@@ -134,15 +147,22 @@ class SampledStacks(object):
         self.samples = 0
         self.threads = 0
         self.dropped = dict.fromkeys(DROP_REASONS, 0)
+        self._same = {}         # each stack counted: its first Stack object
+        self.last = None        # the stack add() counted last
 
     def drop(self, reason: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
 
     def add(self, keys: Sequence[Tuple[Any, ...]]) -> None:
         """One thread's stack, innermost first."""
-        stack = tuple(reversed(keys))
+        stack = Stack(reversed(keys))
+        self.add_stack(self._same.setdefault(stack, stack))
+
+    def add_stack(self, stack: 'Stack') -> None:
+        """One thread's stack as add() counted it before (self.last)."""
         self.stacks[stack] = self.stacks.get(stack, 0) + 1
         self.threads += 1
+        self.last = stack
 
     def top(self) -> List[Tuple[Tuple[Any, ...], int, int]]:
         """[(function key, self count, total count)], most self first:

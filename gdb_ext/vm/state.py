@@ -113,8 +113,13 @@ class VM(Caches):
         (cached for the command; 2^40 when gc.total cannot be read)."""
         b = self.__dict__.get("_size_bound")
         if b is None:
+            w = self.t.watched
             try:
-                b = self.gc_total
+                # (A sampler's memo, copymemo, does not count gc.total among
+                # what a decode read: it moves at every allocation, and only
+                # a corrupt size comes near it.)
+                b = self.gc_total if w is None else \
+                    w.unnoted(self.G + self.lay.G.gc_total, self.lay.gcstate_size)
             except FaultError:
                 b = 1 << 40
             self._size_bound = b
