@@ -19,18 +19,23 @@ measures, from the program and /proc:
     (record's own count);
   - the program's voluntary context switches (/proc/PID/task/*/status: a
     ptrace stop is one, a perf event none);
-  - the profiler's CPU (getrusage of the child) in % of a core, its start
-    left out (a record of --duration 0.01 of each sampler, measured
-    apart; py-spy's start is left in).
+  - the profiler's CPU in % of a core from its first second to a quarter
+    second before its end (its /proc stat): the steady cost, its start
+    (printed apart: a record of --duration 0.01), the first decodes of a
+    fresh process (which read its DWARF) and the profile's writing left
+    out, for py-spy too.
 "bpf, kernel side only" is the BPF sampler with its records read from the
 ring buffer and thrown away (this script's --drain, on the engine's
 BpfSampler): what the program pays for the kernel's copies alone, without
-record's decoding running beside it on the other CPU.
+record's decoding running beside it on the other CPU.  "perf events
+alone" opens the same CPU-clock events with no program attached (--events):
+what the timer interrupts cost by themselves, the floor under the others.
 Prints a Markdown table (docs/benchmarks.md)."""
 import argparse
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +62,51 @@ def switches(pid):
         except OSError:
             continue
     return n
+
+
+def events_only(pid, hz, seconds):
+    """--events: a CPU-clock perf event on each thread of pid at hz, with
+    no program attached, for seconds: what the timer interrupts alone
+    cost the program (the floor under any sampler of this kind)."""
+    import ctypes
+    from ljgdb.gdb_ext.backends import bpfsample
+    attr = bpfsample._PerfAttr(type=bpfsample.PERF_TYPE_SOFTWARE,
+                               size=ctypes.sizeof(bpfsample._PerfAttr),
+                               config=bpfsample.PERF_COUNT_SW_CPU_CLOCK,
+                               sample_period=max(1, int(1e9 / hz)))
+    fds = [bpfsample._perf_event_open(attr, int(t)) for t in os.listdir("/proc/%d/task" % pid)]
+    time.sleep(seconds)
+    for fd in fds:
+        os.close(fd)
+
+
+def _proc_cpu(pid):
+    """utime + stime of process pid, in seconds (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def steady_cpu(argv, skip, seconds):
+    """Runs argv (a profiler of `seconds`); (its output, its CPU seconds
+    from `skip` seconds after its start to a quarter second before its
+    end, the wall seconds between): its start (the VM search, the BPF
+    object's load, the first decodes of a fresh process, which read its
+    DWARF) and its end (the profile written) left out, as each window's
+    first second is left out of the work rate."""
+    with tempfile.TemporaryFile() as out:
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        t0 = time.monotonic()
+        time.sleep(skip)
+        c0, m0 = _proc_cpu(p.pid), time.monotonic()
+        time.sleep(max(0.0, t0 + seconds - 0.25 - m0))
+        c1, m1 = _proc_cpu(p.pid), time.monotonic()
+        p.wait()
+        out.seek(0)
+        text = out.read().decode("utf-8", "replace")
+    if p.returncode != 0:
+        raise RuntimeError("%s exited with %d:\n%s" % (argv[:4], p.returncode, text[-2000:]))
+    return text, c1 - c0, m1 - m0
 
 
 def drain(pid, hz, seconds):
@@ -89,7 +139,8 @@ def main():
     a = ap.parse_args()
     host = manifest()[a.variant]["host"]
     rates = [float(x) for x in a.rates.split(",")]
-    configs = [(s, r) for r in rates for s in ("bpf", "bpf, kernel side only", "ptrace")]
+    configs = [(s, r) for r in rates
+               for s in ("bpf", "bpf, kernel side only", "perf events alone", "ptrace")]
     if shutil.which("py-spy"):
         configs += [("py-spy", r) for r in rates]
     else:
@@ -123,6 +174,10 @@ def main():
                 prog = lua(log)
                 argv = [sys.executable, os.path.abspath(__file__), "--drain", str(prog.p.pid),
                         "%g" % r, "%g" % a.seconds]
+            elif sampler.startswith("perf events"):
+                prog = lua(log)
+                argv = [sys.executable, os.path.abspath(__file__), "--events", str(prog.p.pid),
+                        "%g" % r, "%g" % a.seconds]
             else:
                 prog = lua(log)
                 argv = [sys.executable, "-m", "ljgdb", "record", "--pid", str(prog.p.pid),
@@ -139,8 +194,8 @@ def main():
                         s0, c0 = switches(prog.p.pid), cpu_seconds(prog.p.pid)
                         m0 = time.monotonic()
                         if sampled:
-                            out, c, w = child_cpu(argv, cwd=ROOT)
-                            cpu += c - start.get(sampler, 0.0)
+                            out, c, w = steady_cpu(argv, SKIP, a.seconds)
+                            cpu += c
                             wall += w
                         else:
                             time.sleep(a.seconds)
@@ -163,7 +218,7 @@ def main():
           % (start["bpf"], start["ptrace"]))
     print()
     print("| sampler | rate | work rate kept | samples made / asked | voluntary switches, "
-          "alone / sampled | profiler's CPU (% of a core), its start left out |")
+          "alone / sampled | profiler's CPU (% of a core), steady |")
     print("| --- | --- | --- | --- | --- | --- |")
     for sampler, r, kept, made, sw, cpu in rows:
         print("| %s | %g Hz | %.1f%% | %s | %d / %d | %.1f%% |" % (
@@ -173,5 +228,7 @@ def main():
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--drain"]:
         drain(int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]))
+    elif sys.argv[1:2] == ["--events"]:
+        events_only(int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]))
     else:
         main()

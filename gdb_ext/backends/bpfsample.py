@@ -15,6 +15,7 @@ object is held by a file descriptor of this process: its end, even by
 SIGKILL, detaches them all."""
 import ctypes
 import errno
+import mmap
 import os
 import shutil
 import struct
@@ -36,6 +37,7 @@ F_KERNEL, F_FULL, F_NOREGS = 1, 2, 4
 # struct sample's header (bpfsample.bpf.c), up to its ranges, then its data
 _HEAD = struct.Struct("<IIIIQ%dQIIQ" % NREGS)
 _RANGE = struct.Struct("<QQQ")
+_U64, _U32 = struct.Struct("=Q"), struct.Struct("=I")
 DATA_OFFSET = _HEAD.size + MAX_RANGES * _RANGE.size + MAX_LS * 8
 # stats map's counters
 ST_FIRED, ST_WRITTEN, ST_LOST, ST_FULL, ST_OTHER = range(5)
@@ -94,10 +96,10 @@ class Copy(object):
 
     @property
     def copied(self) -> List[Tuple[int, bytes]]:
-        """[(lo, bytes)] of each range copied."""
+        """[(lo, bytes)] of each range copied (bytes of their own)."""
         out, pos = [], 0
         for lo, n in self.parts:
-            out.append((lo, self.data[pos:pos + n]))
+            out.append((lo, bytes(self.data[pos:pos + n])))
             pos += n
         return out
 
@@ -259,6 +261,69 @@ class Loader(object):
         return out
 
 
+class Ring(object):
+    """The ring buffer map read in place, as libbpf's ring_buffer reads it
+    (its ringbuf.c), without a call into C for each record: the consumer
+    position's page, mapped writable; the producer position's page and the
+    data, mapped twice in a row so that a record that wraps is one slice.
+    Each record has an 8-byte header: its length, with a busy bit (not
+    committed yet) and a discard bit."""
+
+    BUSY, DISCARD, HEADER = 1 << 31, 1 << 30, 8
+
+    def __init__(self, fd: int, size: int) -> None:
+        page = mmap.PAGESIZE
+        self.mask = size - 1
+        self.cons = mmap.mmap(fd, page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        try:
+            self.prod = mmap.mmap(fd, page + 2 * size, access=mmap.ACCESS_READ, offset=page)
+        except (OSError, ValueError):
+            self.cons.close()
+            raise
+        self.page = page
+        # (one aligned 8-byte store, never a torn one: the kernel reads it)
+        self.cons_pos = ctypes.c_uint64.from_buffer(self.cons)
+        self.view = memoryview(self.prod)
+        self.pos = self.cons_pos.value
+
+    def consume(self) -> List[memoryview]:
+        """The records committed since the last call, in order, read in
+        place: the kernel may write over the last call's records from
+        this call on (they are handed back to it now), not before."""
+        out = []
+        prod, page, mask, view = self.prod, self.page, self.mask, self.view
+        pos = self.pos
+        self.cons_pos.value = pos
+        while True:
+            end = _U64.unpack_from(prod, 0)[0]
+            if pos >= end:
+                break
+            while pos < end:
+                at = page + (pos & mask)
+                n = _U32.unpack_from(prod, at)[0]
+                if n & self.BUSY:
+                    end = pos
+                    break
+                size = n & ~(self.BUSY | self.DISCARD)
+                if not n & self.DISCARD:
+                    out.append(view[at + self.HEADER:at + self.HEADER + size])
+                pos += (size + self.HEADER + 7) & ~7
+            else:
+                continue
+            break
+        self.pos = pos
+        return out
+
+    def close(self) -> None:
+        del self.cons_pos
+        self.cons.close()
+        try:
+            self.view.release()
+            self.prod.close()
+        except BufferError:
+            pass        # (a record still held: unmapped when it is freed)
+
+
 def _perf_event_open(attr: _PerfAttr, tid: int) -> int:
     nr = _NR_PERF_EVENT_OPEN[os.uname().machine]
     fd = libc().syscall(nr, ctypes.byref(attr), tid, -1, -1, PERF_FLAG_FD_CLOEXEC)
@@ -284,11 +349,17 @@ class BpfSampler(object):
         self.pids = []
         self._got = []
         self._final = {"fired": 0, "written": 0, "lost": 0, "full": 0, "other": 0}
-        self._cb = _SAMPLE_CB(self._on_record)
-        self.rb = self.loader.lib.ring_buffer__new(self.loader.ring_fd, self._cb, None, None)
-        if not self.rb:
-            self.close()
-            raise LjError("libbpf could not map the BPF ring buffer")
+        self.rb = None
+        try:
+            self.ring = Ring(self.loader.ring_fd, RING_BYTES)
+        except (OSError, ValueError):
+            # (libbpf's reader, record by record through a callback)
+            self.ring = None
+            self._cb = _SAMPLE_CB(self._on_record)
+            self.rb = self.loader.lib.ring_buffer__new(self.loader.ring_fd, self._cb, None, None)
+            if not self.rb:
+                self.close()
+                raise LjError("libbpf could not map the BPF ring buffer")
 
     def add(self, pid: int, conf: _VmConf) -> None:
         key = ctypes.c_uint32(pid)
@@ -353,9 +424,14 @@ class BpfSampler(object):
         return 0
 
     def read(self) -> List[Copy]:
-        """The records written since the last read, decoded into Copy."""
-        self.loader.lib.ring_buffer__consume(self.rb)
-        got, self._got = self._got, []
+        """The records written since the last read, decoded into Copy; a
+        Copy's data is valid until the next read (it may be the ring's own
+        memory)."""
+        if self.ring is not None:
+            got = self.ring.consume()
+        else:
+            self.loader.lib.ring_buffer__consume(self.rb)
+            got, self._got = self._got, []
         return [c for c in (parse_record(b) for b in got) if c is not None]
 
     def stats(self) -> Dict[str, int]:
@@ -377,6 +453,9 @@ class BpfSampler(object):
         if getattr(self, "rb", None):
             self.loader.lib.ring_buffer__free(self.rb)
             self.rb = None
+        if getattr(self, "ring", None) is not None:
+            self.ring.close()
+            self.ring = None
         self.loader.close()
 
 
@@ -393,7 +472,9 @@ def _perf_refusal(e: OSError) -> str:
 
 
 def parse_record(b: bytes) -> Optional[Copy]:
-    """A ring buffer record as a Copy; None when it is not one."""
+    """A ring buffer record (bytes, or a memoryview of the ring: its
+    data is then one too, valid until the next read) as a Copy; None when
+    it is not one."""
     if len(b) < DATA_OFFSET:
         return None
     h = _HEAD.unpack_from(b, 0)
@@ -405,7 +486,7 @@ def parse_record(b: bytes) -> Optional[Copy]:
     c.full = bool(flags & F_FULL)
     c.regs = None if flags & F_NOREGS else h[5:5 + NREGS]
     n = min(h[5 + NREGS], MAX_RANGES)
-    c.key = b[_HEAD.size:_HEAD.size + n * _RANGE.size]
+    c.key = bytes(b[_HEAD.size:_HEAD.size + n * _RANGE.size])
     got = sum(r[2] for r in _RANGE.iter_unpack(c.key))
     c.data = b[DATA_OFFSET:DATA_OFFSET + got]
     return c

@@ -266,7 +266,7 @@ class Entry(object):
         self.names = names
         self.reg_values = tuple(regs.get(n) for n in names)
         self.copy_of = _getter([slice(a, b) for a, b in slices])
-        self.copy_values = self.copy_of(joined)
+        self.copy_values = tuple(bytes(v) for v in self.copy_of(joined))
         self.spans = [(a, b - a) for a, b in spans]
         whole = []
         for a, b in spans:
@@ -297,7 +297,8 @@ class CopyMemo(object):
              gatherer: Callable[[List[Tuple[int, int]]], Callable[[], Optional[bytes]]]
              ) -> Optional[Any]:
         """The result of a copy of this shape that reads as this one does
-        (registers in self.index's order, joined copy, the process now:
+        (registers in self.index's order, joined copy (bytes or a
+        memoryview), the process now:
         gatherer(spans) gives a reader of spans [(address, size)] joined,
         Target.gatherer), or None."""
         for _, regs_of, by_values in self.shapes.get(shape, ()):
