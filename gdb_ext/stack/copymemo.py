@@ -30,6 +30,12 @@ from ..target import BLOCK
 # Copies kept at most, in all (a busy loop needs a few dozen: the pcs of its
 # innermost instructions); past it the memo starts again.
 LIMIT = 1024
+# Where few copies read as one decoded before (an interpreter's registers
+# differ at every sample), noting a decode's reads costs more than it
+# saves: after WINDOW lookups with less than a quarter found, the memo
+# rests (is not used) for REST lookups, twice as long after each window
+# that fails again, up to MAX_REST.
+WINDOW, REST, MAX_REST = 256, 1024, 1 << 16
 
 
 class Regs(dict):
@@ -292,6 +298,29 @@ class CopyMemo(object):
         self.hits = 0
         self.misses = 0
         self.maps = None            # the mappings the entries were decoded with
+        self.looks = self.found = 0     # in this window
+        self.resting = 0                # lookups left to rest
+        self.rest = REST
+
+    def in_use(self) -> bool:
+        """Whether to look a copy up and note its decode (False while the
+        memo rests: module constants)."""
+        if self.resting:
+            self.resting -= 1
+            return False
+        return True
+
+    def _counted(self, found: bool) -> None:
+        self.looks += 1
+        self.found += found
+        if self.looks >= WINDOW:
+            if self.found * 4 < self.looks:
+                self.resting = self.rest
+                self.rest = min(MAX_REST, 2 * self.rest)
+                self.clear()
+            else:
+                self.rest = REST
+            self.looks = self.found = 0
 
     def find(self, shape: Any, regs: Sequence[int], joined: bytes,
              gatherer: Callable[[List[Tuple[int, int]]], Callable[[], Optional[bytes]]]
@@ -313,8 +342,10 @@ class CopyMemo(object):
                     e.gather = gatherer(e.spans)
                 if e.gather() == e.process:
                     self.hits += 1
+                    self._counted(True)
                     return e.result
         self.misses += 1
+        self._counted(False)
         return None
 
     def keep(self, shape: Any, e: Entry) -> None:

@@ -164,3 +164,33 @@ def test_a_read_partly_in_the_copy_is_not_kept():
         except FaultError:
             pass
     assert w.entry("x", joined) is None
+
+
+def test_the_memo_rests_where_copies_are_seldom_found_again():
+    from ljgdb.gdb_ext.stack import copymemo
+    memo = CopyMemo(ORDER)
+    regs = (0, 0, 0, 0)
+    for i in range(copymemo.WINDOW):
+        assert memo.in_use()
+        assert memo.find(("shape", i), regs, b"", None) is None
+    rested = 0
+    while not memo.in_use():
+        rested += 1
+    assert rested == copymemo.REST
+    for i in range(copymemo.WINDOW):        # a second window that fails: twice as long
+        memo.find(("shape", i), regs, b"", None)
+    rested = 0
+    while not memo.in_use():
+        rested += 1
+    assert rested == 2 * copymemo.REST
+    r = Run()                               # a window that finds: the rest is short again
+    r.memo = memo
+    r.full()
+    for _ in range(copymemo.WINDOW):
+        assert r.again() is not None
+    for i in range(copymemo.WINDOW):
+        memo.find(("shape", i), regs, b"", None)
+    rested = 0
+    while not memo.in_use():
+        rested += 1
+    assert rested == copymemo.REST
