@@ -294,23 +294,16 @@ class Ring(object):
         prod, page, mask, view = self.prod, self.page, self.mask, self.view
         pos = self.pos
         self.cons_pos.value = pos
-        while True:
-            end = _U64.unpack_from(prod, 0)[0]
-            if pos >= end:
-                break
-            while pos < end:
-                at = page + (pos & mask)
-                n = _U32.unpack_from(prod, at)[0]
-                if n & self.BUSY:
-                    end = pos
-                    break
-                size = n & ~(self.BUSY | self.DISCARD)
-                if not n & self.DISCARD:
-                    out.append(view[at + self.HEADER:at + self.HEADER + size])
-                pos += (size + self.HEADER + 7) & ~7
-            else:
-                continue
-            break
+        end = _U64.unpack_from(prod, 0)[0]
+        while pos < end:            # (a record written since: the next call's)
+            at = page + (pos & mask)
+            n = _U32.unpack_from(prod, at)[0]
+            if n & self.BUSY:
+                break               # (not committed yet: the next call's)
+            size = n & ~(self.BUSY | self.DISCARD)
+            if not n & self.DISCARD:
+                out.append(view[at + self.HEADER:at + self.HEADER + size])
+            pos += (size + self.HEADER + 7) & ~7
         self.pos = pos
         return out
 

@@ -484,15 +484,19 @@ class Recorder(object):
         (copymemo; Sample.again)."""
         from ..target import Thread
         s = Sample()
-        # (bytes: slicing them is twice as fast as slicing the ring's memory)
-        memo, tid, data = self.memo, c.tid, bytes(c.data)
+        memo, tid = self.memo, c.tid
         maps = getattr(self.proc, "maps", None)
         if maps is not memo.maps:
             memo.clear()
             memo.maps = maps
         use = memo.in_use()
-        shape = (tid, c.key, tuple(self.recent.get(tid, ())))
-        got = memo.find(shape, c.regs, data, self.t.gatherer) if use else None
+        if use:
+            # (bytes: slicing them is twice as fast as slicing the ring's memory)
+            data = bytes(c.data)
+            shape = (tid, c.key, tuple(self.recent.get(tid, ())))
+            got = memo.find(shape, c.regs, data, self.t.gatherer)
+        else:
+            got = None
         if got is not None:
             keys, G, stack, recent = got
             self.prof.samples += 1
