@@ -14,7 +14,7 @@ from . import corefile
 from ..consts import VM_CODE_PREFIXES
 from ..errors import LjError, NotLuaJITError
 from ..layouts.layout import LUAJIT_SYMBOLS
-from ..vm.state import STATE_REGISTERS, register_candidates
+from ..vm.state import STATE_REGISTERS, frame_where, register_candidates
 from ..target import MachineFrame, Target, TypeSource
 from ..layouts.profiles import Profile
 
@@ -210,7 +210,7 @@ def frame_candidates(target: 'CoreTarget', lay: 'Layout') -> List[Tuple[str, int
         for name, kind, v in read_variables(variables, vaddr, mf.reg, cfa, frame_base, bias,
                                             target.read, target.ptr_size,
                                             target.core.arch.dwarf_regs):
-            out.append((kind, v, "frame #%d %s: %s" % (mf.level, mf.name or "??", name)))
+            out.append((kind, v, frame_where(mf.level, mf.name, name)))
         if mf.name is None or mf.name.startswith(("lj_vm_", "lj_BC_")):
             out.extend(register_candidates(lay, regs, mf.reg, mf.level, mf.name))
         if mf.name is None and target.core.library_of(mf.pc) is None:

@@ -15,7 +15,7 @@ from . import corefile
 from .coredump import section_address
 from ..errors import FaultError, NotLuaJITError
 from ..layouts.layout import LUAJIT_SYMBOLS, TAG_ONLY_TYPES
-from ..vm.state import STATE_REGISTERS, register_candidates
+from ..vm.state import STATE_REGISTERS, frame_where, register_candidates
 from ..target import FLATTEN_DEPTH, Field, MachineFrame, Target, TypeInfo, TypeSource
 
 _ADDR_RE = re.compile(r"0x[0-9a-fA-F]+")
@@ -465,7 +465,7 @@ def frame_candidates(lay: Any, max_frames: int = 64) -> List[Tuple[str, int, str
                     continue
                 if addr:
                     out.append(("L" if tag == "lua_State" else "G", addr,
-                                "frame #%d %s: %s" % (num, fname or "??", sym.name)))
+                                frame_where(num, fname, sym.name)))
             if block.function is not None:
                 break
             block = block.superblock

@@ -16,7 +16,7 @@ from . import corefile
 from .coredump import ARCHES, AT_SYSINFO_EHDR, Process, file_symbol_at
 from ..errors import FaultError, NotLuaJITError
 from ..target import FLATTEN_DEPTH, Field, MachineFrame, Target, TypeInfo, TypeSource
-from ..vm.state import STATE_REGISTERS, register_candidates
+from ..vm.state import STATE_REGISTERS, frame_where, register_candidates
 
 _RECORDS = (lldb.eTypeClassStruct, lldb.eTypeClassUnion, lldb.eTypeClassClass)
 
@@ -724,7 +724,7 @@ def frame_candidates(t: LldbTarget, lay: Any, max_frames: int = 64) -> List[Tupl
             addr = v.GetValueAsUnsigned()
             if addr and v.GetError().Success():
                 out.append(("L" if tag == "lua_State" else "G", addr,
-                            "frame #%d %s: %s" % (num, fname or "??", v.GetName())))
+                            frame_where(num, fname, v.GetName())))
         if fname is None or fname.startswith(("lj_vm_", "lj_BC_")):
             out.extend(register_candidates(lay, regs, m.reg, num, fname))
         mod = f.GetModule()

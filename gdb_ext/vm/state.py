@@ -271,6 +271,44 @@ class VM(Caches):
 STATE_REGISTERS = {"x86_64": (("r14", "dispatch"),), "aarch64": (("x22", "g"),)}
 
 
+# The collector's functions that are handed a thread other than the
+# running one: the traversal of a thread and the stack shrink it calls (R
+# lj_gc.c gc_traverse_thread, lj_state.c lj_state_shrinkstack), and the
+# freeing of a dead thread by the sweep (lj_state.c lj_state_free).  A
+# lua_State * in their frames, or in a frame they called, is that thread.
+HANDED_THREADS = ("gc_traverse_thread", "lj_state_shrinkstack", "lj_state_free")
+
+
+class Where(str):
+    """Where a candidate state pointer was found, as text; one from a stack
+    frame also carries the frame's number and function name."""
+    level = None            # type: Optional[int]
+    fname = None            # type: Optional[str]
+
+
+def frame_where(num: int, fname: Optional[str], what: str) -> Where:
+    """The Where of a candidate read from `what` (a variable, a register) in
+    frame number num, of function fname (None: no name)."""
+    w = Where("frame #%d %s: %s" % (num, fname or "??", what))
+    w.level, w.fname = num, fname
+    return w
+
+
+def running_candidates(candidates: Iterable[Tuple[str, int, str]]) -> List[Tuple[str, int, str]]:
+    """The candidates without the lua_State pointers of frames at or inside
+    the outermost frame of HANDED_THREADS: the collector's frames name the
+    thread it traverses or frees there, not the one that runs."""
+    cands = list(candidates)
+    edge = [getattr(w, "level", None) for _, _, w in cands
+            if getattr(w, "fname", None) in HANDED_THREADS]
+    edge = [n for n in edge if n is not None]
+    if not edge:
+        return cands
+    top = max(edge)
+    return [c for c in cands
+            if not (c[0] == "L" and getattr(c[2], "level", None) is not None and c[2].level <= top)]
+
+
 def register_candidates(lay: 'Layout', regs: Any, read: Callable[[str], Optional[int]], num: int,
                         fname: Optional[str]) -> List[Tuple[str, int, str]]:
     """Candidates ('G', address, where) from the registers of a VM frame:
@@ -284,7 +322,7 @@ def register_candidates(lay: 'Layout', regs: Any, read: Callable[[str], Optional
         G = v - lay.GG.dispatch + lay.GG.g if base == "dispatch" else v
         if G < 0x10000:
             continue            # not a pointer (at starti the register is 0)
-        out.append(("G", G, "frame #%d %s: register %s" % (num, fname or "??", reg)))
+        out.append(("G", G, frame_where(num, fname, "register " + reg)))
     return out
 
 
@@ -306,7 +344,7 @@ def make_vm(target: 'Target', lay: 'Layout', explicit_L: Optional[int] = None,
     if explicit_G is not None:
         candidates = [("G", explicit_G, "G= argument")]
     problems = []
-    for kind, addr, where in candidates:
+    for kind, addr, where in running_candidates(candidates):
         try:
             if kind == "L":
                 G = check_thread(target, lay, addr)

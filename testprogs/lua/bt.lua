@@ -223,6 +223,21 @@ function S.gc()
   assert(coroutine.resume(X, "x"))
 end
 
+-- The collector handed a thread other than the running one, from the main
+-- thread's collectgarbage(): it traverses a suspended coroutine (and
+-- shrinks its stack, lj_state_shrinkstack) and frees a dead one that
+-- nothing refers to any more (lj_state_free).  The test breaks in those
+-- functions after the armed stop, on the line of the collectgarbage call.
+function S.gcthreads()
+  local susp = coroutine.create(function() coroutine.yield() end)
+  coroutine.resume(susp)
+  local dead = coroutine.create(function() end)
+  coroutine.resume(dead)
+  dead = nil
+  record_stack("main"); ljgdb_stop("armed"); collectgarbage()
+  rec("gcthreads", "susp", tostring(susp))
+end
+
 -- C code called from Lua: io.popen, then a read that blocks on the pipe.
 -- Each "armed" stop is where the test sets a gdb catchpoint (syscall pipe2,
 -- which popen() calls, or read) and continues: nothing between an armed stop

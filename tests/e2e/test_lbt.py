@@ -7,10 +7,12 @@ fast functions (jit.vmdef.ffnames); these tests compare lbt's frames and
 """
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 
-from support.stop import (BOTH_ARCHES, Stop, chunk_display, frame_place, traceback_name, value_regex,
+from support.stop import (BOTH_ARCHES, ROOT, Stop, chunk_display, frame_place, traceback_name, value_regex,
                           addr_of, manifest)
 
 MODES = ("live", "core")
@@ -28,7 +30,7 @@ COMMANDS = ["lbt", "lbt full", "lbt --all", "lthreads", "lbt bogus", "lbt L=8", 
             "print $lua_where()"] + GDB_COMMANDS + JSON_COMMANDS
 SCENARIOS = {"nest": "break", "deep": "break", "coro": "break", "fficb": "break",
              "jit": "break", "crash": "SIGSEGV", "gc": "break", "popen": "break",
-             "popen_open": "break"}
+             "popen_open": "break", "gc_traverse": "break", "gc_free": "break"}
 # Stops that move on from bt.lua's first ljgdb_stop in the live gdb only
 # (Stop's live_prelude): (bt.lua scenario, gdb commands).  Both run bt.lua's
 # `popen` scenario, whose two ljgdb_stop("armed") calls each come on the
@@ -39,14 +41,22 @@ SCENARIOS = {"nest": "break", "deep": "break", "coro": "break", "fficb": "break"
 PRELUDES = {
     "popen": ("popen", ["continue", "catch syscall read", "continue"]),
     "popen_open": ("popen", ["catch syscall pipe2", "continue"]),
+    # bt.lua's `gcthreads`: inside its collectgarbage(), the collector
+    # traversing the suspended coroutine (status LUA_YIELD, 1) and freeing
+    # the dead one: frames whose lua_State * is not the running thread.
+    "gc_traverse": ("gcthreads", ["break lj_state_shrinkstack if L->status == 1", "continue"]),
+    "gc_free": ("gcthreads", ["break lj_state_free", "continue"]),
 }
 # What each prelude's catchpoint prints when gdb stops there.
-CAUGHT = {"popen": "(call to syscall read)", "popen_open": "(call to syscall pipe2)"}
+CAUGHT = {"popen": "(call to syscall read)", "popen_open": "(call to syscall pipe2)",
+          "gc_traverse": "lj_state_shrinkstack", "gc_free": "lj_state_free"}
 # qemu-user's gdb stub (7.2) has no syscall catchpoints: on arm64 the
 # preludes break at the libc function that makes the system call.
 ARM64_PRELUDE = {"catch syscall read": "break read", "catch syscall pipe2": "break pipe2"}
 # The frame above the recorded ones (the recorded tag, the frame text).
 TOP = {"popen": ("main", "[builtin#io.method.read]"), "popen_open": ("open", "[builtin#io.popen]")}
+# Variants of the collector scenarios: the four lines of LuaJIT, x86-64.
+GC_VARIANTS = ("r21-gc64", "r20-x64", "deb-x64", "or-x64")
 
 _stops = {}
 
@@ -65,8 +75,12 @@ def stops(tmp_path_factory):
                                stop_on=SCENARIOS[scenario], live_prelude=prelude)
             if scenario in CAUGHT:
                 # The live gdb stopped at the syscall, not somewhere later.
-                caught = (r"Breakpoint 2, (0x[0-9a-f]+ in )?(__libc_)?%s " % CAUGHT[scenario].split()[-1][:-1]
-                          if arm64 else re.escape("Catchpoint 2 " + CAUGHT[scenario]))
+                if scenario.startswith("gc_"):
+                    caught = r"Breakpoint 2, %s \(" % CAUGHT[scenario]
+                elif arm64:
+                    caught = r"Breakpoint 2, (0x[0-9a-f]+ in )?(__libc_)?%s " % CAUGHT[scenario].split()[-1][:-1]
+                else:
+                    caught = re.escape("Catchpoint 2 " + CAUGHT[scenario])
                 assert re.search(caught, _stops[key].live_text), _stops[key].live_text[-3000:]
         return _stops[key]
     return get
@@ -179,6 +193,38 @@ def test_lbt_matches_luajit(stops, variant, scenario, mode):
     assert texts[0] == top
     where = next(t for t in texts if not t.startswith(("C:", "[builtin#")))
     assert stop.out(mode, "print $lua_where()").strip() == '$1 = "%s"' % where
+
+
+@pytest.mark.parametrize("mode", MODES + ("reader",))
+@pytest.mark.parametrize("variant", GC_VARIANTS)
+@pytest.mark.parametrize("scenario", ["gc_traverse", "gc_free"])
+def test_lbt_while_collector_handles_another_thread(stops, variant, scenario, mode):
+    """Stopped in the collector where it traverses a suspended coroutine
+    (lj_state_shrinkstack, called from gc_traverse_thread) or frees a dead
+    one (lj_state_free, from the sweep), inside the main thread's
+    collectgarbage(): the innermost frame's lua_State * is that other
+    thread, and lbt still shows the running main thread's stack, with
+    collectgarbage on top and the levels the program recorded (in gdb, live
+    and on the core, and in the core reader)."""
+    stop = stops(variant, scenario)
+    if mode == "reader":
+        text = run_reader([stop.core, stop.build["host"], "lbt"])
+    else:
+        text = stop.out(mode, "lbt")
+    header, frames = parse_bt(text)
+    assert header.startswith("Lua backtrace of (lua_State *)0x"), text
+    assert header.endswith("(main thread, running); VM state: GC (in the garbage collector)"), text
+    susp = [r for r in stop.expected if r[:2] == ["gcthreads", "susp"]]
+    assert not susp, "the program went on past its collectgarbage()"
+    extra = check_frames(stop, frames, recorded(stop, "main"))
+    assert [t for _, t, _ in extra] == ["[builtin#collectgarbage]"]
+
+
+def run_reader(args):
+    p = subprocess.run([sys.executable, "-m", "ljgdb"] + args, cwd=ROOT, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    return p.stdout.decode()
 
 
 def gc_threads(stop):
