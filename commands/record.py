@@ -21,8 +21,12 @@ RECORD_USAGE = ("python3 -m ljgdb record --pid PID [--rate HZ] [--duration S] "
 TOP_USAGE = ("python3 -m ljgdb top --pid PID [--rate HZ] [--duration S] [--sampler bpf|ptrace] "
              "[--children] [--idle] [--native] [--nonblocking]")
 SAMPLERS = ("bpf", "ptrace")
-# How often the BPF sampler's ring buffer is read (seconds).
+# How often the BPF sampler's ring buffer is read (seconds): at first and
+# at least BPF_POLL, then as seldom as its fill allows, up to BPF_POLL_MAX
+# (BpfSampler.next_wait); with --idle every BPF_POLL (the sleepers are read
+# then).
 BPF_POLL = 0.05
+BPF_POLL_MAX = 0.25
 FORMATS = ("flamegraph", "folded", "speedscope", "pprof")
 FLAGS = ("--idle", "--native", "--nonblocking", "--children")
 # A median wait for the stop above this (seconds), or a share of the stacks
@@ -276,8 +280,9 @@ class Session(object):
                 bpf.stop()
                 return True
             return False
+        poll, last = BPF_POLL, time.monotonic()
         while not done:
-            wait = BPF_POLL if end is None else min(BPF_POLL, end - time.monotonic())
+            wait = poll if end is None else min(poll, end - time.monotonic())
             if wait > 0 and not self.stop_asked:
                 time.sleep(wait)
             done = due()
@@ -293,7 +298,12 @@ class Session(object):
             if not done and self.opts["idle"]:
                 for part in self.parts:
                     self._sleepers(part)
-            for i, c in enumerate(bpf.read()):
+            got = bpf.read()
+            now = time.monotonic()
+            if not self.opts["idle"]:
+                poll = bpf.next_wait(now - last, BPF_POLL, BPF_POLL_MAX)
+            last = now
+            for i, c in enumerate(got):
                 if i % 16 == 15 and not done:
                     done = due()
                 part = parts.get(c.tgid)
