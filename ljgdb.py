@@ -8,8 +8,8 @@ Imported as a module named `ljgdb` (Python started in the checkout), it is
 that package's root and registers nothing; lldb imports it so too, and then
 calls its __lldb_init_module, which registers the commands in lldb.  Run as `python3 -m ljgdb CORE
 ...` (or `python3 ljgdb.py CORE ...`), it is the core reader, which needs no
-gdb (commands/corehost.py); with --pid PID, the same on a running process
-(commands/livehost.py).
+gdb (commands/hosts/corehost.py); with --pid PID, the same on a running process
+(commands/hosts/livehost.py).
 """
 import os
 import sys
@@ -25,12 +25,12 @@ if __name__ == "ljgdb":
 
     def __lldb_init_module(debugger, internal_dict):
         """lldb's `command script import /path/to/ljgdb.py`: the commands
-        (commands/lldbhost.py); imported again, the new code replaces the
+        (commands/hosts/lldbhost.py); imported again, the new code replaces the
         old."""
         import importlib
         for name in [m for m in sys.modules if m.startswith("ljgdb.")]:
             del sys.modules[name]
-        importlib.import_module("ljgdb.commands.lldbhost").register(debugger)
+        importlib.import_module("ljgdb.commands.hosts.lldbhost").register(debugger)
 elif __name__ == "__main__" and "gdb" not in sys.modules:
     # python3 -m ljgdb CORE ... from the checkout: the core reader (--pid PID:
     # a running process).

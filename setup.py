@@ -49,8 +49,10 @@ setup(
     long_description_content_type="text/markdown",
     license="MIT",
     python_requires=">=3.6",
-    packages=["ljgdb", "ljgdb.gdb_ext"] + ["ljgdb.gdb_ext." + s for s in ENGINE_WINGS] + ["ljgdb.commands"],
-    package_dir=dict({"ljgdb": "pkg", "ljgdb.gdb_ext": "gdb_ext", "ljgdb.commands": "commands"},
+    packages=(["ljgdb", "ljgdb.gdb_ext"] + ["ljgdb.gdb_ext." + s for s in ENGINE_WINGS]
+              + ["ljgdb.commands", "ljgdb.commands.hosts"]),
+    package_dir=dict({"ljgdb": "pkg", "ljgdb.gdb_ext": "gdb_ext", "ljgdb.commands": "commands",
+                      "ljgdb.commands.hosts": "commands/hosts"},
                      **{"ljgdb.gdb_ext." + s: "gdb_ext/" + s for s in ENGINE_WINGS}),
     # The shipped layout profiles (testprogs/make_profiles.py writes them).
     package_data={"ljgdb": ["profiles/*.json", "profiles/glibc/*.json",

@@ -56,7 +56,7 @@ READER = """
 import re, resource, sys, time
 sys.path.insert(0, sys.argv[1])
 import ljgdb
-from ljgdb.commands.corehost import CoreHost
+from ljgdb.commands.hosts.corehost import CoreHost
 from ljgdb.commands.host import install
 from ljgdb.commands.lgcstat import LGcStat
 install(CoreHost(sys.argv[2], sys.argv[3]))

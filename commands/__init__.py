@@ -17,7 +17,7 @@ def command_classes(with_gdb_only=True):
 
 
 def register():
-    from . import gdbhost
+    from .hosts import gdbhost
     classes = command_classes()
     gdbhost.register(classes)
     return [c.NAME for c in classes]

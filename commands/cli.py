@@ -1,6 +1,6 @@
-"""python3 -m ljgdb: the core reader (commands.corehost, python3 -m ljgdb
+"""python3 -m ljgdb: the core reader (commands.hosts.corehost, python3 -m ljgdb
 CORE COMMAND ...) or, with --pid among the options before the command, the
-same commands on a running process (commands.livehost); python3 -m ljgdb
+same commands on a running process (commands.hosts.livehost); python3 -m ljgdb
 dump --pid PID: every thread's Lua backtrace (commands.dump); record and
 top --pid PID: a sampling profiler (commands.record); triage CORE_OR_DIR...:
 many cores grouped by crash signature (commands.triage).  Only the
@@ -25,10 +25,10 @@ def main(argv=None):
     i = 0
     while i < len(argv) and argv[i].startswith("--") and argv[i] not in ("--help",):
         if argv[i] == "--pid" or argv[i].startswith("--pid="):
-            from .livehost import main as live
+            from .hosts.livehost import main as live
             return live(argv)
         i += 1 if "=" in argv[i] else 2
-    from .corehost import main as core
+    from .hosts.corehost import main as core
     return core(argv)
 
 

@@ -9,7 +9,7 @@ just before the process was stopped (R running, S sleeping ...), then lbt's
 text for it: `lbt` (--all: `lbt --all`, every coroutine of its VM;
 --locals: `lbt full`), or with --json one document holding lbt --json's
 per thread.  Threads that run no Lua are counted on the last line.  The
-process is stopped only while it is read (commands.livehost), and it is
+process is stopped only while it is read (commands.hosts.livehost), and it is
 read as --pid COMMAND reads it: the same engine and the same lbt.
 
 It imports lbt and the live backend only, no other command: the whole run,
@@ -82,7 +82,7 @@ def dump(process, flags: Dict[str, bool],
     from .base import CommandError
     from .host import install
     from .lbt import LBt
-    from .livehost import LiveHost
+    from .hosts.livehost import LiveHost
     cmd, arg = LBt(), lbt_args(flags)
     out, others = [], []
     for i, th in enumerate(process.threads):

@@ -1,5 +1,5 @@
-"""Where the commands run: inside gdb (commands.gdbhost) or in the core
-reader without gdb (commands.corehost, python3 -m ljgdb CORE ...).
+"""Where the commands run: inside gdb (commands.hosts.gdbhost) or in the core
+reader without gdb (commands.hosts.corehost, python3 -m ljgdb CORE ...).
 
 A command parses its argument, asks the engine and formats; what it needs
 from its surroundings goes through the one Host that is current:

@@ -3,7 +3,7 @@ at, as gdb's frame, up, down, info locals, print and list do for C frames
 (the engine: gdb_ext.stack.luaframe).
 
 The selection is one frame level per lua_State, numbered as lbt numbers
-frames; gdb forgets it when the program runs again (commands.gdbhost).
+frames; gdb forgets it when the program runs again (commands.hosts.gdbhost).
 The core reader and a live process start from --frame N (default 0)."""
 from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
 from .format import hexa, table_data, table_header, table_lines, value_text

@@ -1,5 +1,5 @@
 """The one-line views of LuaJIT's types that gdb's pretty-printers
-(commands/printers.py) and lldb's type summaries (commands/lldbhost.py)
+(commands/hosts/printers.py) and lldb's type summaries (commands/hosts/lldbhost.py)
 show: a Lua value as lval prints it, a referenced object, a global_State.
 Nothing here knows a debugger: each takes a VM (base.display_vm) and
 addresses."""

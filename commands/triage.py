@@ -109,7 +109,7 @@ def read_one(path: str, opts: Dict[str, Any], known: Any
     from ..gdb_ext.backends.corestore import plain_core
     from ..gdb_ext.stack.signature import thread_signature
     from .base import CommandError
-    from .corehost import CoreHost, commands
+    from .hosts.corehost import CoreHost, commands
     from .host import install
     cmds = commands()
     with plain_core(path, opts["max_size"], opts["tmpdir"]) as core:

@@ -1,7 +1,7 @@
 """Target backend over lldb: a live process or a core, the same code (the
 peer of gdbtarget).
 
-Only this module (and commands/lldbhost) import lldb.  Memory is read with
+Only this module (and commands/hosts/lldbhost) import lldb.  Memory is read with
 SBProcess.ReadMemory in blocks; LuaJIT's types, enumerators and symbols
 come from the DWARF and symbol tables lldb has loaded (SBType, SBTarget);
 registers and frames from SBThread and SBFrame.  Nothing here writes to

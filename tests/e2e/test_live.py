@@ -1,4 +1,4 @@
-"""python3 -m ljgdb --pid PID (gdb_ext.backends.live, commands.livehost)
+"""python3 -m ljgdb --pid PID (gdb_ext.backends.live, commands.hosts.livehost)
 against gdb attached to the same process at the same moment: the same text.
 
 testprogs/lua/wait.lua stands still: its Lua frames (a coroutine over the

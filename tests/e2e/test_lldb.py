@@ -1,4 +1,4 @@
-"""ljgdb in lldb (commands/lldbhost.py, gdb_ext/backends/lldbtarget.py)
+"""ljgdb in lldb (commands/hosts/lldbhost.py, gdb_ext/backends/lldbtarget.py)
 against ljgdb in gdb.
 
 - The layout lldb's types give (SBType) is the one gdb's give, member by

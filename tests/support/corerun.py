@@ -1,6 +1,6 @@
 """Run many ljgdb commands on one core in the core reader, in one process
 (python3 -m ljgdb runs one command per process; its own code path is
-commands.corehost.main, tested through the real command line too).
+commands.hosts.corehost.main, tested through the real command line too).
 
   python3 tests/support/corerun.py CORE [BINARY] [--thread N] [--sysroot DIR] < commands.json
       ->  [[output, error line], ...]
@@ -15,7 +15,7 @@ sys.path.insert(0, ROOT)
 __import__("ljgdb")  # the checkout as the package ljgdb
 from ljgdb.commands import command_classes  # noqa: E402
 from ljgdb.commands.base import CommandError  # noqa: E402
-from ljgdb.commands.corehost import CoreHost  # noqa: E402
+from ljgdb.commands.hosts.corehost import CoreHost  # noqa: E402
 from ljgdb.commands.host import install  # noqa: E402
 
 

@@ -15,16 +15,16 @@ import shlex
 
 import lldb
 
-from ..gdb_ext.backends import corefile
-from ..gdb_ext.backends.lldbtarget import LldbTarget, frame_candidates
-from ..gdb_ext.layouts import buildid
-from ..gdb_ext.errors import LjError, NotLuaJITError
-from ..gdb_ext.layouts.layout import Layout
-from .base import CommandError, UsageError, display_vm, help_text
+from ...gdb_ext.backends import corefile
+from ...gdb_ext.backends.lldbtarget import LldbTarget, frame_candidates
+from ...gdb_ext.layouts import buildid
+from ...gdb_ext.errors import LjError, NotLuaJITError
+from ...gdb_ext.layouts.layout import Layout
+from ..base import CommandError, UsageError, display_vm, help_text
 from .corehost import parse_operand
-from .host import (SETTINGS, Operand, OwnSettings, current, install, setting_value,
-                   truncation_text)
-from .summaries import GC_TYPES, global_text, guarded, object_text, tvalue_text
+from ..host import (SETTINGS, Operand, OwnSettings, current, install, setting_value,
+                    truncation_text)
+from ..summaries import GC_TYPES, global_text, guarded, object_text, tvalue_text
 
 # The commands lldb has (lmalloc reads glibc's types through gdb's scopes
 # and lprofile runs the process: gdb only, for now).
@@ -396,8 +396,8 @@ def run(cls, debugger, command, result):
 def _forget_after_a_run(host):
     """Forget the selected Lua frames (lframe) when the process has run, or
     another process or core is loaded, since the last command: gdb's
-    events do that in gdb (commands.gdbhost), lldb's stop id here."""
-    from .lframe import forget
+    events do that in gdb (commands.hosts.gdbhost), lldb's stop id here."""
+    from ..lframe import forget
     sbt = host.debugger.GetSelectedTarget()
     proc = sbt.GetProcess()
     key = (sbt.GetExecutable().fullpath if sbt.IsValid() else None,
@@ -476,7 +476,7 @@ class Settings(object):
 
 # --------------------------------------------------------------------------
 # Type summaries: frame variable and p show LuaJIT's values as gdb's print
-# does with ljgdb's pretty-printers (commands/printers.py), in the type
+# does with ljgdb's pretty-printers (commands/hosts/printers.py), in the type
 # category ljgdb (`type category disable ljgdb` turns them off).
 
 def _summary_vm(valobj):
@@ -565,7 +565,7 @@ def _add_summaries(debugger):
 
 
 def classes():
-    from . import command_classes
+    from .. import command_classes
     return [c for c in command_classes(with_gdb_only=False) if c.NAME in LLDB_COMMANDS]
 
 

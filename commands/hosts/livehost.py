@@ -7,12 +7,12 @@ reads, then let go as it was: nothing written to it, no signal of ours
 pending, no thread left stopped or traced (gdb_ext.backends.live).  The
 output is what the command prints in gdb attached to the same process at
 the same moment; where gdb takes an expression, give an address, as to the
-core reader (commands.corehost)."""
+core reader (commands.hosts.corehost)."""
 import sys
 
-from ..gdb_ext.errors import LjError
+from ...gdb_ext.errors import LjError
 from .corehost import CoreHost, commands, run_command, settings_text, take_options, usage_text
-from .host import install
+from ..host import install
 
 USAGE = "python3 -m ljgdb [--set NAME=VALUE] [--thread N] [--frame N] --pid PID COMMAND [ARGS...]"
 OPTIONS = ("--set", "--thread", "--frame", "--pid")
@@ -32,8 +32,8 @@ class LiveHost(CoreHost):
 
     def target_and_layout(self):
         if self._lay is None:
-            from ..gdb_ext.backends.live import open_live_target
-            from ..gdb_ext.layouts.layout import Layout
+            from ...gdb_ext.backends.live import open_live_target
+            from ...gdb_ext.layouts.layout import Layout
             self._check_thread()
             target = open_live_target(self.process, self.thread - 1)
             self._lay = Layout(target)
@@ -50,7 +50,7 @@ class LiveHost(CoreHost):
         return self.target_and_layout()
 
     def check_memory(self):
-        from ..gdb_ext.backends.live import LiveTarget
+        from ...gdb_ext.backends.live import LiveTarget
         self._check_thread()
         return LiveTarget(self.process, thread=self.thread - 1)
 
@@ -83,7 +83,7 @@ def main(argv):
     if argv and argv[0] in ("-h", "--help"):
         sys.stdout.write((cmds[name].__doc__ or "").replace("(gdb) ", "$ ") + "\n")
         return 0
-    from ..gdb_ext.backends.live import open_process
+    from ...gdb_ext.backends.live import open_process
     try:
         process = open_process(opts["pid"], luajit=getattr(cmds[name], "NEEDS_LUAJIT", True))
     except LjError as e:

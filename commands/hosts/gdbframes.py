@@ -11,14 +11,14 @@ number: gdb prints it indented under the VM's frame that runs it."""
 import gdb
 from gdb.FrameDecorator import FrameDecorator
 
-from ..gdb_ext.stack.backtrace import Backtracer, vm_entry
-from ..gdb_ext.errors import CorruptError, FaultError, LjError
-from ..gdb_ext.stack.frames import frame_locals, frame_upvalues
-from ..gdb_ext.backends.gdbtarget import machine_frame
-from ..gdb_ext.vm.state import VM
-from .base import display_vm, param
-from .format import chunk_display, value_text
-from .lbt import BtFormat
+from ...gdb_ext.stack.backtrace import Backtracer, vm_entry
+from ...gdb_ext.errors import CorruptError, FaultError, LjError
+from ...gdb_ext.stack.frames import frame_locals, frame_upvalues
+from ...gdb_ext.backends.gdbtarget import machine_frame
+from ...gdb_ext.vm.state import VM
+from ..base import display_vm, param
+from ..format import chunk_display, value_text
+from ..lbt import BtFormat
 
 FILTER_NAME = "ljgdb-lua"
 

@@ -6,16 +6,16 @@ import os
 
 import gdb
 
-from ..gdb_ext.layouts.distro import owning_package
-from ..gdb_ext.errors import CorruptError, FaultError, LjError, NotLuaJITError
-from ..gdb_ext.backends.gdbtarget import (LUAJIT_SYMBOLS, GdbTarget, active_match, core_mismatch,
-                                          core_truncation, frame_candidates, luajit_symbol,
-                                          profile_failure, selected_thread_running)
-from ..gdb_ext.layouts.layout import Layout
-from ..gdb_ext.vm.objects import decode_tv
-from .base import CommandError, UsageError, get_vm, help_text, param, side_effect
-from .format import value_text
-from .host import SETTINGS, Host, Operand, install, truncation_text
+from ...gdb_ext.layouts.distro import owning_package
+from ...gdb_ext.errors import CorruptError, FaultError, LjError, NotLuaJITError
+from ...gdb_ext.backends.gdbtarget import (LUAJIT_SYMBOLS, GdbTarget, active_match, core_mismatch,
+                                           core_truncation, frame_candidates, luajit_symbol,
+                                           profile_failure, selected_thread_running)
+from ...gdb_ext.layouts.layout import Layout
+from ...gdb_ext.vm.objects import decode_tv
+from ..base import CommandError, UsageError, get_vm, help_text, param, side_effect
+from ..format import value_text
+from ..host import SETTINGS, Host, Operand, install, truncation_text
 
 
 class GdbHost(Host):
@@ -174,7 +174,7 @@ def _clear_layouts(*_):
 
 
 def connect_events():
-    from .lframe import forget
+    from ..lframe import forget
     gdb.events.new_objfile.connect(_clear_layouts)
     # (A selected Lua frame is the stop's: forgotten when the program runs,
     # ends, or another program or core is loaded.)
@@ -393,7 +393,7 @@ conditions and scripts:
         super().__init__("lua_where")
 
     def invoke(self):
-        from .lbt import BtFormat
+        from ..lbt import BtFormat
         try:
             vm = get_vm()
             fmt = BtFormat(vm)
@@ -436,7 +436,7 @@ prints it, for conditions and scripts:
         super().__init__("lua_local")
 
     def invoke(self, name):
-        from .lframe import local_text
+        from ..lframe import local_text
         try:
             return local_text(name.string())
         except (LjError, UsageError, FaultError, CorruptError, gdb.error) as e:
@@ -452,7 +452,7 @@ frame N, is at, as a number:
         super().__init__("lua_frame_line")
 
     def invoke(self, *level):
-        from .lframe import frame_line
+        from ..lframe import frame_line
         try:
             if len(level) > 1:
                 raise UsageError("one frame number at most")

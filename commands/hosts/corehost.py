@@ -15,10 +15,10 @@ import re
 import shlex
 import sys
 
-from ..gdb_ext.backends import corefile
-from ..gdb_ext.errors import LjError
-from .base import CommandError, UsageError, help_text
-from .host import SETTINGS, Operand, OwnSettings, install, setting_value, truncation_text
+from ...gdb_ext.backends import corefile
+from ...gdb_ext.errors import LjError
+from ..base import CommandError, UsageError, help_text
+from ..host import SETTINGS, Operand, OwnSettings, install, setting_value, truncation_text
 
 USAGE = ("python3 -m ljgdb [--set NAME=VALUE] [--thread N] [--frame N] [--sysroot DIR] CORE [BINARY] COMMAND "
          "[ARGS...]  (or --help)")
@@ -46,7 +46,7 @@ class CoreHost(OwnSettings):
 
     def _core(self):
         if self._core_ is None:
-            from ..gdb_ext.backends.coredump import Core
+            from ...gdb_ext.backends.coredump import Core
             try:
                 core = Core(self.path, self.executable, sysroot=self.sysroot)
             except (OSError, ValueError) as e:
@@ -60,21 +60,21 @@ class CoreHost(OwnSettings):
 
     def target_and_layout(self):
         if self._lay is None:
-            from ..gdb_ext.backends.coretarget import open_target
-            from ..gdb_ext.layouts.layout import Layout
+            from ...gdb_ext.backends.coretarget import open_target
+            from ...gdb_ext.layouts.layout import Layout
             target = open_target(self._core(), self.thread - 1)
             self._lay = Layout(target)
             self._target = target
         return self._target, self._lay
 
     def check_memory(self):
-        from ..gdb_ext.backends.coretarget import CoreTarget
+        from ...gdb_ext.backends.coretarget import CoreTarget
         return CoreTarget(self._core(), thread=self.thread - 1)
 
     def check_environment(self):
         target, lay = self.target_and_layout()
         if self.param("check-build-id"):
-            from ..gdb_ext.backends.coretarget import core_mismatch
+            from ...gdb_ext.backends.coretarget import core_mismatch
             mismatch = core_mismatch(
                 target.core, self.path,
                 give="give the files that wrote the core (python3 -m ljgdb CORE BINARY ..., "
@@ -85,7 +85,7 @@ class CoreHost(OwnSettings):
         return target, lay
 
     def frame_candidates(self, lay):
-        from ..gdb_ext.backends.coretarget import frame_candidates
+        from ...gdb_ext.backends.coretarget import frame_candidates
         return frame_candidates(self._target, lay)
 
     def operand(self, expr, what="expression"):
@@ -153,7 +153,7 @@ def parse_operand(expr, what="expression", reader="the core reader"):
 
 def commands():
     """{name: command class} of the commands that run without gdb."""
-    from . import command_classes
+    from .. import command_classes
     return {c.NAME: c for c in command_classes(with_gdb_only=False)}
 
 
@@ -269,7 +269,7 @@ def main(argv=None):
         sys.stdout.write((cmds[name].__doc__ or "").replace("(gdb) ", "$ ") + "\n")
         return 0
     code = run_command(cmds, name, argv)
-    from ..gdb_ext.backends import debuginfod
+    from ...gdb_ext.backends import debuginfod
     for note in debuginfod.notes():
         sys.stderr.write("ljgdb: %s\n" % note)
     return code

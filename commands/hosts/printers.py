@@ -16,8 +16,8 @@ What cannot be read prints as <unreadable: why>; nothing is written."""
 import gdb
 import gdb.printing
 
-from .base import display_vm
-from .summaries import GC_TYPES, global_text, guarded, object_text, tvalue_text
+from ..base import display_vm
+from ..summaries import GC_TYPES, global_text, guarded, object_text, tvalue_text
 
 PRINTER_NAME = "ljgdb"
 
