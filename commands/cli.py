@@ -3,7 +3,8 @@ CORE COMMAND ...) or, with --pid among the options before the command, the
 same commands on a running process (commands.hosts.livehost); python3 -m ljgdb
 dump --pid PID: every thread's Lua backtrace (commands.dump); record and
 top --pid PID: a sampling profiler (commands.record); triage CORE_OR_DIR...:
-many cores grouped by crash signature (commands.triage).  Only the
+many cores grouped by crash signature (commands.triage); dap: a Debug
+Adapter Protocol server for an editor (commands.hosts.dap).  Only the
 modules the chosen path needs are imported."""
 import sys
 
@@ -22,6 +23,9 @@ def main(argv=None):
     if argv[:1] == ["top"]:
         from .record import top_main
         return top_main(argv[1:])
+    if argv[:1] == ["dap"]:
+        from .hosts.dap import main as dap
+        return dap(argv[1:])
     i = 0
     while i < len(argv) and argv[i].startswith("--") and argv[i] not in ("--help",):
         if argv[i] == "--pid" or argv[i].startswith("--pid="):

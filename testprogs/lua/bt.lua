@@ -223,6 +223,22 @@ function S.gc()
   assert(coroutine.resume(X, "x"))
 end
 
+-- Nested tables, for an editor's variables view: the program records
+-- every entry of each level (path, key, type, value) before it stops.
+function S.tables()
+  local deep = {name = "top", list = {10, 20, {x = 1.5, y = "why"}}, [true] = false}
+  local function entries(path, t)
+    for k, v in pairs(t) do
+      local kt, ks = enc(k)
+      rec("entry", path, kt, ks, enc(v))
+      if type(v) == "table" then entries(path .. "/" .. ks, v) end
+    end
+  end
+  entries("deep", deep)
+  record_stack("main"); ljgdb_stop()
+  return deep
+end
+
 -- The collector handed a thread other than the running one, from the main
 -- thread's collectgarbage(): it traverses a suspended coroutine (and
 -- shrinks its stack, lj_state_shrinkstack) and frees a dead one that

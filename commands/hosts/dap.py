@@ -1,0 +1,521 @@
+"""ljgdb as a Debug Adapter Protocol server: Lua frames, variables and the
+commands in an editor, for a core file, with no debugger.
+
+  python3 -m ljgdb dap [--port N]
+
+The server speaks DAP (JSON messages, each after a Content-Length header)
+on standard input and output, or, with --port, to one client that connects
+to 127.0.0.1:N.  `launch` takes {"core": PATH, "program": PATH?,
+"sysroot": DIR?}; the core reader (commands.hosts.corehost) is the Host
+the commands and the engine read through.  Read-only: nothing is written
+anywhere but to the client.
+
+What the editor gets: every Lua thread as a DAP thread (the running one
+first), each thread's Lua frames as lbt gives them, a frame's Locals and
+Upvalues, tables expandable (array part, then hash part, in pages), and
+in the debug console any ljgdb command with its text.  Breakpoints,
+stepping and setting a variable do not apply to a core: the capabilities
+say so."""
+import json
+import os
+import shlex
+import socket
+import sys
+import threading
+
+from ...gdb_ext.errors import CorruptError, FaultError, LjError
+from ...gdb_ext.stack.frames import frame_locals, frame_upvalues
+from ...gdb_ext.vm.objects import Tab
+from ..base import CommandError, get_vm, param
+from ..format import key_text, value_text
+from ..host import install
+from ..lbt import BtFormat
+from ..lthreads import LThreads
+from .corehost import CoreHost, commands
+
+USAGE = "python3 -m ljgdb dap [--port N]"
+# What the server can do, as DAP's Capabilities say it (the rest: false).
+CAPABILITIES = {
+    "supportsConfigurationDoneRequest": True,
+    "supportsEvaluateForHovers": True,
+    "supportsDelayedStackTraceLoading": True,
+    "supportsTerminateRequest": True,
+    "supportsSetVariable": False,
+    "supportsStepBack": False,
+    "supportsRestartRequest": False,
+    "supportsConditionalBreakpoints": False,
+    "supportsFunctionBreakpoints": False,
+    "supportsGotoTargetsRequest": False,
+    "supportsStepInTargetsRequest": False,
+    "supportsCompletionsRequest": False,
+    "supportsModulesRequest": False,
+    "supportsExceptionInfoRequest": False,
+    "supportsValueFormattingOptions": False,
+    "supportsReadMemoryRequest": False,
+}
+# Table entries a variables request gives when the client asks for no count.
+PAGE = 1000
+
+
+class DapError(Exception):
+    """A request that fails: its message is the one line the user sees."""
+
+
+class Stale(Exception):
+    """A local whose stack slot a trace does not keep up to date."""
+
+
+class Transport(object):
+    """DAP's framing over a pair of binary streams: a header block (only
+    Content-Length matters), a blank line, then that many bytes of JSON."""
+
+    def __init__(self, rfile, wfile):
+        self.rfile = rfile
+        self.wfile = wfile
+        self.lock = threading.Lock()
+        self.seq = 0
+
+    def receive(self):
+        """The next message as a dict, or None at the end of the input."""
+        length = None
+        while True:
+            line = self.rfile.readline()
+            if not line:
+                return None
+            line = line.strip()
+            if not line:
+                if length is not None:
+                    break
+                continue
+            name, _, value = line.decode("ascii", "replace").partition(":")
+            if name.strip().lower() == "content-length":
+                try:
+                    length = int(value.strip())
+                except ValueError:
+                    raise DapError("a Content-Length that is not a number: %r" % value)
+        body = self.rfile.read(length)
+        if len(body) < length:
+            return None
+        return json.loads(body.decode("utf-8"))
+
+    def send(self, msg):
+        with self.lock:
+            self.seq += 1
+            msg["seq"] = self.seq
+            body = json.dumps(msg, ensure_ascii=False).encode("utf-8")
+            self.wfile.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            self.wfile.flush()
+
+
+class Handles(object):
+    """Small integers for the things a client refers to by number (frames,
+    variable containers), valid until the session looks again."""
+
+    def __init__(self):
+        self.items = {}
+        self.ids = {}
+
+    def get(self, key):
+        h = self.ids.get(key)
+        if h is None:
+            h = self.ids[key] = len(self.items) + 1
+            self.items[h] = key
+        return h
+
+    def find(self, h, what):
+        try:
+            return self.items[int(h)]
+        except (KeyError, TypeError, ValueError):
+            raise DapError("no %s %r in this session (the editor asked for one the server "
+                           "did not give)" % (what, h))
+
+
+class Session(object):
+    """One client's session over one core."""
+
+    def __init__(self, transport):
+        self.io = transport
+        self.host = None
+        self.vm = None
+        self.fmt = None
+        self.threads = []           # [(thread id, L, name)]
+        self.by_id = {}             # thread id -> L
+        self.backtraces = {}        # L -> the engine's Backtrace
+        self.frames = Handles()     # (L, index)
+        self.refs = Handles()       # ("scope", frame id, kind) / ("table", addr)
+        self.done = False
+        self.source_dirs = []
+
+    # --- the loop ---------------------------------------------------------
+    def run(self):
+        while not self.done:
+            try:
+                msg = self.io.receive()
+            except (DapError, ValueError) as e:
+                self.event("output", {"category": "stderr", "output": "ljgdb dap: %s\n" % e})
+                return
+            if msg is None:
+                return
+            if msg.get("type") == "request":
+                self.handle(msg)
+
+    def handle(self, req):
+        cmd = req.get("command")
+        args = req.get("arguments") or {}
+        fn = getattr(self, "on_" + str(cmd), None)
+        if fn is None:
+            self.respond(req, error="ljgdb's DAP server does not do '%s' (a core is read, not "
+                                    "run: see its capabilities)" % cmd)
+            return
+        try:
+            body = fn(args)
+        except DapError as e:
+            self.respond(req, error=str(e))
+            return
+        except CommandError as e:
+            self.respond(req, error=str(e))
+            return
+        except (LjError, FaultError, CorruptError) as e:
+            self.respond(req, error="%s: %s" % (cmd, e))
+            return
+        except Exception as e:          # (one line, never a traceback)
+            self.respond(req, error="%s: internal error (%s: %s)" % (cmd, type(e).__name__, e))
+            return
+        self.respond(req, body=body)
+        after = getattr(self, "after_" + str(cmd), None)
+        if after is not None:
+            after(args)
+
+    def respond(self, req, body=None, error=None):
+        msg = {"type": "response", "request_seq": req.get("seq"), "command": req.get("command"),
+               "success": error is None}
+        if error is not None:
+            msg["message"] = error
+            msg["body"] = {"error": {"id": 1, "format": error.replace("{", "{{").replace("}", "}}"),
+                                     "showUser": True}}
+        elif body is not None:
+            msg["body"] = body
+        self.io.send(msg)
+
+    def event(self, name, body=None):
+        msg = {"type": "event", "event": name}
+        if body is not None:
+            msg["body"] = body
+        self.io.send(msg)
+
+    # --- start and end ----------------------------------------------------
+    def on_initialize(self, args):
+        return dict(CAPABILITIES)
+
+    def on_launch(self, args):
+        core = args.get("core")
+        if not core:
+            raise DapError("launch needs \"core\": the path of a core file (ljgdb's DAP server "
+                           "reads cores)")
+        if not os.path.isfile(core):
+            raise DapError("core file '%s' does not exist or is not a file" % core)
+        program = args.get("program")
+        if program is not None and not os.path.isfile(program):
+            raise DapError("program '%s' does not exist or is not a file" % program)
+        sysroot = args.get("sysroot") or "/"
+        if not os.path.isdir(sysroot):
+            raise DapError("sysroot '%s' is not a directory" % sysroot)
+        paths = args.get("sourcePath") or []
+        if isinstance(paths, str):
+            paths = [paths]
+        self.source_dirs = [os.getcwd()] + [os.path.abspath(d) for d in paths]
+        self.host = install(CoreHost(core, program, None, 1, sysroot))
+        self.look()
+        return None
+
+    def after_launch(self, args):
+        self.event("initialized")
+
+    def on_attach(self, args):
+        raise DapError("attach to a running process is not in ljgdb's DAP server yet: save a "
+                       "core (gcore PID) and launch it with \"core\"")
+
+    def on_configurationDone(self, args):
+        return None
+
+    def after_configurationDone(self, args):
+        if self.vm is None:
+            return
+        body = {"reason": "exception", "allThreadsStopped": True,
+                "description": self.stop_text()}
+        if self.threads:
+            body["threadId"] = self.threads[0][0]
+        self.event("stopped", body)
+
+    def on_setBreakpoints(self, args):
+        lines = args.get("breakpoints") or [{"line": n} for n in args.get("lines") or []]
+        return {"breakpoints": [{"verified": False, "line": b.get("line"),
+                                 "message": "a core is not run: no breakpoint applies"}
+                                for b in lines]}
+
+    def on_setExceptionBreakpoints(self, args):
+        return {"breakpoints": []}
+
+    def on_disconnect(self, args):
+        self.done = True
+        return None
+
+    on_terminate = on_disconnect
+
+    # --- what the core holds ----------------------------------------------
+    def look(self):
+        """Reads the VM and its threads afresh (handles start over)."""
+        self.vm = get_vm(None)
+        self.fmt = BtFormat(self.vm)
+        self.backtraces = {}
+        self.frames = Handles()
+        self.refs = Handles()
+        doc = LThreads().data("")
+        running = self.fmt.bt.running
+        rows = [r for r in doc["threads"] if "unreadable" not in r]
+        rows.sort(key=lambda r: (int(r["L"], 16) != running, not r["main"]))
+        self.threads = []
+        for i, r in enumerate(rows):
+            who = ("main thread" if r["main"] else "VM thread g->vmthref" if r["vmthref"]
+                   else "coroutine")
+            where = r["where"] if r["where"] not in (None, "", "-") else None
+            name = "%s %s (%s)%s" % (who, r["L"], r["status"], ": " + where if where else "")
+            self.threads.append((i + 1, int(r["L"], 16), name))
+        self.by_id = {t: L for t, L, _ in self.threads}
+
+    def stop_text(self):
+        doc = self.fmt.thread_data(self.fmt.bt.running) if self.fmt.bt.running else None
+        sig = self.fmt.signature(doc) if doc else None
+        if sig and sig.get("signal"):
+            return "%s (a core: the program is not running)" % sig["signal"]
+        return "a core (the program is not running)"
+
+    def backtrace(self, L):
+        b = self.backtraces.get(L)
+        if b is None:
+            b = self.backtraces[L] = self.fmt.bt.backtrace(L)
+        return b
+
+    def source_of(self, chunk):
+        """DAP's Source of a chunk: its file where one is found (the path it
+        was loaded by, absolute or under the working directory or a
+        directory of launch's "sourcePath"), else its name only (a chunk
+        loaded from a string, or a file not found here)."""
+        path = chunk[1:] if chunk.startswith("@") else chunk
+        if chunk and chunk[0] not in "=[":
+            for d in [""] if os.path.isabs(path) else self.source_dirs:
+                full = os.path.join(d, path)
+                if os.path.isfile(full):
+                    return {"name": os.path.basename(path), "path": full}
+        return {"name": chunk, "presentationHint": "deemphasize"}
+
+    def on_threads(self, args):
+        self.need_core()
+        return {"threads": [{"id": t, "name": name} for t, _, name in self.threads]}
+
+    def need_core(self):
+        if self.vm is None:
+            raise DapError("no core yet: launch one first")
+
+    def thread_L(self, tid):
+        L = self.by_id.get(tid)
+        if L is None:
+            raise DapError("no thread %r in this core (threads lists them)" % tid)
+        return L
+
+    def on_stackTrace(self, args):
+        self.need_core()
+        L = self.thread_L(args.get("threadId"))
+        b = self.backtrace(L)
+        start = max(0, int(args.get("startFrame") or 0))
+        levels = int(args.get("levels") or 0)
+        end = len(b.frames) if levels <= 0 else min(len(b.frames), start + levels)
+        out = []
+        for i in range(start, end):
+            d = self.fmt.frame_data(b, i)
+            fr = b.frames[i]
+            sf = {"id": self.frames.get((L, i)), "name": frame_name(d), "line": 0, "column": 0}
+            if fr.kind == "lua":
+                sf["line"] = d["line"] or 0
+                sf["column"] = 1
+                sf["source"] = self.source_of(d["source"])
+            else:
+                sf["presentationHint"] = "subtle"
+            out.append(sf)
+        return {"stackFrames": out, "totalFrames": len(b.frames)}
+
+    def on_scopes(self, args):
+        self.need_core()
+        fid = args.get("frameId")
+        L, i = self.frames.find(fid, "frame")
+        fr = self.backtrace(L).frames[i]
+        if fr.kind != "lua":
+            return {"scopes": []}
+        scopes = []
+        for kind, name in (("locals", "Locals"), ("upvalues", "Upvalues")):
+            scopes.append({"name": name, "presentationHint": kind if kind == "locals" else None,
+                           "variablesReference": self.refs.get(("scope", fid, kind)),
+                           "expensive": False})
+            if scopes[-1]["presentationHint"] is None:
+                del scopes[-1]["presentationHint"]
+        return {"scopes": scopes}
+
+    def on_variables(self, args):
+        self.need_core()
+        ref = self.refs.find(args.get("variablesReference"), "variables reference")
+        start = max(0, int(args.get("start") or 0))
+        count = int(args.get("count") or 0) or PAGE
+        if ref[0] == "scope":
+            items = self.scope_items(ref[1], ref[2])
+        else:
+            items = self.table_items(ref[1], args.get("filter"), start, count)
+            start = 0
+        return {"variables": [self.variable(n, v) for n, v in items[start:start + count]]}
+
+    def scope_items(self, fid, kind):
+        L, i = self.frames.find(fid, "frame")
+        b = self.backtrace(L)
+        fr = b.frames[i]
+        vm = self.vm
+        if kind == "upvalues":
+            return frame_upvalues(vm, fr)
+        out = []
+        snap = b.start.trace if b.start is not None else None
+        for name, v, addr in frame_locals(b.walker, fr, b.frame_top(i), with_addr=True):
+            if addr is not None and self.fmt.bt.in_trace_value(b, fr, addr):
+                v = Stale("in trace %d: kept in a register or spill slot, the stack slot is "
+                          "stale" % snap.traceno)
+            out.append((name, v))
+        return out
+
+    def table_items(self, addr, which, start, count):
+        """The entries of table addr from entry `start` on (array part
+        first, nil slots left out, then the hash part), at most count;
+        `which` is DAP's filter ("indexed", "named" or None)."""
+        vm = self.vm
+        t = Tab(vm, addr)
+        maxs = param("max-string")
+        out = []
+        if which in (None, "indexed"):
+            n = 0
+            for i, v in t.array_values(vm, t.asize):
+                if v.kind == "nil":
+                    continue
+                if start <= n < start + count:
+                    out.append(("[%d]" % i, v))
+                n += 1
+            start = max(0, start - n)
+            count -= len(out)
+        if which in (None, "named") and count > 0:
+            nodes, _ = t.hash_nodes(vm, start + count)
+            out.extend((key_text(vm, k, maxs), v) for k, v in nodes[start:start + count])
+        return out
+
+    def variable(self, name, v):
+        if isinstance(v, Stale):
+            return {"name": name, "value": "<%s>" % v, "variablesReference": 0}
+        if isinstance(v, Exception):
+            return {"name": name, "value": "<unreadable: %s>" % v, "variablesReference": 0}
+        text = value_text(self.vm, v, param("max-string"))
+        var = {"name": name, "value": text, "type": v.kind, "variablesReference": 0}
+        if v.kind == "table":
+            var["variablesReference"] = self.refs.get(("table", v.addr))
+            try:
+                t = Tab(self.vm, v.addr)
+                var["indexedVariables"] = sum(1 for _, x in t.array_values(self.vm, t.asize)
+                                              if x.kind != "nil")
+                var["namedVariables"] = t.hash_nodes(self.vm, 0)[1]
+            except (FaultError, CorruptError, LjError):
+                pass
+        return var
+
+    def on_evaluate(self, args):
+        self.need_core()
+        expr = (args.get("expression") or "").strip()
+        if args.get("context") in ("hover", "watch"):
+            return self.lookup(expr, args.get("frameId"))
+        return {"result": self.command(expr).rstrip("\n"), "variablesReference": 0}
+
+    def command(self, line):
+        """An ljgdb command's text output, as the core reader prints it."""
+        cmds = commands()
+        words = line.split(None, 1)
+        if not words or words[0] not in cmds:
+            raise DapError("'%s' is not an ljgdb command (%s)"
+                           % (words[0] if words else "", ", ".join(sorted(cmds))))
+        rest = words[1] if len(words) > 1 else ""
+        try:
+            shlex.split(rest)
+        except ValueError as e:
+            raise DapError("%s: %s" % (words[0], e))
+        return cmds[words[0]]().execute(rest)
+
+    def lookup(self, name, fid):
+        """A local, then an upvalue, of frame fid by name (the innermost
+        local of that name, as Lua sees it)."""
+        if fid is None:
+            raise DapError("'%s': choose a Lua frame first" % name)
+        for kind in ("locals", "upvalues"):
+            items = self.scope_items(fid, kind)
+            for n, v in reversed(items):
+                if n == name:
+                    var = self.variable(n, v)
+                    return {"result": var["value"], "type": var.get("type"),
+                            "variablesReference": var["variablesReference"]}
+        raise DapError("no local or upvalue '%s' in this frame" % name)
+
+
+def frame_name(d):
+    """A frame's name in the editor's call stack: the name its caller
+    called it by, as Lua's traceback gives it, else its place."""
+    if d["kind"] != "lua":
+        return d["text"]
+    named = d.get("called_as")
+    if named:
+        return named["name"]
+    if d["what"] == "main":
+        return "main chunk"
+    return "function <%s:%d>" % (d["source"], d["linedefined"])
+
+
+def serve(rfile, wfile):
+    Session(Transport(rfile, wfile)).run()
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    port = None
+    while argv:
+        a = argv.pop(0)
+        if a in ("-h", "--help"):
+            sys.stdout.write("usage: %s\n\n%s\n" % (USAGE, __doc__))
+            return 0
+        if a == "--port" or a.startswith("--port="):
+            v = a.split("=", 1)[1] if "=" in a else (argv.pop(0) if argv else "")
+            if not v.isdigit() or not 0 < int(v) < 65536:
+                return _fail("--port takes a TCP port number (1 to 65535), not '%s'" % v)
+            port = int(v)
+        else:
+            return _fail("'%s' is not an option of dap" % a)
+    if port is None:
+        serve(sys.stdin.buffer, sys.stdout.buffer)
+        return 0
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        srv.bind(("127.0.0.1", port))
+    except OSError as e:
+        return _fail("cannot listen on 127.0.0.1:%d (%s)" % (port, e.strerror))
+    srv.listen(1)
+    sys.stderr.write("ljgdb dap: listening on 127.0.0.1:%d\n" % port)
+    conn, _ = srv.accept()
+    srv.close()
+    with conn:
+        f = conn.makefile("rwb")
+        serve(f, f)
+    return 0
+
+
+def _fail(line):
+    sys.stderr.write("ljgdb dap: %s; usage: %s\n" % (line, USAGE))
+    return 2
