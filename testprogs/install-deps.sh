@@ -202,6 +202,9 @@ npm_cache_install() {   # NAME VERSION
 npm_cache_install speedscope 1.25.0
 # memlab's heap snapshot parser and dominator tree.
 npm_cache_install @memlab/core 2.0.5
+# VS Code's own Debug Adapter Protocol test client (DebugClient), which
+# drives `python3 -m ljgdb dap` in tests/e2e/test_dap.py.
+npm_cache_install @vscode/debugadapter-testsupport 1.68.0
 
 # go tool pprof reads the pprof profiles: the go on PATH, else /usr/local/go's,
 # else Debian's golang-go.  Since Go 1.24 `go tool pprof` is built on its first

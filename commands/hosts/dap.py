@@ -5,10 +5,14 @@ commands in an editor, for a core file, with no debugger.
 
 The server speaks DAP (JSON messages, each after a Content-Length header)
 on standard input and output, or, with --port, to one client that connects
-to 127.0.0.1:N.  `launch` takes {"core": PATH, "program": PATH?,
-"sysroot": DIR?}; the core reader (commands.hosts.corehost) is the Host
-the commands and the engine read through.  Read-only: nothing is written
-anywhere but to the client.
+to 127.0.0.1:N (--port 0: a free port, which the first line on standard
+error names).  `launch` takes {"core": PATH, "program": PATH?,
+"sysroot": DIR?, "sourcePath": [DIR...]?}: the core reader
+(commands.hosts.corehost) is the Host the commands and the engine read
+through.  `attach` takes {"pid": N}: the process is held stopped (ptrace,
+as --pid holds it: commands.hosts.livehost) while the session looks,
+let go on `continue` and `disconnect`, held again on `pause`.  Read-only:
+nothing is written to the core or the process.
 
 What the editor gets: every Lua thread as a DAP thread (the running one
 first), each thread's Lua frames as lbt gives them, a frame's Locals and
@@ -32,6 +36,7 @@ from ..host import install
 from ..lbt import BtFormat
 from ..lthreads import LThreads
 from .corehost import CoreHost, commands
+from .livehost import LiveHost
 
 USAGE = "python3 -m ljgdb dap [--port N]"
 # What the server can do, as DAP's Capabilities say it (the rest: false).
@@ -145,9 +150,17 @@ class Session(object):
         self.refs = Handles()       # ("scope", frame id, kind) / ("table", addr)
         self.done = False
         self.source_dirs = []
+        self.process = None         # attach: the LiveProcess
+        self.held = None            # its stopped() while held
 
     # --- the loop ---------------------------------------------------------
     def run(self):
+        try:
+            self.loop()
+        finally:
+            self.close()        # (a client gone without a disconnect: the process let go)
+
+    def loop(self):
         while not self.done:
             try:
                 msg = self.io.receive()
@@ -232,17 +245,60 @@ class Session(object):
         self.event("initialized")
 
     def on_attach(self, args):
-        raise DapError("attach to a running process is not in ljgdb's DAP server yet: save a "
-                       "core (gcore PID) and launch it with \"core\"")
+        pid = args.get("pid", args.get("processId"))
+        try:
+            pid = int(pid)
+        except (TypeError, ValueError):
+            raise DapError("attach needs \"pid\": the id of a running process, not %r" % (pid,))
+        from ...gdb_ext.backends.live import open_process
+        self.process = open_process(pid)
+        self.hold()
+        return None
+
+    after_attach = after_launch
+
+    def hold(self):
+        """The attached process stopped (every thread, by ptrace, as --pid
+        holds it) and looked at afresh."""
+        if self.held is None:
+            held = self.process.stopped()
+            held.__enter__()
+            self.held = held
+        self.host = install(LiveHost(self.process))
+        self.look()
+
+    def release(self):
+        """The attached process let go as it was (nothing written, no
+        signal of ours pending, no thread left stopped)."""
+        held, self.held = self.held, None
+        if held is not None:
+            held.__exit__(None, None, None)
+        self.vm = None
+
+    def on_continue(self, args):
+        if self.process is None:
+            raise DapError("a core is not run: nothing to continue (attach to a process for that)")
+        self.release()
+        return {"allThreadsContinued": True}
+
+    def on_pause(self, args):
+        if self.process is None:
+            raise DapError("a core is not run: it is always paused")
+        self.hold()
+        return None
+
+    def after_pause(self, args):
+        self.stopped("pause")
 
     def on_configurationDone(self, args):
         return None
 
     def after_configurationDone(self, args):
-        if self.vm is None:
-            return
-        body = {"reason": "exception", "allThreadsStopped": True,
-                "description": self.stop_text()}
+        if self.vm is not None:
+            self.stopped("pause" if self.process is not None else "exception")
+
+    def stopped(self, reason):
+        body = {"reason": reason, "allThreadsStopped": True, "description": self.stop_text()}
         if self.threads:
             body["threadId"] = self.threads[0][0]
         self.event("stopped", body)
@@ -258,7 +314,14 @@ class Session(object):
 
     def on_disconnect(self, args):
         self.done = True
+        self.close()
         return None
+
+    def close(self):
+        if self.process is not None:
+            self.release()
+            self.process.close()
+            self.process = None
 
     on_terminate = on_disconnect
 
@@ -284,6 +347,8 @@ class Session(object):
         self.by_id = {t: L for t, L, _ in self.threads}
 
     def stop_text(self):
+        if self.process is not None:
+            return "process %d, stopped while the session looks at it" % self.process.pid
         doc = self.fmt.thread_data(self.fmt.bt.running) if self.fmt.bt.running else None
         sig = self.fmt.signature(doc) if doc else None
         if sig and sig.get("signal"):
@@ -315,6 +380,8 @@ class Session(object):
 
     def need_core(self):
         if self.vm is None:
+            if self.process is not None:
+                raise DapError("process %d runs: pause it first" % self.process.pid)
             raise DapError("no core yet: launch one first")
 
     def thread_L(self, tid):
@@ -492,8 +559,9 @@ def main(argv=None):
             return 0
         if a == "--port" or a.startswith("--port="):
             v = a.split("=", 1)[1] if "=" in a else (argv.pop(0) if argv else "")
-            if not v.isdigit() or not 0 < int(v) < 65536:
-                return _fail("--port takes a TCP port number (1 to 65535), not '%s'" % v)
+            if not v.isdigit() or not 0 <= int(v) < 65536:
+                return _fail("--port takes a TCP port number (1 to 65535, or 0: any free one), "
+                             "not '%s'" % v)
             port = int(v)
         else:
             return _fail("'%s' is not an option of dap" % a)
@@ -507,12 +575,23 @@ def main(argv=None):
     except OSError as e:
         return _fail("cannot listen on 127.0.0.1:%d (%s)" % (port, e.strerror))
     srv.listen(1)
-    sys.stderr.write("ljgdb dap: listening on 127.0.0.1:%d\n" % port)
+    sys.stderr.write("ljgdb dap: listening on 127.0.0.1:%d\n" % srv.getsockname()[1])
+    sys.stderr.flush()
     conn, _ = srv.accept()
     srv.close()
     with conn:
         f = conn.makefile("rwb")
         serve(f, f)
+        f.flush()
+        # (The client closes its end after the disconnect's response; closing
+        # before it does would answer its close with a reset.)
+        try:
+            conn.shutdown(socket.SHUT_WR)
+            conn.settimeout(5)
+            while conn.recv(4096):
+                pass
+        except OSError:
+            pass
     return 0
 
 

@@ -2,15 +2,24 @@
 it, over the Debug Adapter Protocol, on gcore cores of bt.lua: threads,
 frames, scopes and variables against what the program recorded with
 debug.getinfo, debug.getlocal and pairs() before it stopped."""
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 
 import pytest
 
 from support.dapclient import DapClient
-from support.stop import Stop, lua_quote, unhex, value_regex
+from support.host import proc_state
+from support.stop import CACHE, ROOT, Stop, lua_quote, unhex, value_regex
 from test_lbt import ffnames, recorded
+from test_live import Waiting, assert_left_alone
 
 VARIANTS = ("r21-gc64", "r20-x64")
+NODE_MODULES = os.path.join(CACHE, "npm", "node_modules")
+SESSION_JS = os.path.join(ROOT, "tests", "dap_session.js")
 _stops = {}
 
 
@@ -85,10 +94,7 @@ def test_tables_three_levels_deep(variant, tmp_path_factory):
     entries pairs() gave the program, with the counts of its array and hash
     parts; hovering `deep` gives its value and reference."""
     st = stop(variant, "tables", tmp_path_factory)
-    entries = {}
-    for r in st.expected:
-        if r[0] == "entry":
-            entries.setdefault(r[1], []).append(r[2:6])
+    entries = table_entries(st)
     c = session(st)
     try:
         tid = c.ok("threads")["threads"][0]["id"]
@@ -101,18 +107,74 @@ def test_tables_three_levels_deep(variant, tmp_path_factory):
         path = "deep"
         for step, counts in ((("string", "hex:" + b"list".hex()), (0, 3)),
                              (("number", "3"), (3, 0)), (None, (0, 2))):
-            want = entries[path]
             assert (var["indexedVariables"], var["namedVariables"]) == counts, (path, var)
             got = c.ok("variables", variablesReference=var["variablesReference"])["variables"]
-            assert sorted(v["name"] for v in got) == sorted(view_name(kt, ks) for kt, ks, _, _ in want)
-            for v in got:
-                kt, ks, t, s = [w for w in want if view_name(w[0], w[1]) == v["name"]][0]
-                assert re.match(value_regex(t, s) + "$", v["value"]), (path, v, t, s)
+            check_level(got, entries[path], path)
             if step is not None:
                 var = [v for v in got if v["name"] == view_name(*step)][0]
                 path += "/" + step[1]
     finally:
         assert c.close() == 0
+
+
+def table_entries(st):
+    """{path: [(key type, key, value type, value)]} that bt.lua tables recorded."""
+    entries = {}
+    for r in st.expected:
+        if r[0] == "entry":
+            entries.setdefault(r[1], []).append(r[2:6])
+    return entries
+
+
+def check_level(got, want, path):
+    assert sorted(v["name"] for v in got) == sorted(view_name(kt, ks) for kt, ks, _, _ in want), path
+    for v in got:
+        kt, ks, t, s = [w for w in want if view_name(w[0], w[1]) == v["name"]][0]
+        assert re.match(value_regex(t, s) + "$", v["value"]), (path, v, t, s)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_vscode_test_client(variant, tmp_path_factory):
+    """VS Code's own DAP test client (@vscode/debugadapter-testsupport's
+    DebugClient, on Node) connected to `dap --port 0`: the stopped event,
+    the threads, the frames debug.getinfo recorded, and `deep` expanded
+    three levels down as pairs() listed it; the debug console's lbt."""
+    if not os.path.exists(os.path.join(NODE_MODULES, "@vscode", "debugadapter-testsupport")):
+        pytest.fail("VS Code's DAP test client is missing from %s: testprogs/install-deps.sh "
+                    "installs the npm package @vscode/debugadapter-testsupport" % NODE_MODULES)
+    node = shutil.which("node") or shutil.which("nodejs")
+    assert node, "no node: testprogs/install-deps.sh installs Debian's nodejs"
+    st = stop(variant, "tables", tmp_path_factory)
+    srv = subprocess.Popen([sys.executable, "-m", "ljgdb", "dap", "--port", "0"], cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        line = srv.stderr.readline().decode()
+        m = re.match(r"ljgdb dap: listening on 127\.0\.0\.1:(\d+)$", line.strip())
+        assert m, line
+        p = subprocess.run([node, SESSION_JS, m.group(1), st.core, st.build["host"],
+                            "deep/list/[3]", "lbt"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=120, env=dict(os.environ, NODE_PATH=NODE_MODULES))
+        assert p.returncode == 0, p.stderr.decode()[-2000:]
+        lines = p.stdout.decode().splitlines()
+        assert lines[-1] == "disconnected", lines[-1:]
+        got = json.loads(lines[-2])
+        assert srv.wait(30) == 0
+    finally:
+        if srv.poll() is None:
+            srv.kill()
+            srv.wait()
+    assert got["stopped"]["threadId"] == got["threads"][0]["id"]
+    recs = [r for r in recorded(st, "main") if r["what"] != "C"]
+    lua = [f for f in got["frames"] if f.get("presentationHint") != "subtle"]
+    assert [(f["source"]["path"], f["line"]) for f in lua] == \
+        [(r["source"][1:], int(r["line"])) for r in recs]
+    assert [s["name"] for s in got["scopes"]] == ["Locals", "Upvalues"]
+    assert [v["name"] for v in got["levels"][0]] == [n for n, _, _ in recs[0]["locals"]]
+    entries = table_entries(st)
+    for level, path in zip(got["levels"][1:], ("deep", "deep/hex:" + b"list".hex(),
+                                               "deep/hex:" + b"list".hex() + "/3")):
+        check_level(level, entries[path], path)
+    assert got["repl"].startswith("Lua backtrace of (lua_State *)0x"), got["repl"]
 
 
 def view_name(kt, ks):
@@ -144,3 +206,40 @@ def test_refusals(tmp_path):
         assert not r["success"] and r["message"] == "no core yet: launch one first"
     finally:
         assert c.close() == 0
+
+
+def test_attach_pause_continue(tmp_path):
+    """attach to wait.lua blocked in its read: held while the session looks
+    (the frames are the ones debug.getinfo recorded at the read), let go on
+    `continue` (it reads a line and comes back to its read), held again on
+    `pause`, let go on `disconnect`: never traced or stopped after, no
+    signal left pending, and it ends by itself when told."""
+    prog = Waiting("r21-gc64", tmp_path)
+    c = DapClient()
+    try:
+        c.ok("initialize", adapterID="ljgdb")
+        c.ok("attach", pid=prog.pid)
+        c.ok("configurationDone")
+        for round in range(2):
+            threads = c.ok("threads")["threads"]
+            stopped = [e for e in c.events if e["event"] == "stopped"][-1]
+            assert stopped["body"]["reason"] == "pause" and \
+                stopped["body"]["threadId"] == threads[0]["id"]
+            assert proc_state(prog.pid) == "t"          # held by ptrace
+            _, lua = lua_frames(None, c, threads[0]["id"])
+            want = prog.frames()
+            assert [(f["source"]["path"], f["line"]) for f in lua[:len(want)]] == \
+                [(source, line) for _, source, line in want]
+            assert c.ok("continue", threadId=threads[0]["id"])["allThreadsContinued"]
+            assert_left_alone(prog.pid)
+            r = c.request("threads")
+            assert not r["success"] and r["message"] == "process %d runs: pause it first" % prog.pid
+            prog.send("line%d" % round)
+            prog.wait_blocked()
+            c.ok("pause", threadId=threads[0]["id"])
+        assert c.close() == 0
+        assert_left_alone(prog.pid)
+        prog.quit()
+    finally:
+        c.close()
+        prog.stop()
