@@ -29,6 +29,7 @@ import threading
 
 from ...gdb_ext.errors import CorruptError, FaultError, LjError
 from ...gdb_ext.stack.frames import frame_locals, frame_upvalues
+from ...gdb_ext.stack.luaframe import Picked, resolve, source_file
 from ...gdb_ext.vm.objects import Tab
 from ..base import CommandError, get_vm, param
 from ..format import key_text, value_text
@@ -361,18 +362,25 @@ class Session(object):
             b = self.backtraces[L] = self.fmt.bt.backtrace(L)
         return b
 
-    def source_of(self, chunk):
-        """DAP's Source of a chunk: its file where one is found (the path it
-        was loaded by, absolute or under the working directory or a
-        directory of launch's "sourcePath"), else its name only (a chunk
-        loaded from a string, or a file not found here)."""
-        path = chunk[1:] if chunk.startswith("@") else chunk
-        if chunk and chunk[0] not in "=[":
-            for d in [""] if os.path.isabs(path) else self.source_dirs:
-                full = os.path.join(d, path)
-                if os.path.isfile(full):
-                    return {"name": os.path.basename(path), "path": full}
-        return {"name": chunk, "presentationHint": "deemphasize"}
+    def source_of(self, chunk, proto):
+        """DAP's Source of a chunk: its file where one is found (as llist
+        finds it: as named, then under launch's "sourcePath" directories),
+        else a reference to the function's bytecode listing (a chunk loaded
+        from a string, or a file not found here)."""
+        path, _ = source_file(chunk, self.source_dirs)
+        if path is not None:
+            return {"name": os.path.basename(path), "path": os.path.abspath(path)}
+        return {"name": chunk, "sourceReference": self.refs.get(("source", proto)),
+                "presentationHint": "deemphasize"}
+
+    def on_source(self, args):
+        self.need_core()
+        ref = args.get("sourceReference") or (args.get("source") or {}).get("sourceReference")
+        kind, proto = self.refs.find(ref, "source reference")
+        if kind != "source":
+            raise DapError("reference %r is not a source" % ref)
+        return {"content": self.command("lbc (GCproto *)0x%x" % proto),
+                "mimeType": "text/x-lua-bytecode"}
 
     def on_threads(self, args):
         self.need_core()
@@ -405,7 +413,7 @@ class Session(object):
             if fr.kind == "lua":
                 sf["line"] = d["line"] or 0
                 sf["column"] = 1
-                sf["source"] = self.source_of(d["source"])
+                sf["source"] = self.source_of(fr.proto.chunk(self.vm), fr.proto.addr)
             else:
                 sf["presentationHint"] = "subtle"
             out.append(sf)
@@ -418,13 +426,14 @@ class Session(object):
         fr = self.backtrace(L).frames[i]
         if fr.kind != "lua":
             return {"scopes": []}
-        scopes = []
-        for kind, name in (("locals", "Locals"), ("upvalues", "Upvalues")):
-            scopes.append({"name": name, "presentationHint": kind if kind == "locals" else None,
-                           "variablesReference": self.refs.get(("scope", fid, kind)),
-                           "expensive": False})
-            if scopes[-1]["presentationHint"] is None:
-                del scopes[-1]["presentationHint"]
+        scopes = [{"name": "Locals", "presentationHint": "locals",
+                   "variablesReference": self.refs.get(("scope", fid, "locals")), "expensive": False},
+                  {"name": "Upvalues", "variablesReference": self.refs.get(("scope", fid, "upvalues")),
+                   "expensive": False}]
+        # The function's environment table (a global is a field of it).
+        glob = {"name": "Globals", "expensive": True}
+        self.table_counts(glob, fr.fn.env)
+        scopes.append(glob)
         return {"scopes": scopes}
 
     def on_variables(self, args):
@@ -486,15 +495,21 @@ class Session(object):
         text = value_text(self.vm, v, param("max-string"))
         var = {"name": name, "value": text, "type": v.kind, "variablesReference": 0}
         if v.kind == "table":
-            var["variablesReference"] = self.refs.get(("table", v.addr))
-            try:
-                t = Tab(self.vm, v.addr)
-                var["indexedVariables"] = sum(1 for _, x in t.array_values(self.vm, t.asize)
-                                              if x.kind != "nil")
-                var["namedVariables"] = t.hash_nodes(self.vm, 0)[1]
-            except (FaultError, CorruptError, LjError):
-                pass
+            self.table_counts(var, v.addr)
         return var
+
+    def table_counts(self, var, addr):
+        """var (a Variable or Scope) made expandable into table addr, with
+        its array part's and hash part's entries counted (the editor pages
+        by them)."""
+        var["variablesReference"] = self.refs.get(("table", addr))
+        try:
+            t = Tab(self.vm, addr)
+            var["indexedVariables"] = sum(1 for _, x in t.array_values(self.vm, t.asize)
+                                          if x.kind != "nil")
+            var["namedVariables"] = t.hash_nodes(self.vm, 0)[1]
+        except (FaultError, CorruptError, LjError):
+            pass
 
     def on_evaluate(self, args):
         self.need_core()
@@ -518,18 +533,20 @@ class Session(object):
         return cmds[words[0]]().execute(rest)
 
     def lookup(self, name, fid):
-        """A local, then an upvalue, of frame fid by name (the innermost
-        local of that name, as Lua sees it)."""
+        """A name in frame fid as the frame's code reads it (a local, an
+        upvalue, else a global: luaframe.resolve, as lprint takes it)."""
         if fid is None:
             raise DapError("'%s': choose a Lua frame first" % name)
-        for kind in ("locals", "upvalues"):
-            items = self.scope_items(fid, kind)
-            for n, v in reversed(items):
-                if n == name:
-                    var = self.variable(n, v)
-                    return {"result": var["value"], "type": var.get("type"),
-                            "variablesReference": var["variablesReference"]}
-        raise DapError("no local or upvalue '%s' in this frame" % name)
+        L, i = self.frames.find(fid, "frame")
+        b = self.backtrace(L)
+        r = resolve(self.fmt.bt, Picked(L, b, i), name)
+        if r.value is None:
+            if r.nil:
+                return {"result": "nil", "type": "nil", "variablesReference": 0}
+            raise DapError("%s '%s': %s" % (r.kind, name, r.note))
+        var = self.variable(name, r.value)
+        return {"result": var["value"], "type": var.get("type"),
+                "variablesReference": var["variablesReference"]}
 
 
 def frame_name(d):

@@ -239,6 +239,16 @@ function S.tables()
   return deep
 end
 
+-- A function of a chunk loaded from a string (no file to show): an
+-- editor gets its bytecode listing in place of a source file.
+function S.strchunk()
+  local f = assert(load("local rs, stop = ...\nreturn function(n)\n  local m = n * 2\n"
+    .. "  rs('main'); stop()\n  return m\nend\n", "=strchunk"))(record_stack, ljgdb_stop)
+  local info = debug.getinfo(f, "S")
+  rec("strchunk", info.source, info.linedefined, info.lastlinedefined)
+  return f(21)
+end
+
 -- The collector handed a thread other than the running one, from the main
 -- thread's collectgarbage(): it traverses a suspended coroutine (and
 -- shrinks its stack, lj_state_shrinkstack) and frees a dead one that

@@ -66,7 +66,7 @@ def test_frames_and_locals(variant, tmp_path_factory):
         assert [(f["source"]["path"], f["line"]) for f in lua] == \
             [(r["source"][1:], int(r["line"])) for r in recs]
         scopes = c.ok("scopes", frameId=lua[0]["id"])["scopes"]
-        assert [s["name"] for s in scopes] == ["Locals", "Upvalues"]
+        assert [s["name"] for s in scopes] == ["Locals", "Upvalues", "Globals"]
         ff = ffnames(st)
         got = c.ok("variables", variablesReference=scopes[0]["variablesReference"])["variables"]
         want = recs[0]["locals"]
@@ -77,6 +77,17 @@ def test_frames_and_locals(variant, tmp_path_factory):
         assert [(v["name"]) for v in ups] == [n for n, _, _ in recs[0]["upvals"]]
         for v, (n, t, s) in zip(ups, recs[0]["upvals"]):
             assert re.match(value_regex(t, s, ff) + "$", v["value"]), (n, v, t, s)
+        # Globals: the function's environment, bt.lua's global function
+        # obj_index among LuaJIT's own; a name Lua would read as a global.
+        glob = c.ok("variables", variablesReference=scopes[2]["variablesReference"])["variables"]
+        names = {v["name"]: v["value"] for v in glob}
+        assert re.match(r"function: \(GCfuncL \*\)0x[0-9a-f]+ .*bt\.lua:\d+$", names["obj_index"])
+        assert re.match(r"function: \(GCfuncC \*\)0x[0-9a-f]+ \[builtin#print\]$", names["print"])
+        assert scopes[2]["namedVariables"] == len(glob) and scopes[2]["indexedVariables"] == 0
+        hover = c.ok("evaluate", expression="obj_index", context="hover", frameId=lua[0]["id"])
+        assert hover["result"] == names["obj_index"]
+        hover = c.ok("evaluate", expression="no_such_global", context="watch", frameId=lua[0]["id"])
+        assert hover["result"] == "nil"
         # The debug console runs ljgdb's commands.
         out = c.ok("evaluate", expression="lbt", context="repl")["result"]
         assert out.startswith("Lua backtrace of (lua_State *)0x"), out
@@ -168,7 +179,7 @@ def test_vscode_test_client(variant, tmp_path_factory):
     lua = [f for f in got["frames"] if f.get("presentationHint") != "subtle"]
     assert [(f["source"]["path"], f["line"]) for f in lua] == \
         [(r["source"][1:], int(r["line"])) for r in recs]
-    assert [s["name"] for s in got["scopes"]] == ["Locals", "Upvalues"]
+    assert [s["name"] for s in got["scopes"]] == ["Locals", "Upvalues", "Globals"]
     assert [v["name"] for v in got["levels"][0]] == [n for n, _, _ in recs[0]["locals"]]
     entries = table_entries(st)
     for level, path in zip(got["levels"][1:], ("deep", "deep/hex:" + b"list".hex(),
@@ -243,3 +254,26 @@ def test_attach_pause_continue(tmp_path):
     finally:
         c.close()
         prog.stop()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_chunk_without_a_file(variant, tmp_path_factory):
+    """bt.lua strchunk: a frame of a chunk loaded from a string has a
+    sourceReference, and its source is the function's bytecode listing,
+    headed as luajit -bl heads it with the chunk's name and the lines
+    debug.getinfo gave."""
+    st = stop(variant, "strchunk", tmp_path_factory)
+    _, name, first, last = [r for r in st.expected if r[0] == "strchunk"][0]
+    recs = [r for r in recorded(st, "main") if r["what"] != "C"]
+    c = session(st)
+    try:
+        tid = c.ok("threads")["threads"][0]["id"]
+        _, lua = lua_frames(st, c, tid)
+        top = lua[0]
+        assert (top["source"]["name"], top["line"]) == (name, int(recs[0]["line"]))
+        assert "path" not in top["source"]
+        src = c.ok("source", sourceReference=top["source"]["sourceReference"],
+                   source=top["source"])
+        assert src["content"].splitlines()[0] == "-- BYTECODE -- %s:%s-%s" % (name[1:], first, last)
+    finally:
+        assert c.close() == 0
