@@ -246,6 +246,8 @@ def main(argv=None):
                          "tells more), and its live view, python3 -m ljgdb top --pid PID.\n"
                          "Many cores grouped by crash signature (plain, or as systemd-coredump "
                          "stores them): python3 -m ljgdb triage CORE_OR_DIR... [--json].\n"
+                         "An editor's debugger (the Debug Adapter Protocol) over a core or a "
+                         "process: python3 -m ljgdb dap [--port N].\n"
                          % (USAGE, usage_text(cmds, "CORE COMMAND --help tells more"), settings_text()))
         return 0 if argv else 2
     core = argv.pop(0)

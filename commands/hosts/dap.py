@@ -30,12 +30,12 @@ import threading
 from ...gdb_ext.errors import CorruptError, FaultError, LjError
 from ...gdb_ext.stack.frames import frame_locals, frame_upvalues
 from ...gdb_ext.stack.luaframe import Picked, resolve, source_file
+from ...gdb_ext.stack.threadscan import ThreadScanner, ThreadSummary, scan_groups
 from ...gdb_ext.vm.objects import Tab
 from ..base import CommandError, get_vm, param
 from ..format import key_text, value_text
 from ..host import install
 from ..lbt import BtFormat
-from ..lthreads import LThreads
 from .corehost import CoreHost, commands
 from .livehost import LiveHost
 
@@ -61,6 +61,10 @@ CAPABILITIES = {
 }
 # Table entries a variables request gives when the client asks for no count.
 PAGE = 1000
+# Coroutines shown one DAP thread each; past this many, one a group.
+THREAD_LIMIT = 1000
+# Bytes of the process's memory the thread scan keeps read at most.
+SCAN_CACHE = 64 << 20
 
 
 class DapError(Exception):
@@ -328,24 +332,53 @@ class Session(object):
 
     # --- what the core holds ----------------------------------------------
     def look(self):
-        """Reads the VM and its threads afresh (handles start over)."""
-        self.vm = get_vm(None)
-        self.fmt = BtFormat(self.vm)
+        """Reads the VM and its threads afresh (handles start over): the
+        running thread first, then the main thread, then the coroutines,
+        each its own DAP thread; past THREAD_LIMIT of them, one DAP thread
+        a group of coroutines that read the same (lbt --all --group's
+        groups), its stack its first example's."""
+        self.vm = vm = get_vm(None)
+        self.fmt = fmt = BtFormat(vm)
+        bt = fmt.bt
         self.backtraces = {}
         self.frames = Handles()
         self.refs = Handles()
-        doc = LThreads().data("")
-        running = self.fmt.bt.running
-        rows = [r for r in doc["threads"] if "unreadable" not in r]
-        rows.sort(key=lambda r: (int(r["L"], 16) != running, not r["main"]))
-        self.threads = []
-        for i, r in enumerate(rows):
-            who = ("main thread" if r["main"] else "VM thread g->vmthref" if r["vmthref"]
-                   else "coroutine")
-            where = r["where"] if r["where"] not in (None, "", "-") else None
-            name = "%s %s (%s)%s" % (who, r["L"], r["status"], ": " + where if where else "")
-            self.threads.append((i + 1, int(r["L"], 16), name))
-        self.by_id = {t: L for t, L, _ in self.threads}
+        scanner = ThreadScanner(bt, SCAN_CACHE)
+        threads, _ = scanner.threads()
+        first = []
+        for L in (bt.running, vm.main_L, bt.vmthread):
+            if L and L not in first and (L in threads or L == vm.main_L):
+                first.append(L)
+        rest = [L for L in threads if L not in first]
+        named = []
+        for L, s in zip(first, scanner.scan(first)):
+            named.append((L, self.thread_name(L, s)))
+        if len(rest) <= THREAD_LIMIT:
+            named.extend((L, self.thread_name(L, s)) for L, s in zip(rest, scanner.scan(rest)))
+        else:
+            groups, bad = scan_groups(scanner, rest, bt.vmthread, examples=1)
+            for g in groups:
+                where = fmt.key_text(next((k for k in g.keys if k[0] == "L"), g.keys[0])) \
+                    if g.keys else "no Lua frames"
+                named.append((g.examples[0], "%d coroutine%s (%s): %s (e.g. 0x%x)" % (
+                    g.count, "" if g.count == 1 else "s", g.status, where, g.examples[0])))
+            if bad:
+                named.append((None, "%d coroutines that do not read (lthreads lists them)" % bad))
+        self.threads = [(i + 1, L, name) for i, (L, name) in enumerate(named)]
+        self.by_id = {t: L for t, L, _ in self.threads if L is not None}
+
+    def thread_name(self, L, s):
+        """A thread's name: who it is, its address, status and where."""
+        vm, bt = self.vm, self.fmt.bt
+        who = ("main thread" if L == vm.main_L else "VM thread g->vmthref" if L == bt.vmthread
+               else "coroutine")
+        if s.__class__ is not ThreadSummary:
+            return "%s 0x%x <unreadable: %s>" % (who, L, s)
+        status = "running" if L == bt.running else s.status
+        where = self.fmt.summary_where(s)
+        fiber = bt.fibers.get(L)
+        return "%s 0x%x (%s)%s%s" % (who, L, status, ": " + where if where not in ("", "-") else "",
+                                     " [%s]" % fiber.describe() if fiber is not None else "")
 
     def stop_text(self):
         if self.process is not None:
@@ -393,14 +426,18 @@ class Session(object):
             raise DapError("no core yet: launch one first")
 
     def thread_L(self, tid):
+        """Thread tid's lua_State (None: the entry that counts the threads
+        that do not read)."""
         L = self.by_id.get(tid)
-        if L is None:
-            raise DapError("no thread %r in this core (threads lists them)" % tid)
+        if L is None and not any(t == tid for t, _, _ in self.threads):
+            raise DapError("no thread %r here (threads lists them)" % tid)
         return L
 
     def on_stackTrace(self, args):
         self.need_core()
         L = self.thread_L(args.get("threadId"))
+        if L is None:
+            return {"stackFrames": [], "totalFrames": 0}
         b = self.backtrace(L)
         start = max(0, int(args.get("startFrame") or 0))
         levels = int(args.get("levels") or 0)
@@ -467,24 +504,19 @@ class Session(object):
     def table_items(self, addr, which, start, count):
         """The entries of table addr from entry `start` on (array part
         first, nil slots left out, then the hash part), at most count;
-        `which` is DAP's filter ("indexed", "named" or None)."""
+        `which` is DAP's filter ("indexed": the array part, "named": the
+        hash part, None: both in turn)."""
         vm = self.vm
         t = Tab(vm, addr)
         maxs = param("max-string")
         out = []
         if which in (None, "indexed"):
-            n = 0
-            for i, v in t.array_values(vm, t.asize):
-                if v.kind == "nil":
-                    continue
-                if start <= n < start + count:
-                    out.append(("[%d]" % i, v))
-                n += 1
-            start = max(0, start - n)
-            count -= len(out)
-        if which in (None, "named") and count > 0:
-            nodes, _ = t.hash_nodes(vm, start + count)
-            out.extend((key_text(vm, k, maxs), v) for k, v in nodes[start:start + count])
+            out = [("[%d]" % i, v) for i, v in t.entries(vm, "array", start, count)]
+            if which is None:
+                start = max(0, start - t.counts(vm)[0]) if len(out) < count else 0
+        if which in (None, "named") and len(out) < count:
+            out.extend((key_text(vm, k, maxs), v)
+                       for k, v in t.entries(vm, "hash", start, count - len(out)))
         return out
 
     def variable(self, name, v):
@@ -504,10 +536,7 @@ class Session(object):
         by them)."""
         var["variablesReference"] = self.refs.get(("table", addr))
         try:
-            t = Tab(self.vm, addr)
-            var["indexedVariables"] = sum(1 for _, x in t.array_values(self.vm, t.asize)
-                                          if x.kind != "nil")
-            var["namedVariables"] = t.hash_nodes(self.vm, 0)[1]
+            var["indexedVariables"], var["namedVariables"] = Tab(self.vm, addr).counts(self.vm)
         except (FaultError, CorruptError, LjError):
             pass
 

@@ -409,8 +409,27 @@ def group(summaries: Iterable[ThreadSummary], vmthread: Optional[int] = None,
           examples: int = 3) -> List[Group]:
     """Groups of ThreadSummary objects that read the same (as Go's goroutine
     dumps are read), the largest first, then by first appearance."""
-    groups = {}
-    order = []
+    groups, order = {}, []
+    _add_to_groups(groups, order, summaries, vmthread, examples)
+    return sorted(order, key=lambda g: -g.count)
+
+
+def scan_groups(scanner: 'ThreadScanner', threads: List[int], vmthread: Optional[int] = None,
+                examples: int = 3, chunk: int = 1 << 16) -> Tuple[List[Group], int]:
+    """(group(scanner.scan(threads)), the number of threads that did not
+    read), scanned `chunk` threads at a time: the memory held is the
+    groups', not a summary for each of 10^6 threads."""
+    groups, order = {}, []
+    bad = 0
+    for i in range(0, len(threads), chunk):
+        part = scanner.scan(threads[i:i + chunk])
+        good = [s for s in part if s.__class__ is ThreadSummary]
+        bad += len(part) - len(good)
+        _add_to_groups(groups, order, good, vmthread, examples)
+    return sorted(order, key=lambda g: -g.count), bad
+
+
+def _add_to_groups(groups, order, summaries, vmthread, examples):
     for s in summaries:
         warning = s.bt.warning if s.bt is not None else None
         internal = s.L == vmthread
@@ -422,4 +441,3 @@ def group(summaries: Iterable[ThreadSummary], vmthread: Optional[int] = None,
         g.count += 1
         if len(g.examples) < examples:
             g.examples.append(s.L)
-    return sorted(order, key=lambda g: -g.count)

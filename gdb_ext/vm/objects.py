@@ -2,7 +2,7 @@
 (one read per object header) and return plain data objects; they never
 print.  `vm` below is a gdb_ext.vm.state.VM: target `t`, layout `lay`, and
 the global_State address `G` (needed for light userdata segments)."""
-from typing import List, Optional, TYPE_CHECKING, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, TYPE_CHECKING, Tuple, Union
 import struct
 
 from .. import consts as C
@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
     from .state import VM
 
 _Q = struct.Struct("<Q")
+_I = struct.Struct("<I")
 _d = struct.Struct("<d")
 
 
@@ -200,6 +201,71 @@ class Tab(GCObj):
                     out.append((decode_tv(vm, _Q.unpack_from(data, base + ko)[0]), v))
             i += cnt
         return out, seen
+
+    # --- counting and paging without decoding every slot (a 10^5-entry
+    # table in an editor's variables view) ----------------------------------
+
+    def _nil_test(self, vm: 'VM') -> Callable[[int], bool]:
+        """A test of a TValue's upper 32 bits: is it nil?  (GC64: the 17-bit
+        tag above bit 47 is all ones, R lj_obj.h LJ_TNIL = ~0u; else the
+        upper word is ~0u.)"""
+        if vm.lay.gc64:
+            return lambda hi: hi >= 0xFFFF8000
+        return lambda hi: hi == 0xFFFFFFFF
+
+    def _slots(self, vm: 'VM', base: int, n: int, stride: int, off: int,
+               what: str) -> Iterator[Tuple[int, int, bytes]]:
+        """(index, offset in data, data) of n slots of `stride` bytes from
+        base, each slot's TValue at `off`, read 4096 slots at a time."""
+        step = 4096
+        for first in range(0, n, step):
+            cnt = min(step, n - first)
+            data = vm.t.read(base + stride * first, stride * cnt,
+                             "%s of table 0x%x" % (what, self.addr))
+            for i in range(cnt):
+                yield first + i, stride * i + off, data
+
+    def counts(self, vm: 'VM') -> Tuple[int, int]:
+        """(the array part's non-nil slots, the hash part's), counted from
+        the values' type words alone."""
+        isnil = self._nil_test(vm)
+        counts = []
+        for base, n, stride, off, what in self._parts(vm):
+            c = 0
+            for _, o, data in self._slots(vm, base, n, stride, off + 4, what):
+                if not isnil(_I.unpack_from(data, o)[0]):
+                    c += 1
+            counts.append(c)
+        return counts[0], counts[1]
+
+    def _parts(self, vm: 'VM') -> List[Tuple[int, int, int, int, str]]:
+        """(base, slots, stride, value offset, name) of the array and hash parts."""
+        return [(self.array, self.asize if self.array else 0, 8, 0, "array part"),
+                (self.node, self.hmask + 1 if self.node else 0, self.nodesize, vm.lay.node.val,
+                 "hash part")]
+
+    def entries(self, vm: 'VM', part: str, skip: int, limit: int) -> List[Tuple[Any, Value]]:
+        """The non-nil entries of one part ('array': [(index, Value)];
+        'hash': [(key Value, Value)]), from the skip-th one on (0: the
+        first), at most limit, in slot order; only those are decoded."""
+        base, n, stride, off, what = self._parts(vm)[0 if part == "array" else 1]
+        isnil = self._nil_test(vm)
+        ko = vm.lay.node.key
+        out = []
+        seen = 0
+        for i, o, data in self._slots(vm, base, n, stride, off, what):
+            if isnil(_I.unpack_from(data, o + 4)[0]):
+                continue
+            if seen >= skip:
+                v = decode_tv(vm, _Q.unpack_from(data, o)[0])
+                if v.kind != "nil":
+                    key = i if part == "array" else \
+                        decode_tv(vm, _Q.unpack_from(data, o - off + ko)[0])
+                    out.append((key, v))
+                    if len(out) >= limit:
+                        break
+            seen += 1
+        return out
 
 
 class Func(GCObj):

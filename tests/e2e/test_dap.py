@@ -277,3 +277,37 @@ def test_chunk_without_a_file(variant, tmp_path_factory):
         assert src["content"].splitlines()[0] == "-- BYTECODE -- %s:%s-%s" % (name[1:], first, last)
     finally:
         assert c.close() == 0
+
+
+def test_many_coroutines_grouped(tmp_path):
+    """many.lua 2000 (more coroutines than the server lists one by one):
+    the main thread first, then a DAP thread a group of coroutines that
+    read the same, with the counts and statuses the program recorded for
+    its shapes, and each group's stack the Lua frames debug.getinfo gave
+    one coroutine of that shape."""
+    st = Stop("r21-gc64", "many.lua", ["lbt"], str(tmp_path), args=["2000"])
+    shapes = {r[1]: (int(r[2]), r[3]) for r in st.expected if r[0] == "shape"}
+    frames = {}
+    for r in st.expected:
+        if r[0] == "frame":
+            frames.setdefault(r[1], []).append((r[3][1:], int(r[4])))
+    c = session(st)
+    try:
+        threads = c.ok("threads")["threads"]
+        assert threads[0]["name"].startswith("main thread 0x") and "(running)" in threads[0]["name"]
+        groups = []
+        for t in threads[1:]:
+            m = re.match(r"^(\d+) coroutines? \((\w+)\): .* \(e\.g\. 0x[0-9a-f]+\)$", t["name"])
+            if m is None:
+                assert t["name"].startswith("VM thread g->vmthref 0x"), t["name"]
+                continue
+            lua = [f for f in c.ok("stackTrace", threadId=t["id"])["stackFrames"]
+                   if f.get("presentationHint") != "subtle"]
+            groups.append((int(m.group(1)), m.group(2),
+                           [(f["source"]["path"], f["line"]) for f in lua]))
+        # (coroutine.status says "suspended" for one not started yet, as
+        # the scan does; the frames of such a one are none)
+        assert sorted(groups) == sorted((n, status, frames.get(shape, []))
+                                        for shape, (n, status) in shapes.items())
+    finally:
+        assert c.close() == 0

@@ -135,6 +135,27 @@ def test_table_array_hash_and_lookup(heap):
     assert lines[-2] == "  ... (3 more entries; see --limit)"
 
 
+def test_table_counts_and_pages(heap):
+    """Tab.counts and Tab.entries (an editor's paged view) agree with the
+    decoded slots: nil slots and false values, pages across both parts."""
+    h = with_state(heap)
+    keys = [h.new_str(b"k%d" % i) for i in range(5)]
+    array = [h.tv_prim("nil"), h.tv_num(1), h.tv_prim("nil"), h.tv_prim("false"), h.tv_num(4)]
+    pairs = [(h.tv_gc("str", k), h.tv_num(i)) for i, k in enumerate(keys)]
+    t = h.new_tab(array=array, pairs=pairs)
+    vm = vm_of(h)
+    tab = Tab(vm, t)
+    decoded = [(i, v) for i, v in tab.array_values(vm, tab.asize) if v.kind != "nil"]
+    nodes, seen = tab.hash_nodes(vm, 100)
+    assert tab.counts(vm) == (len(decoded), seen) == (3, 5)
+    assert [(i, v.kind) for i, v in tab.entries(vm, "array", 0, 10)] == \
+        [(i, v.kind) for i, v in decoded] == [(1, "number"), (3, "false"), (4, "number")]
+    assert [i for i, _ in tab.entries(vm, "array", 1, 1)] == [3]
+    assert tab.entries(vm, "array", 3, 10) == []
+    got = tab.entries(vm, "hash", 2, 2)
+    assert [(k.addr, v.num) for k, v in got] == [(k.addr, v.num) for k, v in nodes[2:4]]
+
+
 def test_nested_tables_and_cycles(heap):
     h = with_state(heap)
     k = h.new_str(b"self")
