@@ -22,18 +22,19 @@ stepping and setting a variable do not apply to a core: the capabilities
 say so."""
 import json
 import os
+import re
 import shlex
 import socket
 import sys
 import threading
 
 from ...gdb_ext.errors import CorruptError, FaultError, LjError
-from ...gdb_ext.stack.frames import frame_locals, frame_upvalues
+from ...gdb_ext.stack.frames import frame_locals, frame_upvalues, func_upvalues
 from ...gdb_ext.stack.luaframe import Picked, resolve, source_file
 from ...gdb_ext.stack.threadscan import ThreadScanner, ThreadSummary, scan_groups
-from ...gdb_ext.vm.objects import Tab
+from ...gdb_ext.vm.objects import Func, Tab
 from ..base import CommandError, get_vm, param
-from ..format import key_text, value_text
+from ..format import key_text, proto_site, value_text
 from ..host import install
 from ..lbt import BtFormat
 from .corehost import CoreHost, commands
@@ -59,6 +60,8 @@ CAPABILITIES = {
     "supportsValueFormattingOptions": False,
     "supportsReadMemoryRequest": False,
 }
+# A Lua name (hover and watch resolve it in the frame; else lval reads it).
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 # Table entries a variables request gives when the client asks for no count.
 PAGE = 1000
 # Coroutines shown one DAP thread each; past this many, one a group.
@@ -73,6 +76,10 @@ class DapError(Exception):
 
 class Stale(Exception):
     """A local whose stack slot a trace does not keep up to date."""
+
+
+class Text(str):
+    """A child that is no Lua value, shown as its text."""
 
 
 class Transport(object):
@@ -480,6 +487,8 @@ class Session(object):
         count = int(args.get("count") or 0) or PAGE
         if ref[0] == "scope":
             items = self.scope_items(ref[1], ref[2])
+        elif ref[0] == "func":
+            items = self.func_items(ref[1])
         else:
             items = self.table_items(ref[1], args.get("filter"), start, count)
             start = 0
@@ -501,6 +510,20 @@ class Session(object):
             out.append((name, v))
         return out
 
+    def func_items(self, addr):
+        """A function's children: a Lua function's prototype (where it is
+        defined, as a Text) and its upvalues by name; a C closure's
+        upvalues numbered as debug.getupvalue numbers them."""
+        vm = self.vm
+        fn = Func(vm, addr)
+        out = []
+        if fn.is_lua:
+            out.append(("[prototype]", Text("(GCproto *)0x%x %s"
+                                            % (fn.proto, proto_site(vm, fn.proto)))))
+        for i, (name, v) in enumerate(func_upvalues(vm, fn)):
+            out.append((name or "[%d]" % (i + 1), v))
+        return out
+
     def table_items(self, addr, which, start, count):
         """The entries of table addr from entry `start` on (array part
         first, nil slots left out, then the hash part), at most count;
@@ -520,6 +543,8 @@ class Session(object):
         return out
 
     def variable(self, name, v):
+        if isinstance(v, Text):
+            return {"name": name, "value": str(v), "variablesReference": 0}
         if isinstance(v, Stale):
             return {"name": name, "value": "<%s>" % v, "variablesReference": 0}
         if isinstance(v, Exception):
@@ -528,6 +553,10 @@ class Session(object):
         var = {"name": name, "value": text, "type": v.kind, "variablesReference": 0}
         if v.kind == "table":
             self.table_counts(var, v.addr)
+        elif v.kind == "func":
+            fn = Func(self.vm, v.addr)
+            if fn.is_lua or fn.nupvalues:
+                var["variablesReference"] = self.refs.get(("func", v.addr))
         return var
 
     def table_counts(self, var, addr):
@@ -544,8 +573,21 @@ class Session(object):
         self.need_core()
         expr = (args.get("expression") or "").strip()
         if args.get("context") in ("hover", "watch"):
-            return self.lookup(expr, args.get("frameId"))
+            if _NAME_RE.match(expr):
+                return self.lookup(expr, args.get("frameId"))
+            return self.lval(expr)
         return {"result": self.command(expr).rstrip("\n"), "variablesReference": 0}
+
+    def lval(self, expr):
+        """What lval says of an expression it takes (an address, a cast
+        such as (GCtab *)0x..., L 3): its value, expandable as a local
+        would be when it is a table or a function."""
+        doc = json.loads(self.command("lval %s --json" % expr))
+        out = {"result": doc["value"], "type": doc["kind"], "variablesReference": 0}
+        if doc.get("object") and doc["kind"] in ("table", "func"):
+            key = "table" if doc["kind"] == "table" else "func"
+            out["variablesReference"] = self.refs.get((key, int(doc["object"], 16)))
+        return out
 
     def command(self, line):
         """An ljgdb command's text output, as the core reader prints it."""

@@ -591,10 +591,31 @@ def frame_upvalues(vm: 'VM', fr: Frame, with_addr: bool = False) -> List[Tuple[A
     """[(name, Value)] of a Lua frame's function upvalues (with with_addr,
     [(name, Value, address of the value)], the address None when the
     upvalue cannot be read)."""
+    return func_upvalues(vm, fr.fn, fr.proto, with_addr)
+
+
+def func_upvalues(vm: 'VM', fn: Any, proto: Any = None,
+                  with_addr: bool = False) -> List[Tuple[Any, ...]]:
+    """frame_upvalues of function fn (a Func; proto: its Proto, for a Lua
+    function, when the caller has it): a Lua function's upvalues by the
+    names its prototype keeps; a C closure's or a builtin's, kept in the
+    closure itself (R lj_obj.h GCfuncC upvalue[]), as debug.getupvalue
+    gives them, without names ("" here: the caller numbers them)."""
     out = []
-    names = upvalue_names(vm, fr.proto)
+    if not fn.is_lua:           # (a C function's, or a builtin's: coroutine.wrap's)
+        for i in range(fn.nupvalues):
+            addr = fn.addr + vm.lay.fnC.upvalue + 8 * i
+            try:
+                v = decode_tv(vm, vm.t.u64(addr, "C closure upvalue"))
+            except (CorruptError, FaultError) as e:
+                v = e
+            out.append(("", v, addr) if with_addr else ("", v))
+        return out
+    if proto is None:
+        proto = cached_proto(vm, fn.proto)
+    names = upvalue_names(vm, proto)
     from ..vm.objects import Upval
-    for i, ref in enumerate(fr.fn.upvalue_refs(vm)):
+    for i, ref in enumerate(fn.upvalue_refs(vm)):
         name = names[i] if i < len(names) else "?%d" % i
         addr = None
         try:

@@ -235,8 +235,23 @@ function S.tables()
     end
   end
   entries("deep", deep)
+  -- A Lua closure and a C closure (coroutine.wrap's), with their upvalues.
+  local counter = 41
+  local function bump() counter = counter + 1; return deep end
+  local wrapped = coroutine.wrap(function() end)
+  for _, f in ipairs({{"bump", bump}, {"wrapped", wrapped}}) do
+    local info = debug.getinfo(f[2], "S")
+    rec("fn", f[1], info.what, info.linedefined)
+    local i = 1
+    while true do
+      local name, v = debug.getupvalue(f[2], i)
+      if not name then break end
+      rec("fnup", f[1], i, name, enc(v))
+      i = i + 1
+    end
+  end
   record_stack("main"); ljgdb_stop()
-  return deep
+  return deep, bump, wrapped
 end
 
 -- A function of a chunk loaded from a string (no file to show): an

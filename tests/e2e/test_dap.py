@@ -16,6 +16,7 @@ from support.host import proc_state
 from support.stop import CACHE, ROOT, Stop, lua_quote, unhex, value_regex
 from test_lbt import ffnames, recorded
 from test_live import Waiting, assert_left_alone
+from test_live_readonly import assert_unchanged, snapshot
 
 VARIANTS = ("r21-gc64", "r20-x64")
 NODE_MODULES = os.path.join(CACHE, "npm", "node_modules")
@@ -27,7 +28,8 @@ def stop(variant, scenario, tmp_path_factory):
     key = (variant, scenario)
     if key not in _stops:
         _stops[key] = Stop(variant, "bt.lua", ["lbt"],
-                           str(tmp_path_factory.mktemp("dap-%s-%s" % key)), args=[scenario])
+                           str(tmp_path_factory.mktemp("dap-%s-%s" % key)), args=[scenario],
+                           stop_on="SIGSEGV" if scenario == "crash" else "break")
     return _stops[key]
 
 
@@ -115,6 +117,14 @@ def test_tables_three_levels_deep(variant, tmp_path_factory):
         var = [v for v in loc if v["name"] == "deep"][0]
         hover = c.ok("evaluate", expression="deep", context="hover", frameId=lua[0]["id"])
         assert hover["result"] == var["value"] and hover["variablesReference"] > 0
+        # A watch on the table by its address, as lval takes it.
+        addr = re.search(r"0x[0-9a-f]+", var["value"]).group(0)
+        watch = c.ok("evaluate", expression="(GCtab *)" + addr, context="watch")
+        assert watch["result"] == var["value"] and watch["type"] == "table"
+        got = c.ok("variables", variablesReference=watch["variablesReference"])["variables"]
+        check_level(got, entries["deep"], "deep")
+        bad = c.request("evaluate", expression="(GCtab *)zz", context="watch")
+        assert not bad["success"] and bad["message"].startswith("lval: ") and "\n" not in bad["message"]
         path = "deep"
         for step, counts in ((("string", "hex:" + b"list".hex()), (0, 3)),
                              (("number", "3"), (3, 0)), (None, (0, 2))):
@@ -124,6 +134,40 @@ def test_tables_three_levels_deep(variant, tmp_path_factory):
             if step is not None:
                 var = [v for v in got if v["name"] == view_name(*step)][0]
                 path += "/" + step[1]
+    finally:
+        assert c.close() == 0
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_functions_expand(variant, tmp_path_factory):
+    """bt.lua tables: a Lua closure expands into its prototype (defined
+    where debug.getinfo says) and its upvalues as debug.getupvalue gives
+    them; coroutine.wrap's C closure into its one upvalue, the coroutine."""
+    st = stop(variant, "tables", tmp_path_factory)
+    info = {r[1]: (r[2], int(r[3])) for r in st.expected if r[0] == "fn"}
+    ups = {}
+    for r in st.expected:
+        if r[0] == "fnup":
+            ups.setdefault(r[1], []).append((r[3], r[4], r[5]))
+    c = session(st)
+    try:
+        tid = c.ok("threads")["threads"][0]["id"]
+        _, lua = lua_frames(st, c, tid)
+        scopes = c.ok("scopes", frameId=lua[0]["id"])["scopes"]
+        loc = {v["name"]: v for v in
+               c.ok("variables", variablesReference=scopes[0]["variablesReference"])["variables"]}
+        got = c.ok("variables", variablesReference=loc["bump"]["variablesReference"])["variables"]
+        assert info["bump"][0] == "Lua"
+        assert re.match(r"^\(GCproto \*\)0x[0-9a-f]+ .*bt\.lua:%d$" % info["bump"][1],
+                        got[0]["value"]) and got[0]["name"] == "[prototype]", got[0]
+        assert [v["name"] for v in got[1:]] == [n for n, _, _ in ups["bump"]]
+        for v, (n, t, s) in zip(got[1:], ups["bump"]):
+            assert re.match(value_regex(t, s) + "$", v["value"]), (n, v, t, s)
+        assert info["wrapped"][0] == "C"
+        got = c.ok("variables", variablesReference=loc["wrapped"]["variablesReference"])["variables"]
+        assert [v["name"] for v in got] == ["[%d]" % (i + 1) for i in range(len(ups["wrapped"]))]
+        for v, (n, t, s) in zip(got, ups["wrapped"]):
+            assert n == "" and re.match(value_regex(t, s) + "$", v["value"]), (n, v, t, s)
     finally:
         assert c.close() == 0
 
@@ -311,3 +355,54 @@ def test_many_coroutines_grouped(tmp_path):
                                         for shape, (n, status) in shapes.items())
     finally:
         assert c.close() == 0
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_core_of_a_crash(variant, tmp_path_factory):
+    """bt.lua crash (a SIGSEGV in a C function called through the FFI): the
+    stopped event names the signal, and the Lua frames are the ones the
+    program recorded before it crashed."""
+    st = stop(variant, "crash", tmp_path_factory)
+    c = session(st)
+    try:
+        threads = c.ok("threads")["threads"]
+        stopped = c.event("stopped")["body"]
+        assert stopped["reason"] == "exception" and stopped["description"].startswith("SIGSEGV ")
+        _, lua = lua_frames(st, c, threads[0]["id"])
+        recs = [r for r in recorded(st, "main") if r["what"] != "C"]
+        assert [(f["source"]["path"], f["line"]) for f in lua] == \
+            [(r["source"][1:], int(r["line"])) for r in recs]
+    finally:
+        assert c.close() == 0
+
+
+def test_attached_process_unchanged(tmp_path):
+    """A whole attached session (every thread, every frame's scopes and
+    variables, a table expanded, commands in the debug console, continue
+    and pause) changes nothing in the process: its writable memory and
+    its threads' system call registers hash the same after (the read-only
+    check of test_live_readonly, whose note on rseq applies), and it reads
+    on."""
+    prog = Waiting("r21-gc64", tmp_path, env={"GLIBC_TUNABLES": "glibc.pthread.rseq=0"})
+    before = snapshot(prog.pid)
+    c = DapClient()
+    try:
+        c.ok("initialize", adapterID="ljgdb")
+        c.ok("attach", pid=prog.pid)
+        c.ok("configurationDone")
+        for round in range(2):
+            for t in c.ok("threads")["threads"]:
+                for f in c.ok("stackTrace", threadId=t["id"])["stackFrames"]:
+                    for sc in c.ok("scopes", frameId=f["id"])["scopes"]:
+                        for v in c.ok("variables", variablesReference=sc["variablesReference"])["variables"]:
+                            if v["variablesReference"]:
+                                c.ok("variables", variablesReference=v["variablesReference"])
+            for cmd in ("lbt --all", "lgcstat", "lthreads", "linfo"):
+                c.ok("evaluate", expression=cmd, context="repl")
+            c.ok("continue", threadId=1)
+            c.ok("pause", threadId=1)
+        assert c.close() == 0
+        assert_unchanged(prog, before)
+    finally:
+        c.close()
+        prog.stop()
