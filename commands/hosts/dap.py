@@ -64,6 +64,8 @@ CAPABILITIES = {
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 # Table entries a variables request gives when the client asks for no count.
 PAGE = 1000
+# Machine frames shown after the running thread's Lua frames, at most.
+MACHINE_FRAMES = 64
 # Coroutines shown one DAP thread each; past this many, one a group.
 THREAD_LIMIT = 1000
 # Bytes of the process's memory the thread scan keeps read at most.
@@ -446,11 +448,15 @@ class Session(object):
         if L is None:
             return {"stackFrames": [], "totalFrames": 0}
         b = self.backtrace(L)
+        items = [("lua", i) for i in range(len(b.frames))] + self.machine_items(L)
         start = max(0, int(args.get("startFrame") or 0))
         levels = int(args.get("levels") or 0)
-        end = len(b.frames) if levels <= 0 else min(len(b.frames), start + levels)
+        end = len(items) if levels <= 0 else min(len(items), start + levels)
         out = []
-        for i in range(start, end):
+        for kind, i in items[start:end]:
+            if kind != "lua":
+                out.append(self.machine_frame(L, kind, i))
+                continue
             d = self.fmt.frame_data(b, i)
             fr = b.frames[i]
             sf = {"id": self.frames.get((L, i)), "name": frame_name(d), "line": 0, "column": 0}
@@ -461,12 +467,35 @@ class Session(object):
             else:
                 sf["presentationHint"] = "subtle"
             out.append(sf)
-        return {"stackFrames": out, "totalFrames": len(b.frames)}
+        return {"stackFrames": out, "totalFrames": len(items)}
+
+    def machine_items(self, L):
+        """After the running thread's Lua frames, the machine frames of the
+        OS thread that runs it (the VM's C frames, the host's), innermost
+        first, under a label: ("label", None) then ("c", MachineFrame)."""
+        if L != self.fmt.bt.running:
+            return []
+        try:
+            mframes = self.vm.t.machine_frames(MACHINE_FRAMES)
+        except (FaultError, CorruptError, LjError):
+            return []
+        return [("label", None)] + [("c", m) for m in mframes] if mframes else []
+
+    def machine_frame(self, L, kind, m):
+        if kind == "label":
+            return {"id": self.frames.get((L, "label")), "name": "C frames of the OS thread",
+                    "line": 0, "column": 0, "presentationHint": "label"}
+        return {"id": self.frames.get((L, "c", m.level)), "name": m.name or "??", "line": 0,
+                "column": 0, "presentationHint": "subtle",
+                "instructionPointerReference": "0x%x" % m.pc}
 
     def on_scopes(self, args):
         self.need_core()
         fid = args.get("frameId")
-        L, i = self.frames.find(fid, "frame")
+        key = self.frames.find(fid, "frame")
+        if len(key) != 2 or not isinstance(key[1], int):
+            return {"scopes": []}           # (a machine frame: no Lua variables)
+        L, i = key
         fr = self.backtrace(L).frames[i]
         if fr.kind != "lua":
             return {"scopes": []}

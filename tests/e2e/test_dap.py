@@ -45,7 +45,7 @@ def session(st):
 
 def lua_frames(st, c, tid):
     frames = c.ok("stackTrace", threadId=tid)["stackFrames"]
-    return frames, [f for f in frames if f.get("presentationHint") != "subtle"]
+    return frames, [f for f in frames if "source" in f]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -65,6 +65,17 @@ def test_frames_and_locals(variant, tmp_path_factory):
         frames, lua = lua_frames(st, c, threads[0]["id"])
         recs = [r for r in recorded(st, "main") if r["what"] != "C"]
         assert frames[0]["name"] == "C:ljgdb_stop" and frames[0]["presentationHint"] == "subtle"
+        # After the Lua frames, under a label, the OS thread's machine
+        # frames: the host's C functions the program called, innermost first.
+        label = [i for i, f in enumerate(frames) if f.get("presentationHint") == "label"]
+        assert len(label) == 1 and frames[label[0]]["name"] == "C frames of the OS thread"
+        machine = [f["name"] for f in frames[label[0] + 1:]]
+        assert machine[:2] == ["ljgdb_break", "ljgdb_stop"], machine
+        assert "main" in machine
+        assert c.ok("scopes", frameId=frames[label[0] + 1]["id"])["scopes"] == []
+        assert c.ok("stackTrace", threadId=threads[0]["id"])["totalFrames"] == len(frames)
+        page = c.ok("stackTrace", threadId=threads[0]["id"], startFrame=1, levels=2)["stackFrames"]
+        assert [f["name"] for f in page] == [f["name"] for f in frames[1:3]]
         assert [(f["source"]["path"], f["line"]) for f in lua] == \
             [(r["source"][1:], int(r["line"])) for r in recs]
         scopes = c.ok("scopes", frameId=lua[0]["id"])["scopes"]
@@ -220,7 +231,7 @@ def test_vscode_test_client(variant, tmp_path_factory):
             srv.wait()
     assert got["stopped"]["threadId"] == got["threads"][0]["id"]
     recs = [r for r in recorded(st, "main") if r["what"] != "C"]
-    lua = [f for f in got["frames"] if f.get("presentationHint") != "subtle"]
+    lua = [f for f in got["frames"] if "source" in f]
     assert [(f["source"]["path"], f["line"]) for f in lua] == \
         [(r["source"][1:], int(r["line"])) for r in recs]
     assert [s["name"] for s in got["scopes"]] == ["Locals", "Upvalues", "Globals"]
@@ -346,7 +357,7 @@ def test_many_coroutines_grouped(tmp_path):
                 assert t["name"].startswith("VM thread g->vmthref 0x"), t["name"]
                 continue
             lua = [f for f in c.ok("stackTrace", threadId=t["id"])["stackFrames"]
-                   if f.get("presentationHint") != "subtle"]
+                   if "source" in f]
             groups.append((int(m.group(1)), m.group(2),
                            [(f["source"]["path"], f["line"]) for f in lua]))
         # (coroutine.status says "suspended" for one not started yet, as
