@@ -32,7 +32,8 @@ from ...gdb_ext.errors import CorruptError, FaultError, LjError
 from ...gdb_ext.stack.frames import frame_locals, frame_upvalues, func_upvalues
 from ...gdb_ext.stack.luaframe import Picked, resolve, source_file
 from ...gdb_ext.stack.threadscan import ThreadScanner, ThreadSummary, scan_groups
-from ...gdb_ext.vm.objects import Func, Tab
+from ...gdb_ext.vm.ffitypes import cdata_text
+from ...gdb_ext.vm.objects import Cdata, Func, Tab, Udata
 from ..base import CommandError, get_vm, param
 from ..format import key_text, proto_site, value_text
 from ..host import install
@@ -518,6 +519,10 @@ class Session(object):
             items = self.scope_items(ref[1], ref[2])
         elif ref[0] == "func":
             items = self.func_items(ref[1])
+        elif ref[0] == "udata":
+            items = self.udata_items(ref[1])
+        elif ref[0] == "cdata":
+            items = self.cdata_items(ref[1])
         else:
             items = self.table_items(ref[1], args.get("filter"), start, count)
             start = 0
@@ -553,6 +558,26 @@ class Session(object):
             out.append((name or "[%d]" % (i + 1), v))
         return out
 
+    def udata_items(self, addr):
+        """A userdata's metatable and environment (tables), and its payload."""
+        u = Udata(self.vm, addr)
+        out = []
+        for name, t in (("[metatable]", u.metatable), ("[env]", u.env)):
+            if t:
+                out.append((name, self.table_var(t)))
+        out.append(("[payload]", Text("%d bytes at 0x%x" % (u.len, u.payload))))
+        return out
+
+    def cdata_items(self, addr):
+        """A cdata's C type (as ffi.typeof names it), its value as lval
+        writes it, and its payload."""
+        cd = Cdata(self.vm, addr)
+        typ, val = cdata_text(self.vm, cd)
+        return [("[type]", Text(typ)),
+                ("[value]", Text(val if val is not None else "<not decoded: see lval>")),
+                ("[payload]", Text("%s bytes at 0x%x" % (cd.size if cd.size is not None else "?",
+                                                         cd.payload)))]
+
     def table_items(self, addr, which, start, count):
         """The entries of table addr from entry `start` on (array part
         first, nil slots left out, then the hash part), at most count;
@@ -572,6 +597,8 @@ class Session(object):
         return out
 
     def variable(self, name, v):
+        if isinstance(v, dict):
+            return dict(v, name=name)
         if isinstance(v, Text):
             return {"name": name, "value": str(v), "variablesReference": 0}
         if isinstance(v, Stale):
@@ -586,6 +613,15 @@ class Session(object):
             fn = Func(self.vm, v.addr)
             if fn.is_lua or fn.nupvalues:
                 var["variablesReference"] = self.refs.get(("func", v.addr))
+        elif v.kind in ("udata", "cdata"):
+            var["variablesReference"] = self.refs.get((v.kind, v.addr))
+        return var
+
+    def table_var(self, addr):
+        """A child that is a table given by address (a userdata's
+        metatable), as a variable holding it would show."""
+        var = {"value": "table: (GCtab *)0x%x" % addr, "type": "table"}
+        self.table_counts(var, addr)
         return var
 
     def table_counts(self, var, addr):
@@ -611,11 +647,10 @@ class Session(object):
         """What lval says of an expression it takes (an address, a cast
         such as (GCtab *)0x..., L 3): its value, expandable as a local
         would be when it is a table or a function."""
-        doc = json.loads(self.command("lval %s --json" % expr))
+        doc = self.lval_doc(expr)
         out = {"result": doc["value"], "type": doc["kind"], "variablesReference": 0}
-        if doc.get("object") and doc["kind"] in ("table", "func"):
-            key = "table" if doc["kind"] == "table" else "func"
-            out["variablesReference"] = self.refs.get((key, int(doc["object"], 16)))
+        if doc.get("object") and doc["kind"] in ("table", "func", "udata", "cdata"):
+            out["variablesReference"] = self.refs.get((doc["kind"], int(doc["object"], 16)))
         return out
 
     def command(self, line):
@@ -631,6 +666,9 @@ class Session(object):
         except ValueError as e:
             raise DapError("%s: %s" % (words[0], e))
         return cmds[words[0]]().execute(rest)
+
+    def lval_doc(self, expr):
+        return json.loads(self.command("lval %s --json" % expr))
 
     def lookup(self, name, fid):
         """A name in frame fid as the frame's code reads it (a local, an

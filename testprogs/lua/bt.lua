@@ -239,6 +239,11 @@ function S.tables()
   local counter = 41
   local function bump() counter = counter + 1; return deep end
   local wrapped = coroutine.wrap(function() end)
+  -- A userdata with a metatable, and a cdata array.
+  local ud = newproxy(true)
+  getmetatable(ud).__index = {x = 1}
+  local cd = ffi.new("int[3]", 7, 8, 9)
+  rec("ud", tostring(getmetatable(ud)), tostring(ffi.typeof(cd)), cd[0], cd[1], cd[2])
   for _, f in ipairs({{"bump", bump}, {"wrapped", wrapped}}) do
     local info = debug.getinfo(f[2], "S")
     rec("fn", f[1], info.what, info.linedefined)
@@ -251,7 +256,7 @@ function S.tables()
     end
   end
   record_stack("main"); ljgdb_stop()
-  return deep, bump, wrapped
+  return deep, bump, wrapped, ud, cd
 end
 
 -- A function of a chunk loaded from a string (no file to show): an

@@ -13,7 +13,7 @@ import pytest
 
 from support.dapclient import DapClient
 from support.host import proc_state
-from support.stop import CACHE, ROOT, Stop, lua_quote, unhex, value_regex
+from support.stop import CACHE, ROOT, Stop, addr_of, lua_quote, unhex, value_regex
 from test_lbt import ffnames, recorded
 from test_live import Waiting, assert_left_alone
 from test_live_readonly import assert_unchanged, snapshot
@@ -150,10 +150,12 @@ def test_tables_three_levels_deep(variant, tmp_path_factory):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_functions_expand(variant, tmp_path_factory):
+def test_functions_userdata_cdata_expand(variant, tmp_path_factory):
     """bt.lua tables: a Lua closure expands into its prototype (defined
     where debug.getinfo says) and its upvalues as debug.getupvalue gives
-    them; coroutine.wrap's C closure into its one upvalue, the coroutine."""
+    them; coroutine.wrap's C closure into its one upvalue, the coroutine; a
+    userdata into its metatable, the one getmetatable gave; a cdata into
+    lval's lines of it."""
     st = stop(variant, "tables", tmp_path_factory)
     info = {r[1]: (r[2], int(r[3])) for r in st.expected if r[0] == "fn"}
     ups = {}
@@ -179,6 +181,18 @@ def test_functions_expand(variant, tmp_path_factory):
         assert [v["name"] for v in got] == ["[%d]" % (i + 1) for i in range(len(ups["wrapped"]))]
         for v, (n, t, s) in zip(got, ups["wrapped"]):
             assert n == "" and re.match(value_regex(t, s) + "$", v["value"]), (n, v, t, s)
+        # A userdata: its metatable (the one getmetatable gave), expandable.
+        mt, ctype, *elements = [r[1:] for r in st.expected if r[0] == "ud"][0]
+        got = {v["name"]: v for v in
+               c.ok("variables", variablesReference=loc["ud"]["variablesReference"])["variables"]}
+        assert got["[metatable]"]["value"] == "table: (GCtab *)0x%x" % addr_of(mt)
+        inner = c.ok("variables", variablesReference=got["[metatable]"]["variablesReference"])
+        assert [v["name"] for v in inner["variables"]] == ["__index"]
+        # A cdata: its type as ffi.typeof names it, its elements.
+        got = {v["name"]: v["value"] for v in
+               c.ok("variables", variablesReference=loc["cd"]["variablesReference"])["variables"]}
+        assert "ctype<%s>" % got["[type]"] == ctype
+        assert got["[value]"] == "{%s}" % ", ".join(elements)
     finally:
         assert c.close() == 0
 
