@@ -1,5 +1,6 @@
-"""ljgdb as a Debug Adapter Protocol server: Lua frames, variables and the
-commands in an editor, for a core file, with no debugger.
+"""ljgdb as a Debug Adapter Protocol server: the Lua world of a core or a
+running process in an editor's call stack, variables and debug console,
+with no debugger (docs/dap.md).
 
   python3 -m ljgdb dap [--port N]
 
@@ -14,12 +15,14 @@ as --pid holds it: commands.hosts.livehost) while the session looks,
 let go on `continue` and `disconnect`, held again on `pause`.  Read-only:
 nothing is written to the core or the process.
 
-What the editor gets: every Lua thread as a DAP thread (the running one
-first), each thread's Lua frames as lbt gives them, a frame's Locals and
-Upvalues, tables expandable (array part, then hash part, in pages), and
-in the debug console any ljgdb command with its text.  Breakpoints,
-stepping and setting a variable do not apply to a core: the capabilities
-say so."""
+What the editor gets: the Lua threads as DAP threads (the running one
+first; past THREAD_LIMIT coroutines, one a group that reads the same),
+each thread's Lua frames as lbt gives them, then the running thread's
+machine frames; a frame's Locals, Upvalues and Globals; tables,
+functions, userdata and cdata expandable (tables in pages); names on hover
+and in watches as the frame's code reads them; any ljgdb command in the
+debug console.  Breakpoints, stepping and setting a variable do not apply:
+the capabilities say so."""
 import json
 import os
 import re
@@ -151,7 +154,7 @@ class Handles(object):
 
 
 class Session(object):
-    """One client's session over one core."""
+    """One client's session over a core or a process."""
 
     def __init__(self, transport):
         self.io = transport
@@ -184,6 +187,10 @@ class Session(object):
                 return
             if msg is None:
                 return
+            if not isinstance(msg, dict):
+                self.event("output", {"category": "stderr",
+                                      "output": "ljgdb dap: a message that is no JSON object\n"})
+                continue
             if msg.get("type") == "request":
                 self.handle(msg)
 
@@ -206,13 +213,21 @@ class Session(object):
         except (LjError, FaultError, CorruptError) as e:
             self.respond(req, error="%s: %s" % (cmd, e))
             return
+        except (ValueError, TypeError, AttributeError) as e:
+            self.respond(req, error="%s: arguments ljgdb cannot read (%s): see the Debug Adapter "
+                                    "Protocol's %s request" % (cmd, e, cmd))
+            return
         except Exception as e:          # (one line, never a traceback)
             self.respond(req, error="%s: internal error (%s: %s)" % (cmd, type(e).__name__, e))
             return
         self.respond(req, body=body)
         after = getattr(self, "after_" + str(cmd), None)
         if after is not None:
-            after(args)
+            try:
+                after(args)
+            except Exception as e:      # (an event not sent: said, never a traceback)
+                self.event("output", {"category": "stderr", "output": "ljgdb dap: after %s: %s\n"
+                                      % (cmd, e)})
 
     def respond(self, req, body=None, error=None):
         msg = {"type": "response", "request_seq": req.get("seq"), "command": req.get("command"),
@@ -251,7 +266,8 @@ class Session(object):
         paths = args.get("sourcePath") or []
         if isinstance(paths, str):
             paths = [paths]
-        self.source_dirs = [os.getcwd()] + [os.path.abspath(d) for d in paths]
+        self.source_dirs = [os.path.abspath(d) for d in paths]
+        self.close()                # (a session that attached before)
         self.host = install(CoreHost(core, program, None, 1, sysroot))
         self.look()
         return None
@@ -266,8 +282,13 @@ class Session(object):
         except (TypeError, ValueError):
             raise DapError("attach needs \"pid\": the id of a running process, not %r" % (pid,))
         from ...gdb_ext.backends.live import open_process
+        self.close()                # (a process attached before)
         self.process = open_process(pid)
-        self.hold()
+        try:
+            self.hold()
+        except BaseException:
+            self.close()            # (refused: the process let go at once)
+            raise
         return None
 
     after_attach = after_launch
@@ -370,8 +391,9 @@ class Session(object):
             for g in groups:
                 where = fmt.key_text(next((k for k in g.keys if k[0] == "L"), g.keys[0])) \
                     if g.keys else "no Lua frames"
-                named.append((g.examples[0], "%d coroutine%s (%s): %s (e.g. 0x%x)" % (
-                    g.count, "" if g.count == 1 else "s", g.status, where, g.examples[0])))
+                named.append((g.examples[0], "%d coroutine%s (%s): %s (e.g. 0x%x)%s" % (
+                    g.count, "" if g.count == 1 else "s", g.status, where, g.examples[0],
+                    "; " + g.warning if g.warning else "")))
             if bad:
                 named.append((None, "%d coroutines that do not read (lthreads lists them)" % bad))
         self.threads = [(i + 1, L, name) for i, (L, name) in enumerate(named)]
@@ -407,10 +429,12 @@ class Session(object):
 
     def source_of(self, chunk, proto):
         """DAP's Source of a chunk: its file where one is found (as llist
-        finds it: as named, then under launch's "sourcePath" directories),
+        finds it: as named, then under launch's "sourcePath" directories and
+        the source-path setting's),
         else a reference to the function's bytecode listing (a chunk loaded
         from a string, or a file not found here)."""
-        path, _ = source_file(chunk, self.source_dirs)
+        dirs = self.source_dirs + [d for d in (param("source-path") or "").split(":") if d]
+        path, _ = source_file(chunk, dirs)
         if path is not None:
             return {"name": os.path.basename(path), "path": os.path.abspath(path)}
         return {"name": chunk, "sourceReference": self.refs.get(("source", proto)),
@@ -523,9 +547,11 @@ class Session(object):
             items = self.udata_items(ref[1])
         elif ref[0] == "cdata":
             items = self.cdata_items(ref[1])
-        else:
+        elif ref[0] == "table":
             items = self.table_items(ref[1], args.get("filter"), start, count)
             start = 0
+        else:
+            raise DapError("reference %r is a source, not variables" % args.get("variablesReference"))
         return {"variables": [self.variable(n, v) for n, v in items[start:start + count]]}
 
     def scope_items(self, fid, kind):

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -213,36 +214,42 @@ def check_level(got, want, path):
         assert re.match(value_regex(t, s) + "$", v["value"]), (path, v, t, s)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_vscode_test_client(variant, tmp_path_factory):
-    """VS Code's own DAP test client (@vscode/debugadapter-testsupport's
-    DebugClient, on Node) connected to `dap --port 0`: the stopped event,
-    the threads, the frames debug.getinfo recorded, and `deep` expanded
-    three levels down as pairs() listed it; the debug console's lbt."""
+def vscode_session(args):
+    """What tests/dap_session.js printed (VS Code's DebugClient against
+    `dap --port 0`) with these arguments after the port."""
     if not os.path.exists(os.path.join(NODE_MODULES, "@vscode", "debugadapter-testsupport")):
         pytest.fail("VS Code's DAP test client is missing from %s: testprogs/install-deps.sh "
                     "installs the npm package @vscode/debugadapter-testsupport" % NODE_MODULES)
     node = shutil.which("node") or shutil.which("nodejs")
     assert node, "no node: testprogs/install-deps.sh installs Debian's nodejs"
-    st = stop(variant, "tables", tmp_path_factory)
     srv = subprocess.Popen([sys.executable, "-m", "ljgdb", "dap", "--port", "0"], cwd=ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         line = srv.stderr.readline().decode()
         m = re.match(r"ljgdb dap: listening on 127\.0\.0\.1:(\d+)$", line.strip())
         assert m, line
-        p = subprocess.run([node, SESSION_JS, m.group(1), st.core, st.build["host"],
-                            "deep/list/[3]", "lbt"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           timeout=120, env=dict(os.environ, NODE_PATH=NODE_MODULES))
+        p = subprocess.run([node, SESSION_JS, m.group(1)] + [str(a) for a in args],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
+                           env=dict(os.environ, NODE_PATH=NODE_MODULES))
         assert p.returncode == 0, p.stderr.decode()[-2000:]
         lines = p.stdout.decode().splitlines()
         assert lines[-1] == "disconnected", lines[-1:]
-        got = json.loads(lines[-2])
         assert srv.wait(30) == 0
+        return json.loads(lines[-2])
     finally:
         if srv.poll() is None:
             srv.kill()
             srv.wait()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_vscode_test_client(variant, tmp_path_factory):
+    """VS Code's own DAP test client (@vscode/debugadapter-testsupport's
+    DebugClient, on Node) connected to `dap --port 0`: the stopped event,
+    the threads, the frames debug.getinfo recorded, and `deep` expanded
+    three levels down as pairs() listed it; the debug console's lbt."""
+    st = stop(variant, "tables", tmp_path_factory)
+    got = vscode_session(["launch", st.core, st.build["host"], "deep/list/[3]", "lbt"])
     assert got["stopped"]["threadId"] == got["threads"][0]["id"]
     recs = [r for r in recorded(st, "main") if r["what"] != "C"]
     lua = [f for f in got["frames"] if "source" in f]
@@ -255,6 +262,29 @@ def test_vscode_test_client(variant, tmp_path_factory):
                                                "deep/hex:" + b"list".hex() + "/3")):
         check_level(level, entries[path], path)
     assert got["repl"].startswith("Lua backtrace of (lua_State *)0x"), got["repl"]
+
+
+def test_vscode_test_client_source_and_attach(tmp_path_factory, tmp_path):
+    """The same client: a chunk loaded from a string gives its bytecode
+    listing as the frame's source (bt.lua strchunk); and attached to
+    wait.lua, the frames it recorded at its read, the process left alone
+    after the session and reading on."""
+    st = stop("r21-gc64", "strchunk", tmp_path_factory)
+    _, name, first, last = [r for r in st.expected if r[0] == "strchunk"][0]
+    got = vscode_session(["launch", st.core, st.build["host"], "", "linfo"])
+    assert got["source"].splitlines()[0] == "-- BYTECODE -- %s:%s-%s" % (name[1:], first, last)
+    prog = Waiting("r21-gc64", tmp_path)
+    try:
+        got = vscode_session(["attach", prog.pid, "-", "", "lbt"])
+        assert got["stopped"]["reason"] == "pause"
+        want = prog.frames()
+        lua = [f for f in got["frames"] if "source" in f]
+        assert [(f["source"]["path"], f["line"]) for f in lua[:len(want)]] == \
+            [(source, line) for _, source, line in want]
+        assert_left_alone(prog.pid)
+        prog.quit()
+    finally:
+        prog.stop()
 
 
 def view_name(kt, ks):
@@ -284,6 +314,25 @@ def test_refusals(tmp_path):
         assert not r["success"] and "does not do 'next'" in r["message"]
         r = c.request("threads")
         assert not r["success"] and r["message"] == "no core yet: launch one first"
+        r = c.request("attach", pid="x")
+        assert not r["success"] and r["message"].startswith("attach needs \"pid\"")
+        r = c.request("attach", pid=2 ** 22 + 1)
+        assert not r["success"] and r["message"].startswith("attach: ") and "\n" not in r["message"]
+        r = c.request("stackTrace", threadId=1, startFrame="x")
+        assert not r["success"] and "\n" not in r["message"] and "Traceback" not in r["message"]
+        # A process without LuaJIT: refused, and let go at once.
+        other = subprocess.Popen(["sleep", "60"])
+        try:
+            deadline = time.time() + 10
+            while proc_state(other.pid) != "S" and time.time() < deadline:
+                time.sleep(0.01)            # (until it sleeps in its nanosleep)
+            r = c.request("attach", pid=other.pid)
+            assert not r["success"] and r["message"].startswith("attach: ") and \
+                "\n" not in r["message"], r
+            assert_left_alone(other.pid)
+        finally:
+            other.kill()
+            other.wait()
     finally:
         assert c.close() == 0
 
