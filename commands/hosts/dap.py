@@ -400,7 +400,9 @@ class Session(object):
         self.by_id = {t: L for t, L, _ in self.threads if L is not None}
 
     def thread_name(self, L, s):
-        """A thread's name: who it is, its address, status and where."""
+        """A thread's name: who it is, its address, status and where, and
+        the Tarantool fiber or the nginx request it serves (as lthreads
+        notes them)."""
         vm, bt = self.vm, self.fmt.bt
         who = ("main thread" if L == vm.main_L else "VM thread g->vmthref" if L == bt.vmthread
                else "coroutine")
@@ -408,9 +410,14 @@ class Session(object):
             return "%s 0x%x <unreadable: %s>" % (who, L, s)
         status = "running" if L == bt.running else s.status
         where = self.fmt.summary_where(s)
+        notes = []
         fiber = bt.fibers.get(L)
+        if fiber is not None:
+            notes.append(fiber.describe())          # (Tarantool's fiber)
+        if s.exdata:
+            notes.append(bt.exdata_text(s.exdata))  # (nginx's request)
         return "%s 0x%x (%s)%s%s" % (who, L, status, ": " + where if where not in ("", "-") else "",
-                                     " [%s]" % fiber.describe() if fiber is not None else "")
+                                     "".join(" [%s]" % n for n in notes))
 
     def stop_text(self):
         if self.process is not None:
