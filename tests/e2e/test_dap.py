@@ -44,6 +44,21 @@ def session(st):
     return c
 
 
+def attached(prog):
+    """A client attached to prog (test_live.Waiting), configured; prog is
+    stopped if that fails."""
+    c = DapClient()
+    try:
+        c.ok("initialize", adapterID="ljgdb")
+        c.ok("attach", pid=prog.pid)
+        c.ok("configurationDone")
+    except BaseException:
+        c.close()
+        prog.stop()
+        raise
+    return c
+
+
 def lua_frames(st, c, tid):
     frames = c.ok("stackTrace", threadId=tid)["stackFrames"]
     return frames, [f for f in frames if "source" in f]
@@ -344,11 +359,8 @@ def test_attach_pause_continue(tmp_path):
     `pause`, let go on `disconnect`: never traced or stopped after, no
     signal left pending, and it ends by itself when told."""
     prog = Waiting("r21-gc64", tmp_path)
-    c = DapClient()
+    c = attached(prog)
     try:
-        c.ok("initialize", adapterID="ljgdb")
-        c.ok("attach", pid=prog.pid)
-        c.ok("configurationDone")
         for round in range(2):
             threads = c.ok("threads")["threads"]
             stopped = [e for e in c.events if e["event"] == "stopped"][-1]
@@ -459,11 +471,8 @@ def test_attached_process_unchanged(tmp_path):
     on."""
     prog = Waiting("r21-gc64", tmp_path, env={"GLIBC_TUNABLES": "glibc.pthread.rseq=0"})
     before = snapshot(prog.pid)
-    c = DapClient()
+    c = attached(prog)
     try:
-        c.ok("initialize", adapterID="ljgdb")
-        c.ok("attach", pid=prog.pid)
-        c.ok("configurationDone")
         for round in range(2):
             for t in c.ok("threads")["threads"]:
                 for f in c.ok("stackTrace", threadId=t["id"])["stackFrames"]:
