@@ -15,8 +15,9 @@ as --pid holds it: commands.hosts.livehost) while the session looks,
 let go on `continue` and `disconnect`, held again on `pause`.  Read-only:
 nothing is written to the core or the process.
 
-What the editor gets: the Lua threads as DAP threads (the running one
-first; past THREAD_LIMIT coroutines, one a group that reads the same),
+What the editor gets: the Lua threads of every VM of the process as DAP
+threads (the selected OS thread's VM and its running thread first; past
+THREAD_LIMIT coroutines, one a group that reads the same),
 each thread's Lua frames as lbt gives them, then the running thread's
 machine frames; a frame's Locals, Upvalues and Globals; tables,
 functions, userdata and cdata expandable (tables in pages); names on hover
@@ -37,6 +38,8 @@ from ...gdb_ext.stack.luaframe import Picked, resolve, source_file
 from ...gdb_ext.stack.threadscan import ThreadScanner, ThreadSummary, scan_groups
 from ...gdb_ext.vm.ffitypes import cdata_text
 from ...gdb_ext.vm.objects import Cdata, Func, Tab, Udata
+from ...gdb_ext.vm.state import make_vm
+from ...gdb_ext.vm.vmfind import list_states
 from ..base import CommandError, get_vm, param
 from ..format import key_text, proto_site, value_text
 from ..host import install
@@ -159,8 +162,10 @@ class Session(object):
     def __init__(self, transport):
         self.io = transport
         self.host = None
-        self.vm = None
+        self.vm = None              # the VM the selected OS thread runs
         self.fmt = None
+        self.ctxs = {}              # G -> (VM, BtFormat) of every VM shown
+        self.owner = {}             # a listed lua_State -> its VM's G
         self.threads = []           # [(thread id, L, name)]
         self.by_id = {}             # thread id -> L
         self.backtraces = {}        # L -> the engine's Backtrace
@@ -363,17 +368,39 @@ class Session(object):
 
     # --- what the core holds ----------------------------------------------
     def look(self):
-        """Reads the VM and its threads afresh (handles start over): the
-        running thread first, then the main thread, then the coroutines,
-        each its own DAP thread; past THREAD_LIMIT of them, one DAP thread
-        a group of coroutines that read the same (lbt --all --group's
-        groups), its stack its first example's."""
+        """Reads the VMs and their threads afresh (handles start over): the
+        VM of the selected OS thread first, its running thread, its main
+        thread, then its coroutines, each its own DAP thread (past
+        THREAD_LIMIT of them, one DAP thread a group of coroutines that read
+        the same, lbt --all --group's groups, its stack its first
+        example's); then every other VM of the process the same way, each
+        thread's name prefixed with its VM's global_State."""
         self.vm = vm = get_vm(None)
-        self.fmt = fmt = BtFormat(vm)
-        bt = fmt.bt
+        self.fmt = BtFormat(vm)
+        self.ctxs = {vm.G: (vm, self.fmt)}
+        self.owner = {}
         self.backtraces = {}
         self.frames = Handles()
         self.refs = Handles()
+        named = self.vm_threads(vm, self.fmt, "")
+        target, lay = self.host.check_environment()
+        states, _ = list_states(target, lay, self.host.frame_candidates(lay))
+        for st in states:
+            if st.G in self.ctxs:
+                continue
+            try:
+                other = make_vm(target, lay, explicit_G=st.G, search=False)
+            except (LjError, FaultError, CorruptError):
+                continue
+            fmt = BtFormat(other)
+            self.ctxs[st.G] = (other, fmt)
+            named.extend(self.vm_threads(other, fmt, "[G 0x%x] " % st.G))
+        self.threads = [(i + 1, L, name) for i, (L, name) in enumerate(named)]
+        self.by_id = {t: L for t, L, _ in self.threads if L is not None}
+
+    def vm_threads(self, vm, fmt, prefix):
+        """[(L or None, name)] of one VM's threads, as look lists them."""
+        bt = fmt.bt
         scanner = ThreadScanner(bt, SCAN_CACHE)
         threads, _ = scanner.threads()
         first = []
@@ -383,33 +410,41 @@ class Session(object):
         rest = [L for L in threads if L not in first]
         named = []
         for L, s in zip(first, scanner.scan(first)):
-            named.append((L, self.thread_name(L, s)))
+            named.append((L, prefix + self.thread_name(vm, fmt, L, s)))
         if len(rest) <= THREAD_LIMIT:
-            named.extend((L, self.thread_name(L, s)) for L, s in zip(rest, scanner.scan(rest)))
+            named.extend((L, prefix + self.thread_name(vm, fmt, L, s))
+                         for L, s in zip(rest, scanner.scan(rest)))
         else:
             groups, bad = scan_groups(scanner, rest, bt.vmthread, examples=1)
             for g in groups:
                 where = fmt.key_text(next((k for k in g.keys if k[0] == "L"), g.keys[0])) \
                     if g.keys else "no Lua frames"
-                named.append((g.examples[0], "%d coroutine%s (%s): %s (e.g. 0x%x)%s" % (
-                    g.count, "" if g.count == 1 else "s", g.status, where, g.examples[0],
+                named.append((g.examples[0], "%s%d coroutine%s (%s): %s (e.g. 0x%x)%s" % (
+                    prefix, g.count, "" if g.count == 1 else "s", g.status, where, g.examples[0],
                     "; " + g.warning if g.warning else "")))
             if bad:
-                named.append((None, "%d coroutines that do not read (lthreads lists them)" % bad))
-        self.threads = [(i + 1, L, name) for i, (L, name) in enumerate(named)]
-        self.by_id = {t: L for t, L, _ in self.threads if L is not None}
+                named.append((None, "%s%d coroutines that do not read (lthreads lists them)"
+                              % (prefix, bad)))
+        for L, _ in named:
+            if L is not None:
+                self.owner[L] = vm.G
+        return named
 
-    def thread_name(self, L, s):
+    def ctx(self, L):
+        """(VM, BtFormat) of the VM thread L belongs to."""
+        return self.ctxs[self.owner.get(L, self.vm.G)]
+
+    def thread_name(self, vm, fmt, L, s):
         """A thread's name: who it is, its address, status and where, and
         the Tarantool fiber or the nginx request it serves (as lthreads
         notes them)."""
-        vm, bt = self.vm, self.fmt.bt
+        bt = fmt.bt
         who = ("main thread" if L == vm.main_L else "VM thread g->vmthref" if L == bt.vmthread
                else "coroutine")
         if s.__class__ is not ThreadSummary:
             return "%s 0x%x <unreadable: %s>" % (who, L, s)
         status = "running" if L == bt.running else s.status
-        where = self.fmt.summary_where(s)
+        where = fmt.summary_where(s)
         notes = []
         fiber = bt.fibers.get(L)
         if fiber is not None:
@@ -431,10 +466,10 @@ class Session(object):
     def backtrace(self, L):
         b = self.backtraces.get(L)
         if b is None:
-            b = self.backtraces[L] = self.fmt.bt.backtrace(L)
+            b = self.backtraces[L] = self.ctx(L)[1].bt.backtrace(L)
         return b
 
-    def source_of(self, chunk, proto):
+    def source_of(self, chunk, proto, G):
         """DAP's Source of a chunk: its file where one is found (as llist
         finds it: as named, then under launch's "sourcePath" directories and
         the source-path setting's),
@@ -444,13 +479,13 @@ class Session(object):
         path, _ = source_file(chunk, dirs)
         if path is not None:
             return {"name": os.path.basename(path), "path": os.path.abspath(path)}
-        return {"name": chunk, "sourceReference": self.refs.get(("source", proto)),
+        return {"name": chunk, "sourceReference": self.refs.get(("source", proto, G)),
                 "presentationHint": "deemphasize"}
 
     def on_source(self, args):
         self.need_core()
         ref = args.get("sourceReference") or (args.get("source") or {}).get("sourceReference")
-        kind, proto = self.refs.find(ref, "source reference")
+        kind, proto = self.refs.find(ref, "source reference")[:2]
         if kind != "source":
             raise DapError("reference %r is not a source" % ref)
         return {"content": self.command("lbc (GCproto *)0x%x" % proto),
@@ -480,6 +515,7 @@ class Session(object):
         if L is None:
             return {"stackFrames": [], "totalFrames": 0}
         b = self.backtrace(L)
+        vm, fmt = self.ctx(L)
         items = [("lua", i) for i in range(len(b.frames))] + self.machine_items(L)
         start = max(0, int(args.get("startFrame") or 0))
         levels = int(args.get("levels") or 0)
@@ -489,13 +525,13 @@ class Session(object):
             if kind != "lua":
                 out.append(self.machine_frame(L, kind, i))
                 continue
-            d = self.fmt.frame_data(b, i)
+            d = fmt.frame_data(b, i)
             fr = b.frames[i]
             sf = {"id": self.frames.get((L, i)), "name": frame_name(d), "line": 0, "column": 0}
             if fr.kind == "lua":
                 sf["line"] = d["line"] or 0
                 sf["column"] = 1
-                sf["source"] = self.source_of(fr.proto.chunk(self.vm), fr.proto.addr)
+                sf["source"] = self.source_of(fr.proto.chunk(vm), fr.proto.addr, vm.G)
             else:
                 sf["presentationHint"] = "subtle"
             out.append(sf)
@@ -537,7 +573,7 @@ class Session(object):
                    "expensive": False}]
         # The function's environment table (a global is a field of it).
         glob = {"name": "Globals", "expensive": True}
-        self.table_counts(glob, fr.fn.env)
+        self.table_counts(glob, fr.fn.env, self.ctx(L)[0].G)
         scopes.append(glob)
         return {"scopes": scopes}
 
@@ -547,41 +583,45 @@ class Session(object):
         start = max(0, int(args.get("start") or 0))
         count = int(args.get("count") or 0) or PAGE
         if ref[0] == "scope":
+            G = self.ctx(self.frames.find(ref[1], "frame")[0])[0].G
             items = self.scope_items(ref[1], ref[2])
-        elif ref[0] == "func":
-            items = self.func_items(ref[1])
-        elif ref[0] == "udata":
-            items = self.udata_items(ref[1])
-        elif ref[0] == "cdata":
-            items = self.cdata_items(ref[1])
-        elif ref[0] == "table":
-            items = self.table_items(ref[1], args.get("filter"), start, count)
-            start = 0
         else:
-            raise DapError("reference %r is a source, not variables" % args.get("variablesReference"))
-        return {"variables": [self.variable(n, v) for n, v in items[start:start + count]]}
+            G = ref[2]
+            if ref[0] == "func":
+                items = self.func_items(ref[1], G)
+            elif ref[0] == "udata":
+                items = self.udata_items(ref[1], G)
+            elif ref[0] == "cdata":
+                items = self.cdata_items(ref[1], G)
+            elif ref[0] == "table":
+                items = self.table_items(ref[1], G, args.get("filter"), start, count)
+                start = 0
+            else:
+                raise DapError("reference %r is a source, not variables"
+                               % args.get("variablesReference"))
+        return {"variables": [self.variable(n, v, G) for n, v in items[start:start + count]]}
 
     def scope_items(self, fid, kind):
         L, i = self.frames.find(fid, "frame")
         b = self.backtrace(L)
         fr = b.frames[i]
-        vm = self.vm
+        vm, fmt = self.ctx(L)
         if kind == "upvalues":
             return frame_upvalues(vm, fr)
         out = []
         snap = b.start.trace if b.start is not None else None
         for name, v, addr in frame_locals(b.walker, fr, b.frame_top(i), with_addr=True):
-            if addr is not None and self.fmt.bt.in_trace_value(b, fr, addr):
+            if addr is not None and fmt.bt.in_trace_value(b, fr, addr):
                 v = Stale("in trace %d: kept in a register or spill slot, the stack slot is "
                           "stale" % snap.traceno)
             out.append((name, v))
         return out
 
-    def func_items(self, addr):
+    def func_items(self, addr, G):
         """A function's children: a Lua function's prototype (where it is
         defined, as a Text) and its upvalues by name; a C closure's
         upvalues numbered as debug.getupvalue numbers them."""
-        vm = self.vm
+        vm = self.ctxs[G][0]
         fn = Func(vm, addr)
         out = []
         if fn.is_lua:
@@ -591,32 +631,33 @@ class Session(object):
             out.append((name or "[%d]" % (i + 1), v))
         return out
 
-    def udata_items(self, addr):
+    def udata_items(self, addr, G):
         """A userdata's metatable and environment (tables), and its payload."""
-        u = Udata(self.vm, addr)
+        u = Udata(self.ctxs[G][0], addr)
         out = []
         for name, t in (("[metatable]", u.metatable), ("[env]", u.env)):
             if t:
-                out.append((name, self.table_var(t)))
+                out.append((name, self.table_var(t, G)))
         out.append(("[payload]", Text("%d bytes at 0x%x" % (u.len, u.payload))))
         return out
 
-    def cdata_items(self, addr):
+    def cdata_items(self, addr, G):
         """A cdata's C type (as ffi.typeof names it), its value as lval
         writes it, and its payload."""
-        cd = Cdata(self.vm, addr)
-        typ, val = cdata_text(self.vm, cd)
+        vm = self.ctxs[G][0]
+        cd = Cdata(vm, addr)
+        typ, val = cdata_text(vm, cd)
         return [("[type]", Text(typ)),
                 ("[value]", Text(val if val is not None else "<not decoded: see lval>")),
                 ("[payload]", Text("%s bytes at 0x%x" % (cd.size if cd.size is not None else "?",
                                                          cd.payload)))]
 
-    def table_items(self, addr, which, start, count):
+    def table_items(self, addr, G, which, start, count):
         """The entries of table addr from entry `start` on (array part
         first, nil slots left out, then the hash part), at most count;
         `which` is DAP's filter ("indexed": the array part, "named": the
         hash part, None: both in turn)."""
-        vm = self.vm
+        vm = self.ctxs[G][0]
         t = Tab(vm, addr)
         maxs = param("max-string")
         out = []
@@ -629,7 +670,7 @@ class Session(object):
                        for k, v in t.entries(vm, "hash", start, count - len(out)))
         return out
 
-    def variable(self, name, v):
+    def variable(self, name, v, G):
         if isinstance(v, dict):
             return dict(v, name=name)
         if isinstance(v, Text):
@@ -638,32 +679,34 @@ class Session(object):
             return {"name": name, "value": "<%s>" % v, "variablesReference": 0}
         if isinstance(v, Exception):
             return {"name": name, "value": "<unreadable: %s>" % v, "variablesReference": 0}
-        text = value_text(self.vm, v, param("max-string"))
+        vm = self.ctxs[G][0]
+        text = value_text(vm, v, param("max-string"))
         var = {"name": name, "value": text, "type": v.kind, "variablesReference": 0}
         if v.kind == "table":
-            self.table_counts(var, v.addr)
+            self.table_counts(var, v.addr, G)
         elif v.kind == "func":
-            fn = Func(self.vm, v.addr)
+            fn = Func(vm, v.addr)
             if fn.is_lua or fn.nupvalues:
-                var["variablesReference"] = self.refs.get(("func", v.addr))
+                var["variablesReference"] = self.refs.get(("func", v.addr, G))
         elif v.kind in ("udata", "cdata"):
-            var["variablesReference"] = self.refs.get((v.kind, v.addr))
+            var["variablesReference"] = self.refs.get((v.kind, v.addr, G))
         return var
 
-    def table_var(self, addr):
+    def table_var(self, addr, G):
         """A child that is a table given by address (a userdata's
         metatable), as a variable holding it would show."""
         var = {"value": "table: (GCtab *)0x%x" % addr, "type": "table"}
-        self.table_counts(var, addr)
+        self.table_counts(var, addr, G)
         return var
 
-    def table_counts(self, var, addr):
+    def table_counts(self, var, addr, G):
         """var (a Variable or Scope) made expandable into table addr, with
         its array part's and hash part's entries counted (the editor pages
         by them)."""
-        var["variablesReference"] = self.refs.get(("table", addr))
+        var["variablesReference"] = self.refs.get(("table", addr, G))
+        vm = self.ctxs[G][0]
         try:
-            var["indexedVariables"], var["namedVariables"] = Tab(self.vm, addr).counts(self.vm)
+            var["indexedVariables"], var["namedVariables"] = Tab(vm, addr).counts(vm)
         except (FaultError, CorruptError, LjError):
             pass
 
@@ -683,7 +726,8 @@ class Session(object):
         doc = self.lval_doc(expr)
         out = {"result": doc["value"], "type": doc["kind"], "variablesReference": 0}
         if doc.get("object") and doc["kind"] in ("table", "func", "udata", "cdata"):
-            out["variablesReference"] = self.refs.get((doc["kind"], int(doc["object"], 16)))
+            out["variablesReference"] = self.refs.get((doc["kind"], int(doc["object"], 16),
+                                                       self.vm.G))
         return out
 
     def command(self, line):
@@ -710,12 +754,13 @@ class Session(object):
             raise DapError("'%s': choose a Lua frame first" % name)
         L, i = self.frames.find(fid, "frame")
         b = self.backtrace(L)
-        r = resolve(self.fmt.bt, Picked(L, b, i), name)
+        vm, fmt = self.ctx(L)
+        r = resolve(fmt.bt, Picked(L, b, i), name)
         if r.value is None:
             if r.nil:
                 return {"result": "nil", "type": "nil", "variablesReference": 0}
             raise DapError("%s '%s': %s" % (r.kind, name, r.note))
-        var = self.variable(name, r.value)
+        var = self.variable(name, r.value, vm.G)
         return {"result": var["value"], "type": var.get("type"),
                 "variablesReference": var["variablesReference"]}
 

@@ -296,6 +296,7 @@ def test_vscode_test_client_source_and_attach(tmp_path_factory, tmp_path):
         lua = [f for f in got["frames"] if "source" in f]
         assert [(f["source"]["path"], f["line"]) for f in lua[:len(want)]] == \
             [(source, line) for _, source, line in want]
+        prog.wait_blocked()
         assert_left_alone(prog.pid)
         prog.quit()
     finally:
@@ -372,6 +373,7 @@ def test_attach_pause_continue(tmp_path):
             assert [(f["source"]["path"], f["line"]) for f in lua[:len(want)]] == \
                 [(source, line) for _, source, line in want]
             assert c.ok("continue", threadId=threads[0]["id"])["allThreadsContinued"]
+            prog.wait_blocked()             # (back in its read: runnable a moment first)
             assert_left_alone(prog.pid)
             r = c.request("threads")
             assert not r["success"] and r["message"] == "process %d runs: pause it first" % prog.pid
@@ -379,6 +381,7 @@ def test_attach_pause_continue(tmp_path):
             prog.wait_blocked()
             c.ok("pause", threadId=threads[0]["id"])
         assert c.close() == 0
+        prog.wait_blocked()
         assert_left_alone(prog.pid)
         prog.quit()
     finally:
@@ -485,7 +488,38 @@ def test_attached_process_unchanged(tmp_path):
             c.ok("continue", threadId=1)
             c.ok("pause", threadId=1)
         assert c.close() == 0
+        prog.wait_blocked()
         assert_unchanged(prog, before)
     finally:
         c.close()
         prog.stop()
+
+
+def test_every_vm_of_the_process(tmp_path):
+    """The test host with LJGDB_STATES=3 makes two more Lua states before
+    bt.lua runs (each with 10 coroutines made by coroutine.create and never
+    started, then idle): the threads list the stopped VM's first, then each
+    other VM's main thread and its 10 coroutines, named by their
+    global_State, suspended; their stacks read (none has Lua frames)."""
+    st = Stop("r21-gc64", "bt.lua", ["lbt"], str(tmp_path), args=["nest"],
+              env={"LJGDB_STATES": "3"})
+    c = session(st)
+    try:
+        threads = c.ok("threads")["threads"]
+        assert threads[0]["name"].startswith("main thread 0x") and "(running)" in threads[0]["name"]
+        others = {}
+        for t in threads:
+            m = re.match(r"^\[G (0x[0-9a-f]+)\] (.*)$", t["name"])
+            if m:
+                others.setdefault(m.group(1), []).append((t["id"], m.group(2)))
+        assert len(others) == 2, threads
+        for G, ts in others.items():
+            names = [n for _, n in ts]
+            assert names[0].startswith("main thread 0x") and "(idle)" in names[0], names
+            coros = [n for n in names if n.startswith("coroutine ")]
+            assert len(coros) == 10 and all("(suspended)" in n for n in coros), names
+            for tid, _ in ts:
+                lua = [f for f in c.ok("stackTrace", threadId=tid)["stackFrames"] if "source" in f]
+                assert lua == []
+    finally:
+        assert c.close() == 0
