@@ -71,6 +71,9 @@ CAPABILITIES = {
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 # Table entries a variables request gives when the client asks for no count.
 PAGE = 1000
+# How frames.frame_locals names a vararg ("(*vararg 1)", as LuaJIT's
+# debug.getlocal(level, -1) does).
+VARARG = "(*vararg "
 # Machine frames shown after the running thread's Lua frames, at most.
 MACHINE_FRAMES = 64
 # Coroutines shown one DAP thread each; past this many, one a group.
@@ -568,9 +571,12 @@ class Session(object):
         if fr.kind != "lua":
             return {"scopes": []}
         scopes = [{"name": "Locals", "presentationHint": "locals",
-                   "variablesReference": self.refs.get(("scope", fid, "locals")), "expensive": False},
-                  {"name": "Upvalues", "variablesReference": self.refs.get(("scope", fid, "upvalues")),
-                   "expensive": False}]
+                   "variablesReference": self.refs.get(("scope", fid, "locals")), "expensive": False}]
+        if self.scope_items(fid, "varargs"):
+            scopes.append({"name": "Varargs", "expensive": False,
+                           "variablesReference": self.refs.get(("scope", fid, "varargs"))})
+        scopes.append({"name": "Upvalues", "expensive": False,
+                       "variablesReference": self.refs.get(("scope", fid, "upvalues"))})
         # The function's environment table (a global is a field of it).
         glob = {"name": "Globals", "expensive": True}
         self.table_counts(glob, fr.fn.env, self.ctx(L)[0].G)
@@ -611,6 +617,8 @@ class Session(object):
         out = []
         snap = b.start.trace if b.start is not None else None
         for name, v, addr in frame_locals(b.walker, fr, b.frame_top(i), with_addr=True):
+            if name.startswith(VARARG) != (kind == "varargs"):
+                continue
             if addr is not None and fmt.bt.in_trace_value(b, fr, addr):
                 v = Stale("in trace %d: kept in a register or spill slot, the stack slot is "
                           "stale" % snap.traceno)

@@ -95,13 +95,16 @@ def test_frames_and_locals(variant, tmp_path_factory):
         assert [(f["source"]["path"], f["line"]) for f in lua] == \
             [(r["source"][1:], int(r["line"])) for r in recs]
         scopes = c.ok("scopes", frameId=lua[0]["id"])["scopes"]
-        assert [s["name"] for s in scopes] == ["Locals", "Upvalues", "Globals"]
+        varargs = [x for x in recs[0]["locals"] if x[0].startswith("(*vararg ")]
+        assert [s["name"] for s in scopes] == \
+            ["Locals"] + ["Varargs"] * bool(varargs) + ["Upvalues", "Globals"]
         ff = ffnames(st)
-        got = c.ok("variables", variablesReference=scopes[0]["variablesReference"])["variables"]
-        want = recs[0]["locals"]
-        assert [v["name"] for v in got] == [n for n, _, _ in want]
-        for v, (n, t, s) in zip(got, want):
-            assert re.match(value_regex(t, s, ff) + "$", v["value"]), (n, v, t, s)
+        for scope, want in zip(scopes, ([x for x in recs[0]["locals"] if x not in varargs], varargs)):
+            got = c.ok("variables", variablesReference=scope["variablesReference"])["variables"]
+            assert [v["name"] for v in got] == [n for n, _, _ in want]
+            for v, (n, t, s) in zip(got, want):
+                assert re.match(value_regex(t, s, ff) + "$", v["value"]), (n, v, t, s)
+        scopes = [sc for sc in scopes if sc["name"] != "Varargs"]
         ups = c.ok("variables", variablesReference=scopes[1]["variablesReference"])["variables"]
         assert [(v["name"]) for v in ups] == [n for n, _, _ in recs[0]["upvals"]]
         for v, (n, t, s) in zip(ups, recs[0]["upvals"]):
@@ -270,7 +273,7 @@ def test_vscode_test_client(variant, tmp_path_factory):
     lua = [f for f in got["frames"] if "source" in f]
     assert [(f["source"]["path"], f["line"]) for f in lua] == \
         [(r["source"][1:], int(r["line"])) for r in recs]
-    assert [s["name"] for s in got["scopes"]] == ["Locals", "Upvalues", "Globals"]
+    assert [s["name"] for s in got["scopes"]] == ["Locals", "Upvalues", "Globals"]   # (no varargs)
     assert [v["name"] for v in got["levels"][0]] == [n for n, _, _ in recs[0]["locals"]]
     entries = table_entries(st)
     for level, path in zip(got["levels"][1:], ("deep", "deep/hex:" + b"list".hex(),
