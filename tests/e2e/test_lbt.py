@@ -63,15 +63,17 @@ _stops = {}
 
 @pytest.fixture(scope="module")
 def stops(tmp_path_factory):
-    def get(variant, scenario):
-        key = (variant, scenario)
+    def get(variant, scenario, commands=COMMANDS):
+        """The stop of bt.lua `scenario` on `variant`, with `commands` (all
+        of COMMANDS unless a test needs fewer: each costs a gdb run's time)."""
+        key = (variant, scenario, tuple(commands))
         if key not in _stops:
             arg, prelude = PRELUDES.get(scenario, (scenario, ()))
             arm64 = manifest()[variant].get("arch") == "arm64"
             if arm64:
                 prelude = [ARM64_PRELUDE.get(c, c) for c in prelude]
-            _stops[key] = Stop(variant, "bt.lua", COMMANDS,
-                               str(tmp_path_factory.mktemp("%s-%s" % key)), args=[arg],
+            _stops[key] = Stop(variant, "bt.lua", list(commands),
+                               str(tmp_path_factory.mktemp("%s-%s" % key[:2])), args=[arg],
                                stop_on=SCENARIOS[scenario], live_prelude=prelude)
             if scenario in CAUGHT:
                 # The live gdb stopped at the syscall, not somewhere later.
@@ -206,7 +208,7 @@ def test_lbt_while_collector_handles_another_thread(stops, variant, scenario, mo
     thread, and lbt still shows the running main thread's stack, with
     collectgarbage on top and the levels the program recorded (in gdb, live
     and on the core, and in the core reader)."""
-    stop = stops(variant, scenario)
+    stop = stops(variant, scenario, ("lbt",))
     if mode == "reader":
         text = run_reader([stop.core, stop.build["host"], "lbt"])
     else:
