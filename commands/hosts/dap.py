@@ -27,7 +27,6 @@ the capabilities say so."""
 import json
 import os
 import re
-import shlex
 import socket
 import sys
 import threading
@@ -386,7 +385,7 @@ class Session(object):
         self.frames = Handles()
         self.refs = Handles()
         named = self.vm_threads(vm, self.fmt, "")
-        target, lay = self.host.check_environment()
+        target, lay = vm.t, vm.lay          # (get_vm checked the environment)
         states, _ = list_states(target, lay, self.host.frame_candidates(lay))
         for st in states:
             if st.G in self.ctxs:
@@ -745,12 +744,8 @@ class Session(object):
         if not words or words[0] not in cmds:
             raise DapError("'%s' is not an ljgdb command (%s)"
                            % (words[0] if words else "", ", ".join(sorted(cmds))))
-        rest = words[1] if len(words) > 1 else ""
-        try:
-            shlex.split(rest)
-        except ValueError as e:
-            raise DapError("%s: %s" % (words[0], e))
-        return cmds[words[0]]().execute(rest)
+        # (execute splits the words itself: unbalanced quotes are its one line)
+        return cmds[words[0]]().execute(words[1] if len(words) > 1 else "")
 
     def lval_doc(self, expr):
         return json.loads(self.command("lval %s --json" % expr))

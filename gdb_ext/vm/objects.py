@@ -258,12 +258,10 @@ class Tab(GCObj):
                 continue
             if seen >= skip:
                 v = decode_tv(vm, _Q.unpack_from(data, o)[0])
-                if v.kind != "nil":
-                    key = i if part == "array" else \
-                        decode_tv(vm, _Q.unpack_from(data, o - off + ko)[0])
-                    out.append((key, v))
-                    if len(out) >= limit:
-                        break
+                key = i if part == "array" else decode_tv(vm, _Q.unpack_from(data, o - off + ko)[0])
+                out.append((key, v))
+                if len(out) >= limit:
+                    break
             seen += 1
         return out
 
