@@ -21,10 +21,13 @@ RECORD_USAGE = ("python3 -m ljgdb record --pid PID [--rate HZ] [--duration S] "
 TOP_USAGE = ("python3 -m ljgdb top --pid PID [--rate HZ] [--duration S] [--sampler bpf|ptrace] "
              "[--children] [--idle] [--native] [--nonblocking]")
 SAMPLERS = ("bpf", "ptrace")
-# How often the BPF sampler's ring buffer is read (seconds): at first and
-# at least BPF_POLL, then as seldom as its fill allows, up to BPF_POLL_MAX
+# How often the BPF sampler's ring buffer is read (seconds): first after
+# BPF_FIRST (a sample of a thread not yet decoded lacks the lua_States only
+# its walk finds: the sooner one is decoded, the fewer), then at least
+# BPF_POLL, then as seldom as its fill allows, up to BPF_POLL_MAX
 # (BpfSampler.next_wait); with --idle every BPF_POLL (the sleepers are read
 # then).
+BPF_FIRST = 0.01
 BPF_POLL = 0.05
 BPF_POLL_MAX = 0.25
 FORMATS = ("flamegraph", "folded", "speedscope", "pprof")
@@ -280,7 +283,7 @@ class Session(object):
                 bpf.stop()
                 return True
             return False
-        poll, last = BPF_POLL, time.monotonic()
+        poll, last = BPF_FIRST, time.monotonic()
         while not done:
             wait = poll if end is None else min(poll, end - time.monotonic())
             if wait > 0 and not self.stop_asked:

@@ -588,9 +588,9 @@ def test_bpf_exact_at_every_sample(variant, tmp_path):
     needs that the BPF program finds on no chain of C frames (on 2.0 a
     coroutine's, found from its C frame only while the interpreter runs
     it; a finalizer's caller's) is copied from the hints of the samples
-    before (the recents map); the first 50 ms lack it, and their samples
-    are counted as "the kernel's copy lacked a range", never decoded from
-    the process as it is later."""
+    before (the recents map); the samples before the first read (10 ms)
+    and its first decode lack it, and are counted as "the kernel's copy
+    lacked a range", never decoded from the process as it is later."""
     from support import moments
     build = manifest()[variant]
     for shape in EXACT_SHAPES:
