@@ -30,6 +30,12 @@ BpfSampler): what the program pays for the kernel's copies alone, without
 record's decoding running beside it on the other CPU.  "perf events
 alone" opens the same CPU-clock events with no program attached (--events):
 what the timer interrupts cost by themselves, the floor under the others.
+"BPF program a sample" is the kernel's own count of the time the program
+ran (BPF_ENABLE_STATS, held by this script while it runs: run_time_ns and
+run_cnt of the profiler's program fd, /proc/PID/fdinfo), over the same
+steady span as the profiler's CPU: what the copies cost apart from the
+timer interrupt, which the work rate cannot separate on a machine whose
+interrupts vary from run to run.
 Prints a Markdown table (docs/benchmarks.md)."""
 import argparse
 import os
@@ -87,26 +93,57 @@ def _proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def enable_bpf_stats():
+    """The kernel's run-time counts of BPF programs, on while the returned
+    fd is open (libbpf's bpf_enable_stats); None where refused."""
+    try:
+        from ljgdb.gdb_ext.backends import bpfsample
+        fd = bpfsample._libbpf().bpf_enable_stats(0)        # BPF_STATS_RUN_TIME
+    except (OSError, AttributeError):
+        return None
+    return fd if fd >= 0 else None
+
+
+def prog_stats(pid):
+    """(run_time_ns, run_cnt) summed over the BPF program fds of pid."""
+    ns = cnt = 0
+    try:
+        fds = os.listdir("/proc/%d/fdinfo" % pid)
+    except OSError:
+        return 0, 0
+    for fd in fds:
+        try:
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                text = f.read()
+        except OSError:
+            continue
+        m, n = re.search(r"^run_time_ns:\s+(\d+)", text, re.M), re.search(r"^run_cnt:\s+(\d+)", text, re.M)
+        if m and n:
+            ns, cnt = ns + int(m.group(1)), cnt + int(n.group(1))
+    return ns, cnt
+
+
 def steady_cpu(argv, skip, seconds):
     """Runs argv (a profiler of `seconds`); (its output, its CPU seconds
     from `skip` seconds after its start to a quarter second before its
     end, the wall seconds between): its start (the VM search, the BPF
     object's load, the first decodes of a fresh process, which read its
     DWARF) and its end (the profile written) left out, as each window's
-    first second is left out of the work rate."""
+    first second is left out of the work rate; and its BPF programs' run
+    time and runs over that span (prog_stats)."""
     with tempfile.TemporaryFile() as out:
         p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
         t0 = time.monotonic()
         time.sleep(skip)
-        c0, m0 = _proc_cpu(p.pid), time.monotonic()
+        c0, m0, b0 = _proc_cpu(p.pid), time.monotonic(), prog_stats(p.pid)
         time.sleep(max(0.0, t0 + seconds - 0.25 - m0))
-        c1, m1 = _proc_cpu(p.pid), time.monotonic()
+        c1, m1, b1 = _proc_cpu(p.pid), time.monotonic(), prog_stats(p.pid)
         p.wait()
         out.seek(0)
         text = out.read().decode("utf-8", "replace")
     if p.returncode != 0:
         raise RuntimeError("%s exited with %d:\n%s" % (argv[:4], p.returncode, text[-2000:]))
-    return text, c1 - c0, m1 - m0
+    return text, c1 - c0, m1 - m0, (b1[0] - b0[0], b1[1] - b0[1])
 
 
 def drain(pid, hz, seconds):
@@ -146,6 +183,9 @@ def main():
     else:
         sys.stderr.write("bench_bpf: no py-spy on PATH, its rows left out (pip install py-spy)\n")
     rows = []
+    stats_fd = enable_bpf_stats()
+    if stats_fd is None:
+        sys.stderr.write("bench_bpf: the kernel refused BPF_ENABLE_STATS: no BPF program column\n")
     with tempfile.TemporaryDirectory() as tmp:
         script = os.path.join(tmp, "busy.py")
         with open(script, "w") as f:
@@ -188,15 +228,17 @@ def main():
             made = asked = 0.0
             sw = [0, 0]
             cpu = wall = 0.0
+            bpf_ns = bpf_runs = 0
             try:
                 for _ in range(a.pairs):
                     for sampled in (False, True):
                         s0, c0 = switches(prog.p.pid), cpu_seconds(prog.p.pid)
                         m0 = time.monotonic()
                         if sampled:
-                            out, c, w = steady_cpu(argv, SKIP, a.seconds)
+                            out, c, w, (ns, runs) = steady_cpu(argv, SKIP, a.seconds)
                             cpu += c
                             wall += w
+                            bpf_ns, bpf_runs = bpf_ns + ns, bpf_runs + runs
                         else:
                             time.sleep(a.seconds)
                         m1 = time.monotonic()
@@ -209,7 +251,10 @@ def main():
             finally:
                 prog.close()
             rows.append((sampler, r, 100.0 * work[True] / work[False],
-                         100.0 * made / asked if made else None, sw, 100.0 * cpu / wall))
+                         100.0 * made / asked if made else None, sw, 100.0 * cpu / wall,
+                         bpf_ns / 1e3 / bpf_runs if bpf_runs else None))
+    if stats_fd is not None:
+        os.close(stats_fd)
     print("Program: %s, %d Lua frames (py-spy: the same shape in Python); %d pairs of %g s "
           "windows, alone then sampled, each configuration on a fresh program"
           % (a.variant, a.depth, a.pairs, a.seconds))
@@ -218,11 +263,12 @@ def main():
           % (start["bpf"], start["ptrace"]))
     print()
     print("| sampler | rate | work rate kept | samples made / asked | voluntary switches, "
-          "alone / sampled | profiler's CPU (% of a core), steady |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for sampler, r, kept, made, sw, cpu in rows:
-        print("| %s | %g Hz | %.1f%% | %s | %d / %d | %.1f%% |" % (
-            sampler, r, kept, "%.0f%%" % made if made is not None else "-", sw[0], sw[1], cpu))
+          "alone / sampled | profiler's CPU (% of a core), steady | BPF program a sample |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for sampler, r, kept, made, sw, cpu, us in rows:
+        print("| %s | %g Hz | %.1f%% | %s | %d / %d | %.1f%% | %s |" % (
+            sampler, r, kept, "%.0f%%" % made if made is not None else "-", sw[0], sw[1], cpu,
+            "%.1f us" % us if us is not None else "-"))
 
 
 if __name__ == "__main__":
