@@ -40,6 +40,13 @@ SETTINGS = {
         "Megabytes of heap memory a heap walk (lgcstat) keeps read at most.\n"
         "Heaps larger than this are walked in address order where LuaJIT's lists allow.",
         "Set the megabytes of memory a heap walk keeps.", "Megabytes a heap walk keeps"),
+    "heap-memory": (
+        "uint", 0,
+        "Megabytes of memory a command that builds the heap graph (lgcpath, lgcref,\n"
+        "lgcstat --retained, --save, --diff) may add; 0: half of what the machine has\n"
+        "available when the command starts.  A bigger heap is refused in one line.",
+        "Set the megabytes of memory the heap graph may take.",
+        "Megabytes the heap graph may take (0: half the memory available)"),
     "check-build-id": (
         "bool", True,
         "Refuse a core whose ELF build-id at LuaJIT's address differs from the loaded file's.\n"

@@ -1,10 +1,12 @@
 """lgcref and lgcpath: who holds a GC object (gdb_ext.heap.heapgraph)."""
 from ..gdb_ext import consts as C
+from ..gdb_ext.heap.budget import Budget
 from ..gdb_ext.heap.heapgraph import Heap
 from ..gdb_ext.vm.objects import decode_tv, looks_like_gc_object
 from .base import LjCommand, UsageError, get_vm, operand, param, split_args
 from .format import hexa
 from .heaptext import object_text, path_expression, ref_data, root_text
+from .host import current
 
 
 def target_object(vm, expr):
@@ -39,7 +41,16 @@ def target_object(vm, expr):
     return addr, C.KIND_GCT[kind]
 
 
-def object_and_heap(arg):
+def graph_heap(vm, command):
+    """A heapgraph.Heap for `command` (its name as budget.GRAPH_BYTES has
+    it), its memory bounded by the heap-memory setting."""
+    heap = Heap(vm, max(param("heap-cache"), 4) << 20)
+    heap.budget = Budget(command, param("heap-memory"),
+                         lambda mb: current().setting_hint("heap-memory", mb))
+    return heap
+
+
+def object_and_heap(arg, command):
     """(vm, address, gct, heapgraph.Heap) for the argument of lgcref and
     lgcpath."""
     flags, opts, state, rest = split_args(arg)
@@ -47,7 +58,7 @@ def object_and_heap(arg):
         raise UsageError("missing object")
     vm = get_vm(state)
     addr, gct = target_object(vm, " ".join(rest))
-    return vm, addr, gct, Heap(vm, max(param("heap-cache"), 4) << 20)
+    return vm, addr, gct, graph_heap(vm, command)
 
 
 class LGcRef(LjCommand):
@@ -81,7 +92,7 @@ Example:
         return self.data(arg)
 
     def data(self, arg):
-        vm, addr, gct, heap = object_and_heap(arg)
+        vm, addr, gct, heap = object_and_heap(arg, "lgcref")
         refs, roots = heap.referrers(addr)
         maxs = param("max-string")
         return {"target": hexa(addr), "type": C.GCT_TEXT[gct],
@@ -124,7 +135,7 @@ Example:
         return self.data(arg)
 
     def data(self, arg):
-        vm, addr, gct, heap = object_and_heap(arg)
+        vm, addr, gct, heap = object_and_heap(arg, "lgcpath")
         found = heap.path_to(addr)
         doc = {"target": hexa(addr), "type": C.GCT_TEXT[gct],
                "object": object_text(vm, heap, addr, gct),

@@ -7,12 +7,11 @@ from ..gdb_ext.errors import CorruptError, FaultError, LjError
 from ..gdb_ext.heap.gcstat import HEADER_STRUCT, TYPE_ORDER, HeapWalker
 from ..gdb_ext.jit.jit import TraceObj, jit_state
 from ..gdb_ext.vm.objects import Cdata, Proto, Str, Tab, Thread, Udata
-from ..gdb_ext.heap.heapgraph import Heap
 from .base import LjCommand, UsageError, get_vm, int_option, param, split_args
 from .format import chunk_display, func_text, hexa, proto_site, quote
 from .heapreport import (diff_data, diff_report, heapsnapshot_data, heapsnapshot_report,
                          retained_data, retained_report, save_data, save_report)
-from .lgcref import target_object
+from .lgcref import graph_heap, target_object
 from .host import current
 
 TYPE_TEXT = C.GCT_TEXT
@@ -133,7 +132,13 @@ Example:
         if "save" in opts and "top" in opts:
             raise UsageError("--top goes with --diff, not --save")
         vm = get_vm(L_expr)
-        heap = Heap(vm, max(param("heap-cache"), 4) << 20)
+        if "diff" in opts:
+            command = "lgcstat --diff"
+        elif opts.get("format") == "heapsnapshot":
+            command = "lgcstat --save --format heapsnapshot"
+        else:
+            command = "lgcstat --save"
+        heap = graph_heap(vm, command)
         progress = _Progress("objects followed") if from_tty and _is_terminal() else None
         try:
             if "save" in opts and opts.get("format") == "heapsnapshot":
@@ -152,7 +157,7 @@ Example:
     def retained(self, opts, L_expr, rest, from_tty):
         vm = get_vm(L_expr)
         target = target_object(vm, " ".join(rest)) if rest else None
-        heap = Heap(vm, max(param("heap-cache"), 4) << 20)
+        heap = graph_heap(vm, "lgcstat --retained")
         progress = _Progress("objects followed") if from_tty and _is_terminal() else None
         try:
             doc = retained_data(vm, heap, int_option(opts, "top", 10, 1), target, progress,

@@ -87,6 +87,8 @@ class Dominators(object):
             head += 1
             if progress is not None and head % every == 0:
                 progress(head)
+            if not head & 0xFFFF:
+                heap.check_budget(head)
             gct = gcts[i]
             if gct == T_STR or gct == T_CDATA:
                 continue

@@ -112,6 +112,9 @@ class Heap(object):
             (MM_MODE_DEFAULT if mode is None else mode)
         self.basemt = t.constant("GCROOT_BASEMT")
         self.addrs = self.gcts = self.sizes = self.dead = self.stat = None
+        # (a budget.Budget: the memory the graph may take, checked by the
+        # loops that build it)
+        self.budget = None
         self._jtrace = self._irk = self._pending = None
 
     # --- reading ----------------------------------------------------------
@@ -152,7 +155,15 @@ class Heap(object):
         walker = HeapWalker(self.vm, keep=True, mem=self.mem)
         self.stat = walker.run()
         self.addrs, self.gcts, self.sizes, self.dead = walker.objects()
+        if self.budget is not None:
+            self.budget.expect(len(self.addrs))
         return self.addrs, self.gcts
+
+    def check_budget(self, done: int) -> None:
+        """The budget's check while the graph is built (done: objects so
+        far; the loops call it every 65,536 objects)."""
+        if self.budget is not None:
+            self.budget.check(done)
 
     def finalizer_list(self) -> List[int]:
         """The userdata on g->gc.mmudata (a ring anchored at its last one)."""
@@ -694,6 +705,8 @@ class Heap(object):
         for k in range(len(addrs)):
             gct = gcts[k]
             o = addrs[k]
+            if not k & 0xFFFF:
+                self.check_budget(k)
             try:
                 if gct == T.GCT_TAB:
                     out.extend(self._tab_refs_to(o, target, tv))
@@ -796,6 +809,8 @@ class Heap(object):
         while head < len(queue) and parent[ti] == -1:
             i = queue[head]
             head += 1
+            if not head & 0xFFFF:
+                self.check_budget(head)
             gct = gcts[i]
             if gct == T_STR or gct == T_CDATA:
                 continue

@@ -409,6 +409,8 @@ class SnapshotWriter(object):
                 self._spill()
             if self.progress is not None and k and k % every == 0:
                 self.progress(k)
+            if not k & 0xFFFF:
+                heap.check_budget(k)
         self._spill()
 
     def _spill(self):
