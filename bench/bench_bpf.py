@@ -50,6 +50,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from support.bpfprogs import program_fdinfos  # noqa: E402
 from support.stop import manifest  # noqa: E402
 from bench_record import PY_PROG, Program, child_cpu, cpu_seconds  # noqa: E402
 from bench_profile import rate as rounds_a_second  # noqa: E402
@@ -107,16 +108,7 @@ def enable_bpf_stats():
 def prog_stats(pid):
     """(run_time_ns, run_cnt) summed over the BPF program fds of pid."""
     ns = cnt = 0
-    try:
-        fds = os.listdir("/proc/%d/fdinfo" % pid)
-    except OSError:
-        return 0, 0
-    for fd in fds:
-        try:
-            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
-                text = f.read()
-        except OSError:
-            continue
+    for text in program_fdinfos(pid):
         m, n = re.search(r"^run_time_ns:\s+(\d+)", text, re.M), re.search(r"^run_cnt:\s+(\d+)", text, re.M)
         if m and n:
             ns, cnt = ns + int(m.group(1)), cnt + int(n.group(1))

@@ -39,24 +39,32 @@ def sampler_programs():
     return out
 
 
-def programs_of(pid):
-    """The ids of the BPF programs process pid holds a file descriptor of
-    (/proc/PID/fdinfo: prog_id), empty when it holds none or is gone."""
+def program_fdinfos(pid):
+    """The /proc/PID/fdinfo text of each BPF program process pid holds a
+    file descriptor of (none when it holds none or is gone)."""
     import os
-    import re
-    out = set()
     try:
         fds = os.listdir("/proc/%d/fd" % pid)
     except OSError:
-        return out
+        return
     for fd in fds:
         try:
             if os.readlink("/proc/%d/fd/%s" % (pid, fd)) != "anon_inode:bpf-prog":
                 continue
             with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
-                m = re.search(r"^prog_id:\s+(\d+)", f.read(), re.M)
+                text = f.read()
         except OSError:
             continue
+        yield text
+
+
+def programs_of(pid):
+    """The ids of the BPF programs process pid holds a file descriptor of
+    (fdinfo's prog_id), empty when it holds none or is gone."""
+    import re
+    out = set()
+    for text in program_fdinfos(pid):
+        m = re.search(r"^prog_id:\s+(\d+)", text, re.M)
         if m:
             out.add(int(m.group(1)))
     return out
