@@ -219,7 +219,12 @@ def test_off_cpu_pipe(variant, tmp_path):
     off_cpu = re.search(r"^lprofile: not kept: .*?(\d+) thread samples were off-CPU", on_text, re.M)
     assert m and off_cpu, on_text
     samples, kept, sleeping = int(m.group(1)), int(m.group(2)), int(off_cpu.group(1))
-    assert kept + sleeping == samples, on_text
+    # A sample that lands while a trace exits (VM state EXIT: the frames are
+    # being restored from a snapshot) has no stack to read, and is counted
+    # so: seen once in 405 samples in a CI run, and once in five runs here.
+    bad = re.search(r"(\d+) thread samples had a stack that could not be read", on_text)
+    unreadable = int(bad.group(1)) if bad else 0
+    assert kept + sleeping + unreadable == samples and unreadable <= 0.02 * samples, on_text
     assert abs(100.0 * sleeping / samples - 100.0 * times["read"] / total) <= 10.0, (on_text, times)
 
 
