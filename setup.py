@@ -18,23 +18,27 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 class BuildWithSampler(build_py):
-    """Also build record's C sampler (gdb_ext/backends/ptstop.c) beside its
-    loader, where a compiler is at hand; without one, ljgdb builds it into
-    its cache at first use, or samples in Python."""
+    """Also build the engine's C code beside its loaders, where a compiler
+    is at hand: record's C sampler (gdb_ext/backends/ptstop.c) and the heap
+    graph's (gdb_ext/heap/graphc.c).  Without one, ljgdb builds them into
+    its cache at first use, or does the same work in Python."""
 
     def run(self):
         build_py.run(self)
         import glob
         from gdb_ext.backends import ptstop
-        dest = os.path.join(self.build_lib, "ljgdb", "gdb_ext", "backends")
-        # (A build directory kept from an earlier build holds that source's.)
-        for old in glob.glob(os.path.join(dest, "ptstop-*.so")):
-            os.unlink(old)
-        try:
-            ptstop.build(dest)
-        except (OSError, subprocess.CalledProcessError) as e:
-            print("ljgdb: record's C sampler not built (%s); it is built at first use where "
-                  "a C compiler is found" % e, file=sys.stderr)
+        from gdb_ext.heap import graphc
+        for mod, wing, stem, what in ((ptstop, "backends", "ptstop", "record's C sampler"),
+                                      (graphc, "heap", "graphc", "the heap graph's C code")):
+            dest = os.path.join(self.build_lib, "ljgdb", "gdb_ext", wing)
+            # (A build directory kept from an earlier build holds that source's.)
+            for old in glob.glob(os.path.join(dest, stem + "-*.so")):
+                os.unlink(old)
+            try:
+                mod.build(dest)
+            except (OSError, subprocess.CalledProcessError) as e:
+                print("ljgdb: %s not built (%s); it is built at first use where a C compiler "
+                      "is found" % (what, e), file=sys.stderr)
 
 
 # The engine's subpackages (gdb_ext/<wing>/; docs/architecture.md).
@@ -57,7 +61,8 @@ setup(
     # The shipped layout profiles (testprogs/make_profiles.py writes them).
     package_data={"ljgdb": ["profiles/*.json", "profiles/glibc/*.json",
                             "profiles/library/*.json.gz"],
-                  "ljgdb.gdb_ext.backends": ["ptstop.c", "bpfsample.bpf.c"]},
+                  "ljgdb.gdb_ext.backends": ["ptstop.c", "bpfsample.bpf.c"],
+                  "ljgdb.gdb_ext.heap": ["graphc.c"]},
     cmdclass={"build_py": BuildWithSampler},
     # ljgdb: the core reader and the live commands (python3 -m ljgdb's).
     entry_points={"console_scripts": ["ljgdb-gdbinit = ljgdb.install:main",

@@ -9,7 +9,9 @@ reader.
 testprogs/lua/heap.lua builds a heap of about N GC objects (tables,
 strings, closures with upvalues, coroutines) and one probe table, the last
 entry of a table that a local of the main chunk holds, and stops.  Inside
-gdb, after one `linfo` (the DWARF layout, once per session), `lgcpath` and
+gdb, after one `linfo` (the DWARF layout, once per session), `lgcstat`
+(the walk alone: each command's seconds are also given as a multiple of
+its, and its peak memory above lgcstat's in bytes an object), `lgcpath` and
 `lgcref` of the probe are timed with time.perf_counter, then
 `lgcstat --retained`, `--save`, `--diff` and `--save --format
 heapsnapshot` (the V8 heap snapshot: its file's size is printed too); each reads the
@@ -19,7 +21,9 @@ probe's bytes, lgcstat --retained builds the dominator tree of every
 reached object and reports the probe's retained size).  A core is saved with gcore and the core reader runs each
 as a program (python3 -m ljgdb CORE BINARY ...): its wall time and peak
 resident memory are measured from outside (/usr/bin/time's figures, read
-from os.wait4).  Each answer is checked against the probe: lgcpath must
+from os.wait4).  (Inside gdb the peak is the session's so far, the
+commands run one after another: an upper bound for each.)  Each answer
+is checked against the program's own count and the probe: lgcpath must
 end at it, lgcref must find the one slot that holds it, lgcstat --retained
 must give the probe's path (its retained size is checked by the tests),
 --save must save, and --diff, of the heap against its own snapshot, must
@@ -38,7 +42,8 @@ from support.stop import LOADER, LUA_DIR, manifest, read_expected  # noqa: E402
 
 # The commands timed: (command, whether the probe is its argument).  The
 # --save and --diff pair compares the heap with itself (nothing new).
-COMMANDS = (("lgcpath", True), ("lgcref", True), ("lgcstat --retained", True),
+# lgcstat first: the walk alone, what the others are measured against.
+COMMANDS = (("lgcstat", False), ("lgcpath", True), ("lgcref", True), ("lgcstat --retained", True),
             ("lgcstat --save SNAP", False), ("lgcstat --diff SNAP", False),
             ("lgcstat --save SNAP.heapsnapshot --format heapsnapshot", False))
 
@@ -50,6 +55,8 @@ def answer(cmd, out):
         return next((ln for ln in lines if ln.startswith("New objects")), lines[-1])
     if cmd.startswith("lgcstat --retained"):
         return lines[2] if len(lines) > 2 else lines[-1]
+    if cmd == "lgcstat":
+        return next((ln for ln in lines if ln.startswith("objects")), lines[0])
     return lines[0]
 
 
@@ -121,7 +128,10 @@ def run(variant, n, work):
     return rows, int(rec["made"]), probe, files
 
 
-def check(cmd, first, probe):
+def check(cmd, first, probe, made):
+    if cmd == "lgcstat":
+        # (heap.lua's own objects and the VM's few hundred)
+        return first.split()[0] == "objects" and made <= int(first.split()[1]) < made + 2000
     if cmd == "lgcpath":
         return first.startswith("(local keep of thread (the main thread))[")
     if cmd == "lgcstat --retained":
@@ -146,18 +156,21 @@ def main(argv):
         else:
             variants.append(argv[i])
         i += 1
-    print("| variant | objects | where | command | seconds | peak RSS (MB) | answer right |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| variant | objects | where | command | seconds | x lgcstat | peak RSS (MB) | "
+          "bytes an object over lgcstat | answer right |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for v in variants or ["r21-gc64"]:
         for n in sizes:
             with tempfile.TemporaryDirectory(prefix="ljgdb-bench-") as work:
                 rows, made, probe, files = run(v, n, work)
             for (where, cmd), (secs, rss, first) in sorted(rows.items()):
-                right = "yes" if check(cmd, first, probe) else "NO: " + first
+                right = "yes" if check(cmd, first, probe, made) else "NO: " + first
                 if cmd.endswith("heapsnapshot") and where in files:
                     right += " (a file of %.0f MB)" % (files[where] / 1048576.0)
-                print("| %s | %d | %s | %s | %.1f | %.0f | %s |" % (
-                    v, made, where, cmd, secs, rss / 1024.0, right))
+                base_secs, base_rss, _ = rows[(where, "lgcstat")]
+                print("| %s | %d | %s | %s | %.1f | %.1f | %.0f | %.0f | %s |" % (
+                    v, made, where, cmd, secs, secs / base_secs, rss / 1024.0,
+                    max(0, rss - base_rss) * 1024.0 / made, right))
             sys.stdout.flush()
 
 

@@ -22,7 +22,7 @@ import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import LjError
-from .cbuild import build, built_name, cache_dir
+from ..cbuild import build, built_name, cache_dir
 from .live import libc
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bpfsample.bpf.c")

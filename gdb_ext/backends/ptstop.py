@@ -16,7 +16,7 @@ import subprocess
 from typing import List, Optional, Sequence, Tuple
 
 from ..errors import LjError
-from .cbuild import build as cbuild, built_name, cache_dir
+from ..cbuild import build as cbuild, built_name, cache_dir
 
 NREGS = 64
 MAX_THREADS = 1024

@@ -32,6 +32,7 @@ import gc
 from array import array
 
 from .. import consts as C
+from . import graphc
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
     from .heapgraph import Heap, Ref
@@ -48,17 +49,41 @@ class Dominators(object):
         self.heap = heap
         addrs, gcts = heap.index()
         self.n = len(addrs)
+        roots = self._roots(addrs)
+        # The same search in C when it can be built (graphc.py), else here.
+        fast = graphc.dominators(heap, roots)
+        self.searched_in = "C" if fast is not None else "Python"
+        if fast is not None:
+            self.num, self.order, self.idom, self.parent = (
+                fast["num"], fast["order"], fast["idom"], fast["parent"])
+            self.retained, self.count = fast["retained"], fast["count"]
+            self.references, self.passes = fast["references"], fast["passes"]
+            return
         was = gc.isenabled()
         gc.disable()
         try:
-            self._search(addrs, gcts, progress)
+            self._search(addrs, gcts, roots, progress)
             self.passes = self._settle()
             self._retain()
         finally:
             if was:
                 gc.enable()
 
-    def _search(self, addrs, gcts, progress):
+    def _roots(self, addrs):
+        """The heap indices of the roots, each once, in the order they are
+        numbered; self.root_names: number -> the root's name."""
+        n = len(addrs)
+        out, seen = [], set()
+        self.root_names = {}
+        for name, v in self.heap.roots():
+            i = bisect.bisect_left(addrs, v)
+            if i < n and addrs[i] == v and i not in seen:
+                seen.add(i)
+                self.root_names[len(out)] = name
+                out.append(i)
+        return out
+
+    def _search(self, addrs, gcts, roots, progress):
         heap = self.heap
         n = self.n
         num = array("i", [-1]) * n          # heap index -> number
@@ -67,15 +92,11 @@ class Dominators(object):
         parent = array("i")
         many = bytearray(n)                 # heap index: referenced more than once
         into_u, into_v = array("I"), array("I")   # references into those
-        self.root_names = {}
-        for name, v in heap.roots():
-            i = bisect.bisect_left(addrs, v)
-            if i < n and addrs[i] == v and num[i] == -1:
-                num[i] = len(order)
-                self.root_names[len(order)] = name
-                order.append(i)
-                idom.append(-1)
-                parent.append(-1)
+        for i in roots:
+            num[i] = len(order)
+            order.append(i)
+            idom.append(-1)
+            parent.append(-1)
         bisect_left = bisect.bisect_left
         targets = heap.graph_targets
         T_STR, T_CDATA = C.GCT_STR, C.GCT_CDATA
@@ -189,6 +210,9 @@ class Dominators(object):
         the next cycle frees (or only weak tables hold)."""
         sizes = self.heap.sizes
         num = self.num
+        fast = graphc.unreached(num, sizes) if self.searched_in == "C" else None
+        if fast is not None:
+            return fast
         objs = nbytes = 0
         for i in range(self.n):
             if num[i] == -1:
@@ -213,6 +237,9 @@ class Dominators(object):
         most first (upvalue objects left out: each retains what its value
         does, and its closure is listed above it)."""
         gcts, order, ret = self.heap.gcts, self.order, self.retained
+        fast = graphc.top(ret, order, gcts, count, skip) if self.searched_in == "C" else None
+        if fast is not None:
+            return fast
         import heapq
         return heapq.nlargest(count, (k for k in range(len(order)) if gcts[order[k]] not in skip),
                               key=lambda k: (ret[k], -k))

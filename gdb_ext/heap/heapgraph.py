@@ -43,6 +43,7 @@ from .. import consts as C
 from ..errors import CorruptError, FaultError
 from ..vm.objects import Str, decode_tv
 from ..vm.pages import PageCache
+from . import graphc
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
     from ..stack.frames import Frame
@@ -788,20 +789,41 @@ class Heap(object):
         None when no root reaches it.  Breadth first over all the roots at
         once, in the order of roots(); upvalue objects are passed over."""
         addrs, gcts = self.index()
-        n = len(addrs)
         pos = self.position
         if pos(target) < 0:
             return None
-        parent = array("i", [-1]) * n       # -2: a root
         root_of = {}
-        queue = array("I")                  # indexes, read from `head` on
+        roots = []
         for name, v in self.roots():
             i = pos(v)
-            if i >= 0 and parent[i] == -1:
-                parent[i] = -2
+            if i >= 0 and i not in root_of:
                 root_of[i] = name
-                queue.append(i)
+                roots.append(i)
         ti = pos(target)
+        # The same search in C when it can be built (graphc.py), else here.
+        parent = graphc.parents(self, roots, ti)
+        if parent is None:
+            parent = self._parents(roots, ti)
+        if parent[ti] == -1:
+            return None
+        chain = []
+        j = ti
+        while parent[j] >= 0:
+            i = parent[j]
+            how = self.find_ref(addrs[i], gcts[i], addrs[j], gcts[j])
+            chain.append(how)
+            j = i
+        chain.reverse()
+        return root_of[j], chain
+
+    def _parents(self, roots, ti):
+        """graphc.parents in Python."""
+        addrs, gcts = self.addrs, self.gcts
+        n = len(addrs)
+        parent = array("i", [-1]) * n       # -2: a root
+        queue = array("I", roots)           # indexes, read from `head` on
+        for i in roots:
+            parent[i] = -2
         targets = self.strong_targets
         bisect_left = bisect.bisect_left
         T_STR, T_CDATA = C.GCT_STR, C.GCT_CDATA
@@ -820,14 +842,4 @@ class Heap(object):
                     if j < n and addrs[j] == t and parent[j] == -1:
                         parent[j] = i
                         queue.append(j)
-        if parent[ti] == -1:
-            return None
-        chain = []
-        j = ti
-        while parent[j] >= 0:
-            i = parent[j]
-            how = self.find_ref(addrs[i], gcts[i], addrs[j], gcts[j])
-            chain.append(how)
-            j = i
-        chain.reverse()
-        return root_of[j], chain
+        return parent

@@ -34,6 +34,10 @@ def test_wheel_contents(tmp_path):
     assert "ljgdb/gdb_ext/backends/ptstop.c" in names
     built = [n for n in names if n.startswith("ljgdb/gdb_ext/backends/ptstop-")]
     assert len(built) == 1 and built[0].endswith("-%s.so" % os.uname().machine), built
+    # The heap graph's C code, the same way.
+    assert "ljgdb/gdb_ext/heap/graphc.c" in names
+    built = [n for n in names if n.startswith("ljgdb/gdb_ext/heap/graphc-")]
+    assert len(built) == 1 and built[0].endswith("-%s.so" % os.uname().machine), built
     # The BPF sampler's program: its source (compiled at first use, into
     # the cache: clang's output depends on the kernel's headers only).
     assert "ljgdb/gdb_ext/backends/bpfsample.bpf.c" in names
@@ -71,14 +75,19 @@ def test_install_in_a_virtualenv(tmp_path):
                           stderr=subprocess.STDOUT, cwd=str(tmp_path), env=env)
     assert prof.returncode == 0 and b'"build_id"' in prof.stdout, prof.stdout[-2000:]
     assert os.path.isdir(os.path.join(site, "profiles"))
-    # record's C sampler is the one the wheel carries: nothing is built
-    # into the (empty) cache.
+    # record's C sampler and the heap graph's C code are the ones the wheel
+    # carries: nothing is built into the (empty) cache.
     cache = str(tmp_path / "cache")
     lib = subprocess.run([py, "-c", "from ljgdb.gdb_ext.backends import ptstop; "
                           "print(ptstop.load()[0]._name)"], check=True, stdout=subprocess.PIPE,
                          cwd=str(tmp_path), env=dict(os.environ, XDG_CACHE_HOME=cache)
                          ).stdout.decode().strip()
     assert lib.startswith(os.path.join(site, "gdb_ext", "backends", "ptstop-")), lib
+    lib = subprocess.run([py, "-c", "from ljgdb.gdb_ext.heap import graphc; "
+                          "print(graphc.load()[0]._name)"], check=True, stdout=subprocess.PIPE,
+                         cwd=str(tmp_path), env=dict(os.environ, XDG_CACHE_HOME=cache)
+                         ).stdout.decode().strip()
+    assert lib.startswith(os.path.join(site, "gdb_ext", "heap", "graphc-")), lib
     assert not os.path.exists(cache)
     # The installed core reader (python3 -m ljgdb CORE ...) prints what the
     # checkout's prints, on a core of that host.

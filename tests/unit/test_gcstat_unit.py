@@ -12,7 +12,7 @@ import pytest
 import ljgdb  # noqa: E402,F401
 from ljgdb.gdb_ext import consts as C  # noqa: E402
 from ljgdb.gdb_ext.errors import CorruptError, FaultError  # noqa: E402
-from ljgdb.gdb_ext.heap.gcstat import walk_heap  # noqa: E402
+from ljgdb.gdb_ext.heap.gcstat import HeapWalker, walk_heap  # noqa: E402
 from ljgdb.gdb_ext.layouts.layout import Layout  # noqa: E402
 from ljgdb.gdb_ext.vm.pages import PageCache  # noqa: E402
 from ljgdb.gdb_ext.vm.state import make_vm  # noqa: E402
@@ -170,6 +170,27 @@ def test_walk_counts_every_list_exactly(variant):
     assert st.accounted == total
     assert [s for s, _, _ in st.top] == sorted((s for s, _, _ in st.top), reverse=True)
     assert len(st.top) == 3
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("sorted_in", ["C", "Python"])
+def test_kept_objects_come_in_address_order(variant, sorted_in, monkeypatch):
+    """keep=True (the heap graph's index): every object once, in address
+    order, with its type and size; sorted by graphc.c or in Python."""
+    if sorted_in == "Python":
+        monkeypatch.setenv("LJGDB_HEAPGRAPH", "python")
+    h, G, L, expect, total = build(variant)
+    w = HeapWalker(vm_of(h, L), keep=True)
+    w.run()
+    addrs, gcts, sizes, dead = w.objects()
+    assert list(addrs) == sorted(set(addrs)) and len(gcts) == len(sizes) == len(addrs)
+    got = {}
+    for g, size in zip(gcts, sizes):
+        e = got.setdefault(C.GCT_NAMES[g], [0, 0])
+        e[0] += 1
+        e[1] += size
+    assert got == expect
+    assert set(dead) <= {0, 1}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

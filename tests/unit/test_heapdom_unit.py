@@ -8,7 +8,19 @@ import pytest
 
 import ljgdb  # noqa: E402,F401
 from ljgdb.gdb_ext import consts as C  # noqa: E402
+from ljgdb.gdb_ext.heap import graphc  # noqa: E402
 from ljgdb.gdb_ext.heap.heapdom import Dominators  # noqa: E402
+
+
+@pytest.fixture(params=["C", "Python"], autouse=True)
+def searched_in(request, monkeypatch):
+    """Every test twice: the search in C (graphc.c, built here) and in
+    Python; each run checks which one it had."""
+    if request.param == "Python":
+        monkeypatch.setenv("LJGDB_HEAPGRAPH", "python")
+    else:
+        assert graphc.load()[0] is not None, graphc.load()[1]
+    return request.param
 
 
 class GraphHeap(object):
@@ -60,7 +72,7 @@ def brute(n, edges, roots, sizes):
 
 
 @pytest.mark.parametrize("seed", range(60))
-def test_dominators_match_the_definition(seed):
+def test_dominators_match_the_definition(seed, searched_in):
     rnd = random.Random(seed)
     n = rnd.randint(2, 40)
     density = rnd.choice((1, 2, 3))
@@ -72,6 +84,7 @@ def test_dominators_match_the_definition(seed):
     sizes = [rnd.randint(1, 1000) for _ in range(n)]
     heap = GraphHeap(n, edges, roots, sizes)
     dom = Dominators(heap)
+    assert dom.searched_in == searched_in
     want_doms, want_ret = brute(n, edges, roots, sizes)
     assert dom.reached == len(want_doms)
     for k in range(dom.reached):
@@ -81,6 +94,11 @@ def test_dominators_match_the_definition(seed):
         assert chain == want_doms[v], (seed, v)
         assert dom.retained[k] == want_ret[v], (seed, v)
         assert dom.count[k] == sum(1 for w in want_doms if v in want_doms[w]), (seed, v)
+    # The most retaining first, ties by number; a type skipped is left out.
+    for count in (1, 5, n + 3):
+        want = sorted(range(dom.reached), key=lambda k: (-want_ret[dom.order[k]], k))[:count]
+        assert dom.top(count, skip=()) == want, (seed, count)
+    assert dom.top(5, skip=(C.GCT_TAB,)) == []
     objs, nbytes = dom.unreached()
     assert (objs, nbytes) == (n - len(want_doms),
                               sum(sizes[v] for v in range(n) if v not in want_doms))
@@ -95,10 +113,11 @@ LATE = (
 
 
 @pytest.mark.parametrize("edges", LATE)
-def test_guesses_that_move_after_the_search(edges):
+def test_guesses_that_move_after_the_search(edges, searched_in):
     n = len(edges)
     sizes = [10 + i for i in range(n)]
     dom = Dominators(GraphHeap(n, edges, [0], sizes))
+    assert dom.searched_in == searched_in
     assert dom.passes == 2            # one pass moved a guess, one saw none move
     want_doms, want_ret = brute(n, edges, [0], sizes)
     for k in range(dom.reached):

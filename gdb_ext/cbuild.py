@@ -1,8 +1,8 @@
-"""Compiling a C source shipped beside the backends (ptstop.c, the BPF
-sampler's bpfsample.bpf.c) once, into ljgdb's cache ($XDG_CACHE_HOME/ljgdb,
-else ~/.cache/ljgdb), under a name made of the source's hash and the
-machine, so a changed source is built again and two versions live side by
-side."""
+"""Compiling a C source shipped with the engine (the live backend's
+ptstop.c, the BPF sampler's bpfsample.bpf.c, the heap graph's graphc.c)
+once, into ljgdb's cache ($XDG_CACHE_HOME/ljgdb, else ~/.cache/ljgdb),
+under a name made of the source's hash and the machine, so a changed
+source is built again and two versions live side by side."""
 import hashlib
 import os
 import subprocess

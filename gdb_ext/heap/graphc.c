@@ -1,0 +1,824 @@
+/* The heap graph's references and dominator tree in C (graphc.py drives it).
+
+   Python hands over the walk's objects (sorted addresses, types, sizes) and
+   the Layout's offsets.  The bytes each object's references need are then
+   asked for as requests: graphc_requests() lists those still waiting, in
+   address order, and Python reads the process's memory in long runs (one
+   read for many neighbouring objects) and passes each run to graphc_feed(),
+   which decodes every waiting request the run holds.  First the objects
+   themselves (a table's header, a function, an upvalue); then what those
+   point to (a table's array and hash part, an open upvalue's stack slot).
+   Nothing here reads memory on its own, so one code serves gdb, lldb, the
+   core reader and --pid alike.
+
+   The references kept are heapgraph.Heap.graph_targets's, in its order:
+   a table's metatable, its array slots, its hash part's values, then its
+   keys whose value is not nil (weak halves left out, as the __mode of its
+   metatable says: graphc_set_weak); a Lua function's environment,
+   prototype and upvalue objects; a C function's environment and upvalue
+   values; an upvalue's value.  Other objects' references come from Python
+   (graphc_add).  A target that is no object of the walk is dropped, and an
+   object's repeated targets count once.
+
+   graphc_dominators() then numbers the objects in breadth-first order
+   from the roots and finds the immediate dominators and retained sizes
+   exactly as heapdom.Dominators does in Python (Cooper, Harvey and
+   Kennedy's iteration; see heapdom.py), over the references in CSR form. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { K_TAB = 1, K_FUNC, K_UPVAL, K_ARR, K_NODE, K_UVVAL };
+enum { GCT_UPVAL = 5, GCT_FUNC = 8, GCT_TAB = 11 };
+#define ARR_PIECE 65536u
+#define NODE_PIECE 16384u
+
+struct graphc_layout {
+    uint32_t rs, ms, gc64, nil_shift;
+    uint64_t nil_top;
+    uint32_t tab_size, tab_mt, tab_asize, tab_hmask, tab_array, tab_node;
+    uint32_t node_size, node_key, node_val;
+    uint32_t fn_ffid, fn_nup, fn_env, fnl_pc, fnl_uvptr, fnc_upvalue, pt_size;
+    uint32_t uv_size, uv_v;
+};
+
+/* A request as kept (16 bytes): the address in the low 48 bits of w, the
+   kind in its top 4 and aux (an upvalue's index + 1, a table's weak mode)
+   in the 12 between; and as decoded. */
+typedef struct { uint64_t w; uint32_t len, owner; } req_t;
+typedef struct { uint64_t addr; uint32_t len, owner, aux, kind; } rq_t;
+#define ADDR_BITS 48
+#define ADDR_OF(r) ((r)->w & ((1ull << ADDR_BITS) - 1))
+typedef struct { uint32_t owner; uint32_t asize, hmask; uint64_t mt, arr, node; } tab_t;
+
+typedef struct {
+    struct graphc_layout L;
+    uint64_t n;
+    const uint64_t *addrs;
+    const uint8_t *gcts;
+    const uint64_t *sizes;
+    req_t *req; uint64_t nreq, capreq, head;
+    uint64_t *runs, planned;
+    tab_t *tabs; uint64_t ntabs, captabs;
+    uint64_t *mts; uint8_t *modes; uint64_t nmts;
+    uint32_t *esrc, *edst; uint64_t nedge, capedge;   /* esrc: owner | part << 30 */
+    int strong;          /* a Lua function's upvalues are their values (lgcpath's view) */
+    uint32_t *ekey;      /* strong: the order within a part (an upvalue's index + 1) */
+    uint32_t *off, *dst; uint64_t ndst;
+    uint64_t norder;
+    uint64_t references, passes;
+    int oom;
+} graphc_t;
+
+static void *grow(void *p, uint64_t *cap, uint64_t need, size_t each, int *oom)
+{
+    if (need <= *cap)
+        return p;
+    uint64_t c = *cap ? *cap : 1024;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(p, c * each);
+    if (!q) {
+        *oom = 1;
+        return NULL;
+    }
+    *cap = c;
+    return q;
+}
+
+static int add_req(graphc_t *h, uint64_t addr, uint32_t len, uint32_t owner, uint8_t kind,
+                   uint32_t aux)
+{
+    if (addr >> ADDR_BITS || addr + len < addr)
+        return 0;                   /* no user-space address: nothing to read */
+    req_t *r = grow(h->req, &h->capreq, h->nreq + 1, sizeof(req_t), &h->oom);
+    if (!r)
+        return -1;
+    h->req = r;
+    req_t *q = &r[h->nreq++];
+    q->w = addr | (uint64_t)aux << ADDR_BITS | (uint64_t)kind << 60;
+    q->len = len;
+    q->owner = owner;
+    return 0;
+}
+
+static inline uint64_t gc_of(const graphc_t *h, uint64_t raw)
+{
+    if (h->L.gc64) {
+        uint64_t it = raw >> 47;
+        return (it >= 0x1FFF3 && it <= 0x1FFFB) ? raw & ((1ull << 47) - 1) : 0;
+    }
+    uint64_t it = raw >> 32;
+    return (it >= 0xFFFFFFF3ull && it <= 0xFFFFFFFBull) ? raw & 0xFFFFFFFFull : 0;
+}
+
+static inline uint64_t get(const uint8_t *p, uint32_t size)
+{
+    uint64_t v = 0;
+    memcpy(&v, p, size);          /* little-endian machines only (x86-64, arm64) */
+    return v;
+}
+
+static int64_t position(const graphc_t *h, uint64_t a)
+{
+    uint64_t lo = 0, hi = h->n;
+    while (lo < hi) {
+        uint64_t mid = (lo + hi) >> 1;
+        if (h->addrs[mid] < a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (lo < h->n && h->addrs[lo] == a) ? (int64_t)lo : -1;
+}
+
+static int edge_k(graphc_t *h, uint32_t owner, uint32_t part, uint32_t key, uint64_t target)
+{
+    if (!target)
+        return 0;
+    int64_t j = position(h, target);
+    if (j < 0)
+        return 0;
+    if (h->nedge == h->capedge) {
+        uint64_t cap = h->capedge ? 2 * h->capedge : 1 << 16;
+        uint32_t *s = realloc(h->esrc, cap * 4);
+        if (s)
+            h->esrc = s;
+        uint32_t *d = s ? realloc(h->edst, cap * 4) : NULL;
+        if (!d) {
+            h->oom = 1;
+            return -1;
+        }
+        h->edst = d;
+        if (h->strong) {
+            uint32_t *k = realloc(h->ekey, cap * 4);
+            if (!k) {
+                h->oom = 1;
+                return -1;
+            }
+            h->ekey = k;
+        }
+        h->capedge = cap;
+    }
+    if (h->strong)
+        h->ekey[h->nedge] = key;
+    h->esrc[h->nedge] = owner | part << 30;
+    h->edst[h->nedge++] = (uint32_t)j;
+    return 0;
+}
+
+static int edge(graphc_t *h, uint32_t owner, uint32_t part, uint64_t target)
+{
+    return edge_k(h, owner, part, 0, target);
+}
+
+/* memory: decode tables, functions and upvalues from the bytes fed (else
+   every reference comes through graphc_add).  strong: a Lua function's
+   upvalues are the values its upvalue objects hold (Heap.strong_targets,
+   for lgcpath) rather than the objects (graph_targets). */
+graphc_t *graphc_new(const struct graphc_layout *L, uint64_t n, const uint64_t *addrs,
+                     const uint8_t *gcts, const uint64_t *sizes, int memory, int strong)
+{
+    if (n >= (1u << 30))
+        return NULL;
+    graphc_t *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->L = *L;
+    h->n = n; h->addrs = addrs; h->gcts = gcts; h->sizes = sizes;
+    h->strong = strong;
+    for (uint64_t i = 0; memory && i < n && !h->oom; i++) {
+        uint8_t g = gcts[i];
+        if (g == GCT_TAB)
+            add_req(h, addrs[i], L->tab_size, (uint32_t)i, K_TAB, 0);
+        else if (g == GCT_FUNC)
+            add_req(h, addrs[i], (uint32_t)sizes[i], (uint32_t)i, K_FUNC, 0);
+        else if (g == GCT_UPVAL)
+            add_req(h, addrs[i], L->uv_size, (uint32_t)i, K_UPVAL, 0);
+    }
+    if (h->oom) {
+        free(h->req);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void graphc_free(graphc_t *h)
+{
+    if (!h)
+        return;
+    free(h->req); free(h->runs); free(h->tabs); free(h->mts); free(h->modes);
+    free(h->esrc); free(h->edst); free(h->ekey); free(h->off); free(h->dst);
+    free(h);
+}
+
+int graphc_oom(const graphc_t *h) { return h->oom; }
+
+static int by_addr(const void *a, const void *b)
+{
+    uint64_t x = ADDR_OF((const req_t *)a), y = ADDR_OF((const req_t *)b);
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts the waiting requests by address and groups them into runs, each
+   one read: neighbours less than `gap` bytes apart share a run, up to
+   `maxrun` bytes (a longer request is a run of its own), and a run stays
+   within one of the `nreg` readable regions (start, end pairs, sorted;
+   none given: any).  The number of runs; *out points at them, three words
+   each: first address, length, number of requests. */
+uint64_t graphc_plan(graphc_t *h, uint64_t gap, uint64_t maxrun, const uint64_t *reg,
+                     uint64_t nreg, const uint64_t **out)
+{
+    if (h->head) {                  /* drop those fed */
+        memmove(h->req, h->req + h->head, (h->nreq - h->head) * sizeof(req_t));
+        h->nreq -= h->head;
+        h->head = 0;
+    }
+    qsort(h->req, h->nreq, sizeof(req_t), by_addr);
+    free(h->runs);
+    h->runs = NULL;
+    uint64_t nr = 0, cap = 0, ri = 0;
+    int64_t run_reg = -1;            /* the region the last run is in, -1: none */
+    for (uint64_t k = 0; k < h->nreq; k++) {
+        const req_t *r0 = &h->req[k];
+        rq_t qq = {ADDR_OF(r0), r0->len, 0, 0, 0}, *q = &qq;
+        uint64_t end = q->addr + q->len;
+        int64_t in = -1;
+        while (ri < nreg && reg[2 * ri + 1] <= q->addr)
+            ri++;
+        if (ri < nreg && reg[2 * ri] <= q->addr && end <= reg[2 * ri + 1])
+            in = (int64_t)ri;
+        if (nr && (in == run_reg || !nreg) && (in >= 0 || !nreg)) {
+            uint64_t *r = &h->runs[3 * (nr - 1)];
+            uint64_t rend = r[0] + r[1];
+            if (q->addr <= rend + gap && (end <= rend || end - r[0] <= maxrun)) {
+                if (end > rend)
+                    r[1] = end - r[0];
+                r[2]++;
+                continue;
+            }
+        }
+        uint64_t *g = grow(h->runs, &cap, 3 * (nr + 1), 8, &h->oom);
+        if (!g)
+            return 0;
+        h->runs = g;
+        g[3 * nr] = q->addr; g[3 * nr + 1] = q->len; g[3 * nr + 2] = 1;
+        nr++;
+        run_reg = in;
+    }
+    h->planned = h->nreq;
+    *out = h->runs;
+    return nr;
+}
+
+/* The next waiting request's address and length (0 when none is). */
+int graphc_peek(const graphc_t *h, uint64_t *addr_len)
+{
+    if (h->head >= h->planned)
+        return 0;
+    addr_len[0] = ADDR_OF(&h->req[h->head]);
+    addr_len[1] = h->req[h->head].len;
+    return 1;
+}
+
+static int decode(graphc_t *h, const rq_t *q, const uint8_t *p)
+{
+    const struct graphc_layout *L = &h->L;
+    uint32_t o = q->owner;
+    switch (q->kind) {
+    case K_TAB: {
+        tab_t t;
+        t.owner = o;
+        t.mt = get(p + L->tab_mt, L->rs);
+        t.asize = (uint32_t)get(p + L->tab_asize, 4);
+        t.hmask = (uint32_t)get(p + L->tab_hmask, 4);
+        t.arr = get(p + L->tab_array, L->ms);
+        t.node = get(p + L->tab_node, L->ms);
+        if (edge(h, o, 0, t.mt))
+            return -1;
+        tab_t *ts = grow(h->tabs, &h->captabs, h->ntabs + 1, sizeof(tab_t), &h->oom);
+        if (!ts)
+            return -1;
+        h->tabs = ts;
+        ts[h->ntabs++] = t;
+        return 0;
+    }
+    case K_FUNC: {
+        uint32_t nup = p[L->fn_nup];
+        if (edge(h, o, 0, get(p + L->fn_env, L->rs)))
+            return -1;
+        if (p[L->fn_ffid] == 0) {             /* FF_LUA */
+            if (edge(h, o, 0, get(p + L->fnl_pc, L->ms) - L->pt_size))
+                return -1;
+            for (uint32_t i = 0; i < nup; i++) {
+                if ((uint64_t)L->fnl_uvptr + (i + 1) * L->rs > q->len)
+                    break;
+                uint64_t uv = get(p + L->fnl_uvptr + i * L->rs, L->rs);
+                if (h->strong) {        /* its value, once the upvalue is read */
+                    if (uv && add_req(h, uv, L->uv_size, o, K_UPVAL, i + 1))
+                        return -1;
+                } else if (edge(h, o, 0, uv)) {
+                    return -1;
+                }
+            }
+        } else {
+            for (uint32_t i = 0; i < nup; i++) {
+                if ((uint64_t)L->fnc_upvalue + (i + 1) * 8 > q->len)
+                    break;
+                if (edge(h, o, 0, gc_of(h, get(p + L->fnc_upvalue + 8 * i, 8))))
+                    return -1;
+            }
+        }
+        return 0;
+    }
+    case K_UPVAL: {           /* aux: the closure's upvalue index + 1, or 0 */
+        uint64_t v = get(p + L->uv_v, L->ms);
+        if (v >= q->addr && v + 8 <= q->addr + q->len)
+            return edge_k(h, o, q->aux ? 1 : 0, q->aux, gc_of(h, get(p + (v - q->addr), 8)));
+        return v ? add_req(h, v, 8, o, K_UVVAL, q->aux) : 0;
+    }
+    case K_UVVAL:
+        return edge_k(h, o, q->aux ? 1 : 0, q->aux, gc_of(h, get(p, 8)));
+    case K_ARR:
+        for (uint32_t i = 0; i < q->len / 8; i++)
+            if (edge(h, o, 1, gc_of(h, get(p + 8 * i, 8))))
+                return -1;
+        return 0;
+    case K_NODE: {
+        uint32_t ns = L->node_size, cnt = q->len / ns;
+        int wk = q->aux & 1, wv = q->aux & 2;
+        for (uint32_t j = 0; j < cnt; j++) {
+            const uint8_t *nd = p + j * ns;
+            uint64_t vraw = get(nd + L->node_val, 8);
+            if (!wv && edge(h, o, 2, gc_of(h, vraw)))
+                return -1;
+            if (!wk && (vraw >> L->nil_shift) != L->nil_top &&
+                edge(h, o, 3, gc_of(h, get(nd + L->node_key, 8))))
+                return -1;
+        }
+        return 0;
+    }
+    }
+    return 0;
+}
+
+/* Decode every waiting request (from the first not yet fed, in the order
+   graphc_requests left them) that lies within [base, base + len): buf
+   holds those bytes.  Returns how many were decoded, -1 out of memory. */
+int64_t graphc_feed(graphc_t *h, uint64_t base, const uint8_t *buf, uint64_t len)
+{
+    int64_t done = 0;
+    uint64_t end = h->planned;   /* requests added while feeding wait for the next plan */
+    while (h->head < end) {
+        const req_t *r = &h->req[h->head];
+        rq_t q = {ADDR_OF(r), r->len, r->owner, (uint32_t)(r->w >> ADDR_BITS & 0xFFF),
+                  (uint32_t)(r->w >> 60)};
+        if (q.addr < base || q.addr + q.len > base + len)
+            break;
+        h->head++;
+        if (decode(h, &q, buf + (q.addr - base)))
+            return -1;
+        done++;
+    }
+    return done;
+}
+
+/* Every request read: their memory back. */
+void graphc_read_all(graphc_t *h)
+{
+    free(h->req); free(h->runs);
+    h->req = NULL;
+    h->runs = NULL;
+    h->nreq = h->capreq = h->head = h->planned = 0;
+}
+
+/* Pass over the next waiting request (it could not be read). */
+void graphc_skip(graphc_t *h)
+{
+    if (h->head < h->planned)
+        h->head++;
+}
+
+static int by_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The distinct metatables of the tables decoded so far, sorted: their
+   count; *out points at them. */
+uint64_t graphc_metatables(graphc_t *h, const uint64_t **out)
+{
+    free(h->mts);
+    h->mts = malloc((h->ntabs + 1) * 8);
+    if (!h->mts) {
+        h->oom = 1;
+        return 0;
+    }
+    uint64_t m = 0;
+    for (uint64_t k = 0; k < h->ntabs; k++)
+        if (h->tabs[k].mt)
+            h->mts[m++] = h->tabs[k].mt;
+    qsort(h->mts, m, 8, by_u64);
+    uint64_t u = 0;
+    for (uint64_t k = 0; k < m; k++)
+        if (!u || h->mts[u - 1] != h->mts[k])
+            h->mts[u++] = h->mts[k];
+    h->nmts = u;
+    *out = h->mts;
+    return u;
+}
+
+/* modes[k]: bit 0 weak keys, bit 1 weak values of the tables whose
+   metatable is graphc_metatables's k-th; then the tables' array and hash
+   parts become requests. */
+int graphc_set_weak(graphc_t *h, const uint8_t *modes)
+{
+    for (uint64_t k = 0; k < h->ntabs; k++) {
+        tab_t *t = &h->tabs[k];
+        uint32_t mode = 0;
+        if (t->mt) {
+            uint64_t lo = 0, hi = h->nmts;
+            while (lo < hi) {
+                uint64_t mid = (lo + hi) >> 1;
+                if (h->mts[mid] < t->mt)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo < h->nmts && h->mts[lo] == t->mt)
+                mode = modes[lo];
+        }
+        if (t->asize && t->arr && t->asize < (1u << 28) && !(mode & 2))
+            for (uint64_t first = 0; first < t->asize; first += ARR_PIECE) {
+                uint64_t c = t->asize - first < ARR_PIECE ? t->asize - first : ARR_PIECE;
+                if (add_req(h, t->arr + 8 * first, (uint32_t)(8 * c), t->owner, K_ARR, 0))
+                    return -1;
+            }
+        if (t->node && t->hmask < (1u << 27) && mode != 3) {
+            uint64_t total = (uint64_t)t->hmask + 1;
+            for (uint64_t first = 0; first < total; first += NODE_PIECE) {
+                uint64_t c = total - first < NODE_PIECE ? total - first : NODE_PIECE;
+                if (add_req(h, t->node + first * h->L.node_size,
+                            (uint32_t)(c * h->L.node_size), t->owner, K_NODE, mode))
+                    return -1;
+            }
+        }
+    }
+    free(h->tabs);
+    h->tabs = NULL;
+    h->ntabs = h->captabs = 0;
+    return 0;
+}
+
+/* References of the object at index owner found by Python, in order. */
+int graphc_add(graphc_t *h, uint32_t owner, const uint64_t *targets, uint64_t count)
+{
+    for (uint64_t k = 0; k < count; k++)
+        if (edge(h, owner, 0, targets[k]))
+            return -1;
+    return 0;
+}
+
+/* The references in CSR form: each object's targets in the order of its
+   parts (as emitted within a part), each target once. */
+static int build_csr(graphc_t *h)
+{
+    uint64_t n = h->n, E = h->nedge;
+    uint32_t *off = calloc(n + 1, 4);
+    uint32_t *dst = malloc((E ? E : 1) * 4);
+    uint8_t *part = malloc(E ? E : 1);
+    uint32_t *key = h->ekey ? malloc((E ? E : 1) * 4) : NULL;
+    if (!off || !dst || !part || (h->ekey && !key)) {
+        free(off); free(dst); free(part); free(key);
+        return -1;
+    }
+    for (uint64_t e = 0; e < E; e++)
+        off[(h->esrc[e] & 0x3FFFFFFF) + 1]++;
+    for (uint64_t i = 0; i < n; i++)
+        off[i + 1] += off[i];
+    uint32_t *at = malloc((n ? n : 1) * 4);
+    if (!at) {
+        free(off); free(dst); free(part); free(key);
+        return -1;
+    }
+    memcpy(at, off, n * 4);
+    for (uint64_t e = 0; e < E; e++) {
+        uint32_t s = h->esrc[e] & 0x3FFFFFFF;
+        uint32_t k = at[s]++;
+        dst[k] = h->edst[e];
+        part[k] = (uint8_t)(h->esrc[e] >> 30);
+        if (key)
+            key[k] = h->ekey[e];
+    }
+    free(h->esrc); free(h->edst); free(h->ekey);
+    h->esrc = h->edst = h->ekey = NULL;
+    h->nedge = h->capedge = 0;
+    /* Within each object: stable by part, then each target once (at[] is
+       reused as the last object to have seen each target, plus one). */
+    memset(at, 0, n * 4);
+    uint32_t *tmp = NULL;
+    uint64_t captmp = 0;
+    uint32_t w = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t a = off[i], b = off[i + 1];
+        off[i] = w;
+        int mixed = 0, keyed = 0;
+        for (uint32_t k = a + 1; k < b; k++)
+            if (part[k] < part[k - 1] ||
+                (key && part[k] == part[k - 1] && key[k] < key[k - 1])) {
+                mixed = 1;
+                break;
+            }
+        for (uint32_t k = a; mixed && key && k < b; k++)
+            keyed |= key[k] != 0;
+        if (keyed) {
+            /* A closure's upvalues, read in address order: back to their
+               order (few: an insertion sort, stable). */
+            for (uint32_t k = a + 1; k < b; k++) {
+                uint32_t d = dst[k], ky = key[k];
+                uint8_t pt = part[k];
+                uint32_t j = k;
+                while (j > a && (part[j - 1] > pt || (part[j - 1] == pt && key[j - 1] > ky))) {
+                    dst[j] = dst[j - 1]; part[j] = part[j - 1]; key[j] = key[j - 1];
+                    j--;
+                }
+                dst[j] = d; part[j] = pt; key[j] = ky;
+            }
+        } else if (mixed) {
+            tmp = grow(tmp, &captmp, b - a, 4, &h->oom);
+            if (!tmp) {
+                free(off); free(dst); free(part); free(at); free(key);
+                return -1;
+            }
+            uint32_t m = 0;
+            for (uint8_t p = 0; p < 4; p++)
+                for (uint32_t k = a; k < b; k++)
+                    if (part[k] == p)
+                        tmp[m++] = dst[k];
+            memcpy(dst + a, tmp, (b - a) * 4);
+        }
+        for (uint32_t k = a; k < b; k++) {
+            uint32_t t = dst[k];
+            if (at[t] == i + 1)
+                continue;
+            at[t] = (uint32_t)(i + 1);
+            dst[w++] = t;
+        }
+    }
+    off[n] = w;
+    free(tmp); free(part); free(at); free(key);
+    h->off = off;
+    h->dst = realloc(dst, (w ? w : 1) * 4);
+    if (!h->dst)
+        h->dst = dst;
+    h->ndst = w;
+    return 0;
+}
+
+/* heapdom.Dominators: roots (indices, each once, in order); the caller's
+   arrays of n entries each receive num (by index), and order, idom,
+   parent, retained and count (by number: the first `reached`, see
+   graphc_result).  0, or -1 out of memory. */
+int graphc_dominators(graphc_t *h, const uint32_t *roots, uint64_t nroots, int32_t *num,
+                      uint32_t *order, int32_t *idom, int32_t *parent, uint64_t *ret,
+                      uint32_t *cnt)
+{
+    if (build_csr(h))
+        return -1;
+    uint64_t n = h->n;
+    uint8_t *many = calloc(n ? n : 1, 1);
+    uint32_t *iu = NULL, *iv = NULL;
+    uint64_t ni = 0, capu = 0, capv = 0;
+    if (!many)
+        return -1;
+    memset(num, 0xff, n * 4);
+    uint64_t m = 0;
+    for (uint64_t r = 0; r < nroots; r++) {
+        uint32_t i = roots[r];
+        if (i < n && num[i] == -1) {
+            num[i] = (int32_t)m;
+            order[m] = i; idom[m] = -1; parent[m] = -1;
+            m++;
+        }
+    }
+    for (uint64_t head = 0; head < m; head++) {
+        int32_t u = (int32_t)head;
+        uint32_t i = order[head];
+        for (uint32_t k = h->off[i]; k < h->off[i + 1]; k++) {
+            uint32_t j = h->dst[k];
+            int32_t v = num[j];
+            if (v == -1) {
+                num[j] = v = (int32_t)m;
+                order[m] = j; idom[m] = u; parent[m] = u;
+                m++;
+                continue;
+            }
+            if (v == u || idom[v] == -1)
+                continue;
+            uint64_t need = ni + 2;
+            iu = grow(iu, &capu, need, 4, &h->oom);
+            iv = grow(iv, &capv, need, 4, &h->oom);
+            if (!iu || !iv) {
+                free(iu); free(iv); free(many);
+                return -1;
+            }
+            if (!many[j]) {
+                many[j] = 1;
+                iu[ni] = (uint32_t)parent[v]; iv[ni++] = (uint32_t)v;
+            }
+            iu[ni] = (uint32_t)u; iv[ni++] = (uint32_t)v;
+            int32_t a = u, b = idom[v];
+            while (a != b) {
+                while (a > b) a = idom[a];
+                while (b > a) b = idom[b];
+            }
+            idom[v] = a;
+        }
+    }
+    free(many);
+    free(h->off); free(h->dst);
+    h->off = h->dst = NULL;
+    h->references = ni;
+    uint64_t passes = 0;
+    int changed = 1;
+    while (changed) {
+        changed = 0;
+        passes++;
+        for (uint64_t k = 0; k < ni; k++) {
+            int32_t v = (int32_t)iv[k], a = (int32_t)iu[k], b = idom[v], old = b;
+            while (a != b) {
+                while (a > b) a = idom[a];
+                while (b > a) b = idom[b];
+            }
+            if (a != old) {
+                idom[v] = a;
+                changed = 1;
+            }
+        }
+    }
+    free(iu); free(iv);
+    h->passes = passes;
+    h->norder = m;
+    for (uint64_t k = 0; k < m; k++) {
+        ret[k] = h->sizes[order[k]];
+        cnt[k] = 1;
+    }
+    for (int64_t k = (int64_t)m - 1; k >= 0; k--) {
+        int32_t d = idom[k];
+        if (d >= 0) {
+            ret[d] += ret[k];
+            cnt[d] += cnt[k];
+        }
+    }
+    return 0;
+}
+
+/* lgcpath's search: breadth first from the roots (indices, in order)
+   until the object at index `target` is reached; parent (the caller's, n
+   entries) receives each object's parent index (-2: a root, -1: not reached).  0, or -1 out of
+   memory. */
+int graphc_bfs(graphc_t *h, const uint32_t *roots, uint64_t nroots, uint32_t target,
+               int32_t *parent)
+{
+    if (build_csr(h))
+        return -1;
+    uint64_t n = h->n;
+    uint32_t *queue = malloc((n ? n : 1) * 4);
+    if (!queue)
+        return -1;
+    memset(parent, 0xff, n * 4);
+    uint64_t tail = 0;
+    for (uint64_t r = 0; r < nroots; r++)
+        if (roots[r] < n && parent[roots[r]] == -1) {
+            parent[roots[r]] = -2;
+            queue[tail++] = roots[r];
+        }
+    for (uint64_t head = 0; head < tail && target < n && parent[target] == -1; head++) {
+        uint32_t i = queue[head];
+        for (uint32_t k = h->off[i]; k < h->off[i + 1]; k++) {
+            uint32_t j = h->dst[k];
+            if (parent[j] == -1) {
+                parent[j] = (int32_t)i;
+                queue[tail++] = j;
+            }
+        }
+    }
+    free(queue);
+    return 0;
+}
+
+/* What graphc_dominators counted: the objects reached, the references
+   into objects held more than once, the passes. */
+void graphc_result(const graphc_t *h, uint64_t *out)
+{
+    out[0] = h->norder; out[1] = h->references; out[2] = h->passes;
+}
+
+/* Dominators.top: the numbers of the `count` objects (of m) that retain
+   the most bytes, most first, ties by number; objects whose type
+   (gcts[order[k]]) has its bit in `skip` left out.  Writes them to out;
+   returns how many. */
+uint64_t graphc_top(const uint64_t *ret, const uint32_t *order, const uint8_t *gcts, uint64_t m,
+                    uint32_t skip, uint64_t count, uint32_t *out)
+{
+    /* out[0..have) is a min-heap on (ret, -k): its root is the one to drop. */
+    uint64_t have = 0;
+    if (!count)
+        return 0;
+#define WORSE(a, b) (ret[a] < ret[b] || (ret[a] == ret[b] && (a) > (b)))
+    for (uint64_t k = 0; k < m; k++) {
+        if (skip >> gcts[order[k]] & 1)
+            continue;
+        uint32_t x = (uint32_t)k;
+        if (have < count) {
+            uint64_t c = have++;
+            while (c) {
+                uint64_t p = (c - 1) / 2;
+                if (!WORSE(x, out[p]))
+                    break;
+                out[c] = out[p];
+                c = p;
+            }
+            out[c] = x;
+            continue;
+        }
+        if (!WORSE(out[0], x))
+            continue;
+        uint64_t c = 0;
+        for (;;) {
+            uint64_t l = 2 * c + 1, r = l + 1, w = c;
+            uint32_t wv = x;
+            if (l < have && WORSE(out[l], wv)) {
+                w = l;
+                wv = out[l];
+            }
+            if (r < have && WORSE(out[r], wv))
+                w = r;
+            if (w == c)
+                break;
+            out[c] = out[w];
+            c = w;
+        }
+        out[c] = x;
+    }
+    /* Heap order to best first: take the worst off the end, repeatedly. */
+    for (uint64_t end = have; end > 1; end--) {
+        uint32_t worst = out[0], x = out[end - 1];
+        out[end - 1] = worst;
+        uint64_t c = 0, size = end - 1;
+        for (;;) {
+            uint64_t l = 2 * c + 1, r = l + 1, w = c;
+            uint32_t wv = x;
+            if (l < size && WORSE(out[l], wv)) {
+                w = l;
+                wv = out[l];
+            }
+            if (r < size && WORSE(out[r], wv))
+                w = r;
+            if (w == c)
+                break;
+            out[c] = out[w];
+            c = w;
+        }
+        if (size)
+            out[c] = x;
+    }
+#undef WORSE
+    return have;
+}
+
+/* Dominators.unreached: out[0] objects, out[1] bytes whose num is -1. */
+void graphc_unreached(const int32_t *num, const uint64_t *sizes, uint64_t n, uint64_t *out)
+{
+    uint64_t objs = 0, bytes = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (num[i] == -1) {
+            objs++;
+            bytes += sizes[i];
+        }
+    out[0] = objs;
+    out[1] = bytes;
+}
+
+static int by_first(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The heap walk's kept objects (gcstat.HeapWalker.objects): kept holds n
+   pairs (address, dead << 39 | gct << 35 | size); sorted by address, the
+   addresses are left in kept[0..n) and the rest split into the arrays. */
+void graphc_split(uint64_t *kept, uint64_t n, uint64_t *sizes, uint8_t *gcts, uint8_t *dead)
+{
+    qsort(kept, n, 16, by_first);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t a = kept[2 * k], w = kept[2 * k + 1];
+        kept[k] = a;
+        sizes[k] = w & ((1ull << 35) - 1);
+        gcts[k] = (uint8_t)(w >> 35 & 15);
+        dead[k] = (uint8_t)(w >> 39 & 1);
+    }
+}

@@ -1,0 +1,355 @@
+"""The heap graph's references and dominator tree in C (graphc.c), for
+heapdom.Dominators: the same numbers, orders and sizes as its Python
+search, at a few hundred nanoseconds an object instead of several
+microseconds.
+
+graphc.c is compiled at first use into ljgdb's cache, as the live
+backend's C sampler is (or found beside this file when pip built it).
+Without a C compiler, or with LJGDB_HEAPGRAPH=python, load() says why and
+Dominators searches in Python.
+
+The C code reads no memory itself.  It lists the bytes it needs (each
+table's, function's and upvalue's own, then the tables' array and hash
+parts and open upvalues' slots) sorted by address and grouped into runs;
+each run is one read through the Heap's page cache, so gdb, lldb, the core
+reader and --pid all serve it.  A run that cannot be read whole is read a
+request at a time, and a request that cannot be read is passed over, as
+the Python search passes over what it cannot read."""
+import ctypes
+import os
+import shutil
+import subprocess
+from array import array
+from typing import Any, Dict, List, Optional, Tuple, TYPE_CHECKING
+
+from .. import consts as C
+from ..cbuild import build as cbuild, built_name, cache_dir
+from ..errors import FaultError
+
+if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
+    from .heapgraph import Heap
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "graphc.c")
+GAP = 64 << 10          # requests closer than this share one read
+PAGE_GAP = 4095         # (when the target cannot list its regions: never across a page)
+MAX_RUN = 16 << 20      # and one read is at most this long (a longer request alone)
+# Objects whose references the C code decodes from memory; the others'
+# (threads, prototypes, userdata, traces) come from Heap.graph_targets.
+IN_C = (C.GCT_TAB, C.GCT_FUNC, C.GCT_UPVAL)
+NO_REFS = (C.GCT_STR, C.GCT_CDATA)
+
+
+class _Layout(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint32) for n in ("rs", "ms", "gc64", "nil_shift")] + \
+        [("nil_top", ctypes.c_uint64)] + \
+        [(n, ctypes.c_uint32) for n in (
+            "tab_size", "tab_mt", "tab_asize", "tab_hmask", "tab_array", "tab_node",
+            "node_size", "node_key", "node_val",
+            "fn_ffid", "fn_nup", "fn_env", "fnl_pc", "fnl_uvptr", "fnc_upvalue", "pt_size",
+            "uv_size", "uv_v")]
+
+
+def _library_name() -> str:
+    return built_name(SOURCE, "graphc", "so")
+
+
+def build(dest_dir: str) -> str:
+    """Compile graphc.c into dest_dir; OSError or CalledProcessError when
+    it cannot be."""
+    cc = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang")
+               if c and shutil.which(c)), "cc")
+    return cbuild(SOURCE, os.path.join(dest_dir, _library_name()),
+                  lambda out: [cc, "-O2", "-shared", "-fPIC", "-o", out, SOURCE])
+
+
+_loaded = None      # (the library or None, why not)
+
+
+def load() -> Tuple[Optional[ctypes.CDLL], str]:
+    """(the library, "") or (None, why the graph is searched in Python)."""
+    global _loaded
+    if os.environ.get("LJGDB_HEAPGRAPH") == "python":
+        return None, "LJGDB_HEAPGRAPH=python"
+    if _loaded is not None:
+        return _loaded
+    try:
+        beside = os.path.join(os.path.dirname(SOURCE), _library_name())
+        lib = ctypes.CDLL(beside if os.path.exists(beside) else build(cache_dir()))
+    except FileNotFoundError as e:
+        _loaded = (None, "no C compiler (%s) to build the heap graph's C code"
+                   % (e.filename or "cc"))
+        return _loaded
+    except (OSError, subprocess.CalledProcessError) as e:
+        why = e.stderr.decode(errors="replace").strip().splitlines()[:1] \
+            if isinstance(e, subprocess.CalledProcessError) else [str(e)]
+        _loaded = (None, "the heap graph's C code could not be built (%s)" % (why[0] if why else e))
+        return _loaded
+    P, U64, VP = ctypes.POINTER, ctypes.c_uint64, ctypes.c_void_p
+    INT = ctypes.c_int
+    sig = {"graphc_new": (VP, [P(_Layout), U64, VP, ctypes.c_char_p, VP, INT, INT]),
+           "graphc_free": (None, [VP]),
+           "graphc_oom": (ctypes.c_int, [VP]),
+           "graphc_plan": (U64, [VP, U64, U64, VP, U64, P(VP)]),
+           "graphc_peek": (ctypes.c_int, [VP, P(U64)]),
+           "graphc_feed": (ctypes.c_int64, [VP, U64, ctypes.c_char_p, U64]),
+           "graphc_skip": (None, [VP]),
+           "graphc_read_all": (None, [VP]),
+           "graphc_metatables": (U64, [VP, P(VP)]),
+           "graphc_set_weak": (ctypes.c_int, [VP, ctypes.c_char_p]),
+           "graphc_add": (ctypes.c_int, [VP, ctypes.c_uint32, VP, U64]),
+           "graphc_dominators": (ctypes.c_int, [VP, VP, U64] + [VP] * 6),
+           "graphc_bfs": (ctypes.c_int, [VP, VP, U64, ctypes.c_uint32, VP]),
+           "graphc_result": (None, [VP, P(U64)]),
+           "graphc_top": (U64, [VP, VP, ctypes.c_char_p, U64, ctypes.c_uint32, U64, VP]),
+           "graphc_unreached": (None, [VP, VP, U64, P(U64)]),
+           "graphc_split": (None, [VP, U64, VP, VP, VP])}
+    for name, (res, args) in sig.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+    _loaded = (lib, "")
+    return _loaded
+
+
+def _layout(heap: 'Heap') -> _Layout:
+    lay = heap.lay
+    fn, fl = lay.fnC, lay.fnL
+    return _Layout(
+        rs=lay.ref_size, ms=lay.mref_size, gc64=1 if lay.gc64 else 0,
+        nil_shift=heap.nil_shift, nil_top=heap.nil_top,
+        tab_size=lay.tab.size, tab_mt=lay.tab.metatable, tab_asize=lay.tab.asize,
+        tab_hmask=lay.tab.hmask, tab_array=lay.tab.array, tab_node=lay.tab.node,
+        node_size=lay.node.size, node_key=lay.node.key, node_val=lay.node.val,
+        fn_ffid=fn.ffid, fn_nup=fn.nupvalues, fn_env=fn.env, fnl_pc=fl.pc, fnl_uvptr=fl.uvptr,
+        fnc_upvalue=fn.upvalue, pt_size=lay.pt.size, uv_size=lay.uv.size, uv_v=lay.uv.v)
+
+
+def _words(ptr: Optional[int], count: int, code: str = "Q") -> array:
+    out = array(code)
+    if count:
+        out.frombytes(ctypes.string_at(ptr, count * out.itemsize))
+    return out
+
+
+def _zeros(code: str, count: int) -> array:
+    return array(code, [0]) * count
+
+
+def _at(a: array) -> Optional[int]:
+    """The address of an array's first item (None when it is empty)."""
+    return a.buffer_info()[0] if len(a) else None
+
+
+class _Graph(object):
+    """One graphc_t: fed from the heap's memory, then searched."""
+
+    def __init__(self, lib: ctypes.CDLL, heap: Any, memory: bool, strong: bool = False) -> None:
+        self.lib, self.heap = lib, heap
+        addrs, gcts = heap.addrs, bytes(heap.gcts)
+        # (kept referenced: the C code points into them until freed)
+        self._arrays = (addrs, gcts, heap.sizes)
+        n = len(addrs)
+        lay = _layout(heap) if memory else _Layout()
+        self.h = lib.graphc_new(ctypes.byref(lay), n, addrs.buffer_info()[0] if n else None,
+                                gcts if n else None,
+                                heap.sizes.buffer_info()[0] if n else None, 1 if memory else 0,
+                                1 if strong else 0)
+        if not self.h:
+            raise MemoryError("graphc_new")
+        self.memory, self.strong = memory, strong
+        # The readable regions (start, end, sorted and merged): no read
+        # crosses from one to the next.
+        self.regions = array("Q")
+        spans = heap.t.regions() if memory else None
+        for lo, hi in sorted((r[0], r[1]) for r in spans or ()):
+            if len(self.regions) and lo <= self.regions[-1]:
+                self.regions[-1] = max(self.regions[-1], hi)
+            else:
+                self.regions.extend((lo, hi))
+
+    def close(self) -> None:
+        if self.h:
+            self.lib.graphc_free(self.h)
+            self.h = None
+
+    def _check(self, rc: int) -> None:
+        if rc < 0 or self.lib.graphc_oom(self.h):
+            raise MemoryError("the heap graph's C code ran out of memory")
+
+    def feed(self) -> int:
+        """Read every waiting request's bytes and decode them; the number
+        of runs read (0: nothing was waiting)."""
+        lib, h, mem = self.lib, self.h, self.heap.mem
+        out = ctypes.c_void_p()
+        reg = self.regions
+        nruns = lib.graphc_plan(h, GAP if len(reg) else PAGE_GAP, MAX_RUN,
+                                reg.buffer_info()[0] if len(reg) else None, len(reg) // 2,
+                                ctypes.byref(out))
+        self._check(0)
+        runs = _words(out.value, 3 * nruns)
+        al = (ctypes.c_uint64 * 2)()
+        for r in range(nruns):
+            base, length, count = runs[3 * r], runs[3 * r + 1], runs[3 * r + 2]
+            try:
+                data = mem.read(base, length)
+            except FaultError:
+                data = None
+            if data is not None:
+                done = lib.graphc_feed(h, base, data, length)
+                self._check(done)
+                if done == count:
+                    continue
+                count -= done
+            for _ in range(count):      # a request at a time
+                lib.graphc_peek(h, al)
+                try:
+                    data = mem.read(al[0], al[1])
+                except FaultError:
+                    lib.graphc_skip(h)
+                    continue
+                self._check(lib.graphc_feed(h, al[0], data, al[1]))
+        return nruns
+
+    def weak(self) -> None:
+        """Each metatable's __mode, then the tables' parts become requests."""
+        out = ctypes.c_void_p()
+        m = self.lib.graphc_metatables(self.h, ctypes.byref(out))
+        self._check(0)
+        mts = _words(out.value, m)
+        modes = bytes((1 if wk else 0) | (2 if wv else 0)
+                      for wk, wv in (self.heap.weak_mode(mt) for mt in mts))
+        self._check(self.lib.graphc_set_weak(self.h, modes))
+
+    def others(self, kinds: Tuple[int, ...]) -> None:
+        """The references of the objects the C code does not decode."""
+        heap, add, h = self.heap, self.lib.graphc_add, self.h
+        addrs, gcts = heap.addrs, heap.gcts
+        targets = heap.strong_targets if self.strong else heap.graph_targets
+        skip = NO_REFS + kinds
+        for i in range(len(addrs)):
+            gct = gcts[i]
+            if gct in skip:
+                continue
+            got = array("Q")
+            for piece in targets(addrs[i], gct):
+                got.extend(piece)
+            if got:
+                self._check(add(h, i, got.buffer_info()[0], len(got)))
+
+    def fill(self) -> None:
+        """Every object's references, from memory or from the heap."""
+        if self.memory:
+            self.feed()             # the objects themselves
+            self.weak()
+            while self.feed():      # the tables' parts, upvalues' values
+                pass
+            self.lib.graphc_read_all(self.h)
+            self.others(IN_C)
+        else:
+            self.others(())
+        self.heap.check_budget(len(self.heap.addrs))
+
+    def parents(self, roots: List[int], target: int) -> array:
+        r = array("I", roots)
+        parent = _zeros("i", len(self.heap.addrs))
+        self._check(self.lib.graphc_bfs(self.h, _at(r), len(r), target, _at(parent)))
+        return parent
+
+    def dominators(self, roots: List[int]) -> Dict[str, Any]:
+        r = array("I", roots)
+        n = len(self.heap.addrs)
+        # Written in place by the C code (no copies): n entries each, the
+        # ones by number cut to the objects reached.
+        out = {"num": _zeros("i", n), "order": _zeros("I", n), "idom": _zeros("i", n),
+               "parent": _zeros("i", n), "retained": _zeros("Q", n), "count": _zeros("I", n)}
+        self._check(self.lib.graphc_dominators(
+            self.h, _at(r), len(r), *(_at(out[k]) for k in (
+                "num", "order", "idom", "parent", "retained", "count"))))
+        res = (ctypes.c_uint64 * 3)()
+        self.lib.graphc_result(self.h, res)
+        m = res[0]
+        for k in ("order", "idom", "parent", "retained", "count"):
+            del out[k][m:]
+        out["references"], out["passes"] = res[1], res[2]
+        return out
+
+
+def dominators(heap: Any, roots: List[int]) -> Optional[Dict[str, Any]]:
+    """heapdom.Dominators's arrays (num, order, idom, parent, retained,
+    count) and counts (references, passes) for the heap's indexed objects
+    and the roots' indices (each once, in order), or None when the C code
+    is not at hand (load() says why).  A Heap with memory (heap.mem) has
+    its tables, functions and upvalues decoded in C; any other (a graph
+    given by graph_targets alone) has every object's references from
+    graph_targets."""
+    lib, _ = load()
+    if lib is None:
+        return None
+    g = _Graph(lib, heap, _has_memory(heap))
+    try:
+        g.fill()
+        return g.dominators(roots)
+    finally:
+        g.close()
+
+
+def parents(heap: Any, roots: List[int], target: int) -> Optional[array]:
+    """Heap.path_to's search: each object's parent index on a shortest
+    path from the roots (indices, in order; -2: a root, -1: not reached),
+    the search stopped once target (an index) is reached, over
+    Heap.strong_targets's references; or None when the C code is not at
+    hand."""
+    lib, _ = load()
+    if lib is None:
+        return None
+    g = _Graph(lib, heap, _has_memory(heap), strong=True)
+    try:
+        g.fill()
+        return g.parents(roots, target)
+    finally:
+        g.close()
+
+
+def _has_memory(heap: Any) -> bool:
+    return getattr(heap, "mem", None) is not None and getattr(heap, "lay", None) is not None
+
+
+def top(retained: array, order: array, gcts: bytes, count: int,
+        skip: Tuple[int, ...]) -> Optional[List[int]]:
+    """Dominators.top in C: the numbers of the `count` objects that retain
+    the most bytes, most first (ties: the smaller number first), those of
+    the types in skip left out; None when the C code is not at hand."""
+    lib, _ = load()
+    if lib is None:
+        return None
+    m = len(order)
+    out = _zeros("I", max(0, min(count, m)))
+    got = lib.graphc_top(_at(retained), _at(order), bytes(gcts), m,
+                         sum(1 << g for g in skip), len(out), _at(out))
+    return out[:got].tolist()
+
+
+def unreached(num: array, sizes: array) -> Optional[Tuple[int, int]]:
+    """Dominators.unreached in C: (objects, bytes) whose number is -1."""
+    lib, _ = load()
+    if lib is None:
+        return None
+    res = (ctypes.c_uint64 * 2)()
+    lib.graphc_unreached(_at(num), _at(sizes), len(num), res)
+    return res[0], res[1]
+
+
+def split(kept: array, sizes: array, gcts: bytearray, dead: bytearray) -> bool:
+    """gcstat.HeapWalker.objects's sort in C: kept's (address, word) pairs
+    sorted by address, the addresses left in its first half, sizes, types
+    and dead marks written to the others; False when the C code is not at
+    hand (nothing done)."""
+    lib, _ = load()
+    if lib is None:
+        return False
+    n = len(sizes)
+    if n:
+        cg = (ctypes.c_char * n).from_buffer(gcts)
+        cd = (ctypes.c_char * n).from_buffer(dead)
+        lib.graphc_split(_at(kept), n, _at(sizes), ctypes.addressof(cg), ctypes.addressof(cd))
+        del cg, cd
+    return True
