@@ -64,6 +64,8 @@ typedef struct {
     uint32_t *esrc, *edst; uint64_t nedge, capedge;   /* esrc: owner | part << 30 */
     int strong;          /* a Lua function's upvalues are their values (lgcpath's view) */
     uint32_t *ekey;      /* strong: the order within a part (an upvalue's index + 1) */
+    int64_t find;        /* >= 0: no references kept, only their holders marked */
+    uint8_t *found;      /* ... in found[holder] when the target is this index */
     uint32_t *off, *dst; uint64_t ndst;
     uint64_t norder;
     uint64_t references, passes;
@@ -139,6 +141,11 @@ static int edge_k(graphc_t *h, uint32_t owner, uint32_t part, uint32_t key, uint
     int64_t j = position(h, target);
     if (j < 0)
         return 0;
+    if (h->find >= 0) {
+        if (j == h->find)
+            h->found[owner] = 1;
+        return 0;
+    }
     if (h->nedge == h->capedge) {
         uint64_t cap = h->capedge ? 2 * h->capedge : 1 << 16;
         uint32_t *s = realloc(h->esrc, cap * 4);
@@ -187,6 +194,7 @@ graphc_t *graphc_new(const struct graphc_layout *L, uint64_t n, const uint64_t *
     h->L = *L;
     h->n = n; h->addrs = addrs; h->gcts = gcts; h->sizes = sizes;
     h->strong = strong;
+    h->find = -1;
     for (uint64_t i = 0; memory && i < n && !h->oom; i++) {
         uint8_t g = gcts[i];
         if (g == GCT_TAB)
@@ -821,4 +829,13 @@ void graphc_split(uint64_t *kept, uint64_t n, uint64_t *sizes, uint8_t *gcts, ui
         gcts[k] = (uint8_t)(w >> 35 & 15);
         dead[k] = (uint8_t)(w >> 39 & 1);
     }
+}
+
+/* lgcref's candidates: from now on no reference is kept; found[i] is set
+   to 1 for each object i fed that refers to the object at index target
+   (the caller's array of n bytes, zeroed). */
+void graphc_find(graphc_t *h, uint32_t target, uint8_t *found)
+{
+    h->find = target;
+    h->found = found;
 }

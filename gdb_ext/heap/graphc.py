@@ -102,7 +102,8 @@ def load() -> Tuple[Optional[ctypes.CDLL], str]:
            "graphc_result": (None, [VP, P(U64)]),
            "graphc_top": (U64, [VP, VP, ctypes.c_char_p, U64, ctypes.c_uint32, U64, VP]),
            "graphc_unreached": (None, [VP, VP, U64, P(U64)]),
-           "graphc_split": (None, [VP, U64, VP, VP, VP])}
+           "graphc_split": (None, [VP, U64, VP, VP, VP]),
+           "graphc_find": (None, [VP, ctypes.c_uint32, VP])}
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
@@ -142,7 +143,8 @@ def _at(a: array) -> Optional[int]:
 class _Graph(object):
     """One graphc_t: fed from the heap's memory, then searched."""
 
-    def __init__(self, lib: ctypes.CDLL, heap: Any, memory: bool, strong: bool = False) -> None:
+    def __init__(self, lib: ctypes.CDLL, heap: Any, memory: bool, strong: bool = False,
+                 weak_too: bool = False) -> None:
         self.lib, self.heap = lib, heap
         addrs, gcts = heap.addrs, bytes(heap.gcts)
         # (kept referenced: the C code points into them until freed)
@@ -155,7 +157,7 @@ class _Graph(object):
                                 1 if strong else 0)
         if not self.h:
             raise MemoryError("graphc_new")
-        self.memory, self.strong = memory, strong
+        self.memory, self.strong, self.weak_too = memory, strong, weak_too
         # The readable regions (start, end, sorted and merged): no read
         # crosses from one to the next.
         self.regions = array("Q")
@@ -215,8 +217,9 @@ class _Graph(object):
         m = self.lib.graphc_metatables(self.h, ctypes.byref(out))
         self._check(0)
         mts = _words(out.value, m)
-        modes = bytes((1 if wk else 0) | (2 if wv else 0)
-                      for wk, wv in (self.heap.weak_mode(mt) for mt in mts))
+        modes = bytes(len(mts)) if self.weak_too else bytes(
+            (1 if wk else 0) | (2 if wv else 0)
+            for wk, wv in (self.heap.weak_mode(mt) for mt in mts))
         self._check(self.lib.graphc_set_weak(self.h, modes))
 
     def others(self, kinds: Tuple[int, ...]) -> None:
@@ -237,11 +240,13 @@ class _Graph(object):
 
     def fill(self) -> None:
         """Every object's references, from memory or from the heap."""
+        check = self.heap.check_budget
         if self.memory:
             self.feed()             # the objects themselves
+            check(len(self.heap.addrs))
             self.weak()
             while self.feed():      # the tables' parts, upvalues' values
-                pass
+                check(len(self.heap.addrs))
             self.lib.graphc_read_all(self.h)
             self.others(IN_C)
         else:
@@ -307,6 +312,43 @@ def parents(heap: Any, roots: List[int], target: int) -> Optional[array]:
         return g.parents(roots, target)
     finally:
         g.close()
+
+
+def holders(heap: Any, target: int) -> Optional[array]:
+    """Heap.referrers's candidates: the indices, in order, of the tables,
+    functions and upvalues with a reference to the object at index target,
+    weak ones included (a function's upvalue counted by its value); or
+    None when the C code is not at hand or the heap has no memory to read.
+    Other objects are not looked at."""
+    lib, _ = load()
+    if lib is None or not _has_memory(heap):
+        return None
+    mask = bytearray(len(heap.addrs))
+    if not mask:
+        return array("I")
+    g = _Graph(lib, heap, True, strong=True, weak_too=True)
+    cm = (ctypes.c_char * len(mask)).from_buffer(mask)
+    try:
+        lib.graphc_find(g.h, target, ctypes.addressof(cm))
+        g.feed()
+        g.weak()
+        while g.feed():
+            pass
+    finally:
+        g.close()
+        del cm
+    return positions(mask, 1)
+
+
+def positions(data: Any, value: int) -> array:
+    """The indices of the bytes of data equal to value, in order."""
+    out = array("I")
+    b = bytes([value])
+    k = data.find(b)
+    while k >= 0:
+        out.append(k)
+        k = data.find(b, k + 1)
+    return out
 
 
 def _has_memory(heap: Any) -> bool:

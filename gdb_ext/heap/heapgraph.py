@@ -693,17 +693,28 @@ class Heap(object):
         tv = self._Q.pack(self.tv_bits(target, gcts[i]))
         gref = target.to_bytes(self.rs, "little")
         T = C
-        # The upvalues whose value is target (closed or open).
-        uvs = set()
-        for k in range(len(addrs)):
-            if gcts[k] == T.GCT_UPVAL:
-                try:
-                    if self.read(self._uv_value_addr(addrs[k]), 8) == tv:
-                        uvs.add(addrs[k])
-                except FaultError:
-                    continue
+        # In C when it can be built (graphc.py): the tables, functions and
+        # upvalues that hold target, the others searched below as they are.
+        held = graphc.holders(self, i)
+        if held is not None:
+            uvs = set(addrs[k] for k in held if gcts[k] == T.GCT_UPVAL)
+            look = array("I", sorted(
+                [k for k in held if gcts[k] in (T.GCT_TAB, T.GCT_FUNC)] +
+                [k for g in (T.GCT_THREAD, T.GCT_PROTO, T.GCT_UDATA, T.GCT_TRACE)
+                 for k in graphc.positions(gcts, g)]))
+        else:
+            # The upvalues whose value is target (closed or open).
+            uvs = set()
+            for k in range(len(addrs)):
+                if gcts[k] == T.GCT_UPVAL:
+                    try:
+                        if self.read(self._uv_value_addr(addrs[k]), 8) == tv:
+                            uvs.add(addrs[k])
+                    except FaultError:
+                        continue
+            look = range(len(addrs))
         out = []
-        for k in range(len(addrs)):
+        for k in look:
             gct = gcts[k]
             o = addrs[k]
             if not k & 0xFFFF:
