@@ -3,11 +3,13 @@ ptstop.c, the BPF sampler's bpfsample.bpf.c, the heap graph's graphc.c)
 once, into ljgdb's cache ($XDG_CACHE_HOME/ljgdb, else ~/.cache/ljgdb),
 under a name made of the source's hash and the machine, so a changed
 source is built again and two versions live side by side."""
+import ctypes
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
-from typing import Callable, List
+from typing import Callable, List, Optional, Tuple
 
 
 def cache_dir() -> str:
@@ -40,3 +42,33 @@ def build(source: str, dest: str, command: Callable[[str], List[str]]) -> str:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return dest
+
+
+def build_shared(source: str, stem: str, dest_dir: str) -> str:
+    """A shared library compiled from the C file source into dest_dir with
+    the system's compiler ($CC, cc, gcc or clang); OSError or
+    CalledProcessError when it cannot be."""
+    cc = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang")
+               if c and shutil.which(c)), "cc")
+    return build(source, os.path.join(dest_dir, built_name(source, stem, "so")),
+                 lambda out: [cc, "-O2", "-shared", "-fPIC", "-o", out, source])
+
+
+def load_shared(source: str, stem: str, what: str,
+                dest_dir: Optional[str] = None) -> Tuple[Optional[ctypes.CDLL], str]:
+    """(the library, "") or (None, why not, naming `what`): the copy pip
+    built beside source, else one built from it into dest_dir (ljgdb's
+    cache)."""
+    try:
+        beside = os.path.join(os.path.dirname(source), built_name(source, stem, "so"))
+        path = beside if os.path.exists(beside) else \
+            build_shared(source, stem, dest_dir or cache_dir())
+        return ctypes.CDLL(path), ""
+    except FileNotFoundError as e:
+        if e.filename == source:
+            return None, "no source of %s (%s)" % (what, source)
+        return None, "no C compiler (%s) to build %s" % (e.filename or "cc", what)
+    except (OSError, subprocess.CalledProcessError) as e:
+        why = e.stderr.decode(errors="replace").strip().splitlines()[:1] \
+            if isinstance(e, subprocess.CalledProcessError) else [str(e)]
+        return None, "%s could not be built (%s)" % (what, why[0] if why else e)

@@ -11,12 +11,10 @@ Python sampler (benchmarks, tests)."""
 import ctypes
 import errno
 import os
-import shutil
-import subprocess
 from typing import List, Optional, Sequence, Tuple
 
 from ..errors import LjError
-from ..cbuild import build as cbuild, built_name, cache_dir
+from ..cbuild import build_shared, cache_dir, load_shared
 
 NREGS = 64
 MAX_THREADS = 1024
@@ -55,17 +53,10 @@ def _cache_dir() -> str:
     return cache_dir()
 
 
-def _library_name() -> str:
-    return built_name(SOURCE, "ptstop", "so")
-
-
 def build(dest_dir: str) -> str:
     """Compile ptstop.c into dest_dir (the library's path); OSError or
     CalledProcessError when it cannot be."""
-    cc = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang")
-               if c and shutil.which(c)), "cc")
-    return cbuild(SOURCE, os.path.join(dest_dir, _library_name()),
-                  lambda out: [cc, "-O2", "-shared", "-fPIC", "-o", out, SOURCE])
+    return build_shared(SOURCE, "ptstop", dest_dir)
 
 
 _loaded = None      # (the library or None, why not)
@@ -79,18 +70,9 @@ def load() -> Tuple[Optional[ctypes.CDLL], str]:
     if os.environ.get("LJGDB_SAMPLER") == "python":
         _loaded = (None, "LJGDB_SAMPLER=python")
         return _loaded
-    try:
-        beside = os.path.join(os.path.dirname(SOURCE), _library_name())
-        path = beside if os.path.exists(beside) else build(_cache_dir())
-        lib = ctypes.CDLL(path)
-    except FileNotFoundError as e:
-        _loaded = (None, "no C sampler's source (%s)" % SOURCE if e.filename == SOURCE else
-                   "no C compiler (%s) to build the C sampler" % (e.filename or "cc"))
-        return _loaded
-    except (OSError, subprocess.CalledProcessError) as e:
-        why = e.stderr.decode(errors="replace").strip().splitlines()[:1] \
-            if isinstance(e, subprocess.CalledProcessError) else [str(e)]
-        _loaded = (None, "the C sampler could not be built (%s)" % (why[0] if why else e))
+    lib, why = load_shared(SOURCE, "ptstop", "the C sampler", _cache_dir())
+    if lib is None:
+        _loaded = (None, why)
         return _loaded
     lib.pts_sample.restype = ctypes.c_int
     lib.pts_sample.argtypes = (

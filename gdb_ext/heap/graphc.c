@@ -724,6 +724,35 @@ void graphc_result(const graphc_t *h, uint64_t *out)
     out[0] = h->norder; out[1] = h->references; out[2] = h->passes;
 }
 
+/* For Dominators.top: a retains less than b (or as much, with a larger
+   number). */
+static inline int worse(const uint64_t *ret, uint32_t a, uint32_t b)
+{
+    return ret[a] < ret[b] || (ret[a] == ret[b] && a > b);
+}
+
+/* Put x at the root of the min-heap out[0..size) (by worse()) and sift it
+   down. */
+static void sift_down(const uint64_t *ret, uint32_t *out, uint64_t size, uint32_t x)
+{
+    uint64_t c = 0;
+    for (;;) {
+        uint64_t l = 2 * c + 1, r = l + 1, w = c;
+        uint32_t wv = x;
+        if (l < size && worse(ret, out[l], wv)) {
+            w = l;
+            wv = out[l];
+        }
+        if (r < size && worse(ret, out[r], wv))
+            w = r;
+        if (w == c)
+            break;
+        out[c] = out[w];
+        c = w;
+    }
+    out[c] = x;
+}
+
 /* Dominators.top: the numbers of the `count` objects (of m) that retain
    the most bytes, most first, ties by number; objects whose type
    (gcts[order[k]]) has its bit in `skip` left out.  Writes them to out;
@@ -731,11 +760,10 @@ void graphc_result(const graphc_t *h, uint64_t *out)
 uint64_t graphc_top(const uint64_t *ret, const uint32_t *order, const uint8_t *gcts, uint64_t m,
                     uint32_t skip, uint64_t count, uint32_t *out)
 {
-    /* out[0..have) is a min-heap on (ret, -k): its root is the one to drop. */
+    /* out[0..have) is a min-heap by worse(): its root is the one to drop. */
     uint64_t have = 0;
     if (!count)
         return 0;
-#define WORSE(a, b) (ret[a] < ret[b] || (ret[a] == ret[b] && (a) > (b)))
     for (uint64_t k = 0; k < m; k++) {
         if (skip >> gcts[order[k]] & 1)
             continue;
@@ -744,56 +772,22 @@ uint64_t graphc_top(const uint64_t *ret, const uint32_t *order, const uint8_t *g
             uint64_t c = have++;
             while (c) {
                 uint64_t p = (c - 1) / 2;
-                if (!WORSE(x, out[p]))
+                if (!worse(ret, x, out[p]))
                     break;
                 out[c] = out[p];
                 c = p;
             }
             out[c] = x;
-            continue;
+        } else if (worse(ret, out[0], x)) {
+            sift_down(ret, out, have, x);
         }
-        if (!WORSE(out[0], x))
-            continue;
-        uint64_t c = 0;
-        for (;;) {
-            uint64_t l = 2 * c + 1, r = l + 1, w = c;
-            uint32_t wv = x;
-            if (l < have && WORSE(out[l], wv)) {
-                w = l;
-                wv = out[l];
-            }
-            if (r < have && WORSE(out[r], wv))
-                w = r;
-            if (w == c)
-                break;
-            out[c] = out[w];
-            c = w;
-        }
-        out[c] = x;
     }
-    /* Heap order to best first: take the worst off the end, repeatedly. */
+    /* Heap order to best first: the worst left goes to the end, repeatedly. */
     for (uint64_t end = have; end > 1; end--) {
-        uint32_t worst = out[0], x = out[end - 1];
+        uint32_t worst = out[0];
+        sift_down(ret, out, end - 1, out[end - 1]);
         out[end - 1] = worst;
-        uint64_t c = 0, size = end - 1;
-        for (;;) {
-            uint64_t l = 2 * c + 1, r = l + 1, w = c;
-            uint32_t wv = x;
-            if (l < size && WORSE(out[l], wv)) {
-                w = l;
-                wv = out[l];
-            }
-            if (r < size && WORSE(out[r], wv))
-                w = r;
-            if (w == c)
-                break;
-            out[c] = out[w];
-            c = w;
-        }
-        if (size)
-            out[c] = x;
     }
-#undef WORSE
     return have;
 }
 

@@ -17,13 +17,11 @@ request at a time, and a request that cannot be read is passed over, as
 the Python search passes over what it cannot read."""
 import ctypes
 import os
-import shutil
-import subprocess
 from array import array
 from typing import Any, Dict, List, Optional, Tuple, TYPE_CHECKING
 
 from .. import consts as C
-from ..cbuild import build as cbuild, built_name, cache_dir
+from ..cbuild import build_shared, load_shared
 from ..errors import FaultError
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
@@ -49,17 +47,10 @@ class _Layout(ctypes.Structure):
             "uv_size", "uv_v")]
 
 
-def _library_name() -> str:
-    return built_name(SOURCE, "graphc", "so")
-
-
 def build(dest_dir: str) -> str:
     """Compile graphc.c into dest_dir; OSError or CalledProcessError when
     it cannot be."""
-    cc = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang")
-               if c and shutil.which(c)), "cc")
-    return cbuild(SOURCE, os.path.join(dest_dir, _library_name()),
-                  lambda out: [cc, "-O2", "-shared", "-fPIC", "-o", out, SOURCE])
+    return build_shared(SOURCE, "graphc", dest_dir)
 
 
 _loaded = None      # (the library or None, why not)
@@ -72,17 +63,9 @@ def load() -> Tuple[Optional[ctypes.CDLL], str]:
         return None, "LJGDB_HEAPGRAPH=python"
     if _loaded is not None:
         return _loaded
-    try:
-        beside = os.path.join(os.path.dirname(SOURCE), _library_name())
-        lib = ctypes.CDLL(beside if os.path.exists(beside) else build(cache_dir()))
-    except FileNotFoundError as e:
-        _loaded = (None, "no C compiler (%s) to build the heap graph's C code"
-                   % (e.filename or "cc"))
-        return _loaded
-    except (OSError, subprocess.CalledProcessError) as e:
-        why = e.stderr.decode(errors="replace").strip().splitlines()[:1] \
-            if isinstance(e, subprocess.CalledProcessError) else [str(e)]
-        _loaded = (None, "the heap graph's C code could not be built (%s)" % (why[0] if why else e))
+    lib, why = load_shared(SOURCE, "graphc", "the heap graph's C code")
+    if lib is None:
+        _loaded = (None, why)
         return _loaded
     P, U64, VP = ctypes.POINTER, ctypes.c_uint64, ctypes.c_void_p
     INT = ctypes.c_int
