@@ -115,10 +115,11 @@ class HeapWalker(object):
         self.lay = lay = vm.lay
         self.t = vm.t
         self.mem = mem if mem is not None else PageCache(vm.t, cache_bytes)
-        # keep: two 64-bit words per object, its address and then
-        # dead << 39 | gct << 35 | size (sizes of 2^35 and more in
-        # self.big), in the order walked: sorted by objects().
-        self.kept = array("Q") if keep else None
+        # keep: 16 MB region of the address space -> array of one 64-bit
+        # word per object: its offset in the region << 40 | dead << 39 |
+        # gct << 35 | size (sizes of 2^35 and more in self.big): sorted
+        # a region at a time by objects().
+        self.kept = {} if keep else None
         self.big = {}
         self._full_get, self._p64_get = self.mem.full.get, self.mem.p64.get
         self.top_n = top
@@ -253,7 +254,7 @@ class HeapWalker(object):
         dtot = [0] * 13
         T_TAB, T_STR, T_FUNC, T_UPVAL = C.GCT_TAB, C.GCT_STR, C.GCT_FUNC, C.GCT_UPVAL
         kept = self.kept
-        kkey = kept.append if kept is not None else None
+        kreg, kkey = -1, None
         BIG = _BIG
         try:
             for o in starts:
@@ -315,8 +316,9 @@ class HeapWalker(object):
                         dcnt[gct] += 1
                         dtot[gct] += sz
                     if kept is not None:
-                        kkey(o)
-                        kkey((1 << 39 if marked & deadmask else 0) |
+                        if o >> 24 != kreg:
+                            kreg, kkey = self._region(o)
+                        kkey((o & 0xFFFFFF) << 40 | (1 << 39 if marked & deadmask else 0) |
                              gct << 35 | (sz if sz < BIG else self._big(o, sz)))
                     if top_n and sz > top_min:
                         if len(top) < top_n:
@@ -378,7 +380,7 @@ class HeapWalker(object):
         mn = 1 << 62
         T_STR = C.GCT_STR
         kept = self.kept
-        kkey = kept.append if kept is not None else None
+        kreg, kkey = -1, None
         BIG = _BIG
         try:
             for o in starts:
@@ -408,8 +410,9 @@ class HeapWalker(object):
                         dcnt += 1
                         dtot += sz
                     if kept is not None:
-                        kkey(o)
-                        kkey((1 << 39 if marked & deadmask else 0) |
+                        if o >> 24 != kreg:
+                            kreg, kkey = self._region(o)
+                        kkey((o & 0xFFFFFF) << 40 | (1 << 39 if marked & deadmask else 0) |
                              T_STR << 35 | (sz if sz < BIG else self._big(o, sz)))
                     if top_n and sz > top_min:
                         if len(top) < top_n:
@@ -448,6 +451,13 @@ class HeapWalker(object):
                 ts.dead_bytes += dtot
         return n - start_n
 
+    def _region(self, o):
+        """(region, append) of the kept objects' region that holds o."""
+        r = self.kept.get(o >> 24)
+        if r is None:
+            r = self.kept[o >> 24] = array("Q")
+        return o >> 24, r.append
+
     def _big(self, o, sz):
         self.big[o] = sz
         return _BIG - 1
@@ -457,24 +467,26 @@ class HeapWalker(object):
         object in address order: arrays of 8-byte integers for addresses
         and sizes, bytes of gct and of 1 (dead: the collector's mark says
         garbage not yet swept) per object."""
-        kept, self.kept = self.kept, array("Q")
-        n = len(kept) // 2
-        sizes = array("Q", [0]) * n
+        n = sum(len(r) for r in self.kept.values())
+        addrs, sizes = array("Q", [0]) * n, array("Q", [0]) * n
         gcts, dead = bytearray(n), bytearray(n)
-        if graphc.split(kept, sizes, gcts, dead):
-            del kept[n:]            # (split left the addresses in its first half)
-            addrs = kept
-        else:
-            # (Without the C code: sorted here, the same way.)
-            order = sorted(range(n), key=lambda k: kept[2 * k])
-            addrs = array("Q", [kept[2 * k] for k in order])
-            for k, i in enumerate(order):
-                w = kept[2 * i + 1]
-                sizes[k], gcts[k], dead[k] = w & (_BIG - 1), w >> 35 & 15, w >> 39 & 1
-        if self.big:
-            for k in range(n):
-                if sizes[k] == _BIG - 1 and addrs[k] in self.big:
-                    sizes[k] = self.big[addrs[k]]
+        first = 0
+        for key in sorted(self.kept):
+            words = self.kept.pop(key)
+            base = key << 24
+            # Sorted and split in C when it can be built (graphc.py).
+            if not graphc.split(words, base, first, addrs, sizes, gcts, dead):
+                words = sorted(words)
+                end = first + len(words)
+                addrs[first:end] = array("Q", [base | w >> 40 for w in words])
+                gcts[first:end] = bytes([w >> 35 & 15 for w in words])
+                dead[first:end] = bytes([w >> 39 & 1 for w in words])
+                sizes[first:end] = array("Q", [w & (_BIG - 1) for w in words])
+            start, first = first, first + len(words)
+            if self.big:
+                for k in range(start, first):
+                    if sizes[k] == _BIG - 1 and addrs[k] in self.big:
+                        sizes[k] = self.big[addrs[k]]
         return addrs, bytes(gcts), sizes, bytes(dead)
 
     def _locate(self, o, need, what):

@@ -841,21 +841,16 @@ void graphc_unreached(const int32_t *num, const uint64_t *sizes, uint64_t n, uin
     out[1] = bytes;
 }
 
-static int by_first(const void *a, const void *b)
+/* One 16 MB region of the heap walk's kept objects (gcstat.HeapWalker.
+   objects): words[0..count) hold offset << 40 | dead << 39 | gct << 35 |
+   size; sorted, then split into the arrays (the addresses base | offset). */
+void graphc_split(uint64_t *words, uint64_t count, uint64_t base, uint64_t *addrs,
+                  uint64_t *sizes, uint8_t *gcts, uint8_t *dead)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The heap walk's kept objects (gcstat.HeapWalker.objects): kept holds n
-   pairs (address, dead << 39 | gct << 35 | size); sorted by address, the
-   addresses are left in kept[0..n) and the rest split into the arrays. */
-void graphc_split(uint64_t *kept, uint64_t n, uint64_t *sizes, uint8_t *gcts, uint8_t *dead)
-{
-    qsort(kept, n, 16, by_first);
-    for (uint64_t k = 0; k < n; k++) {
-        uint64_t a = kept[2 * k], w = kept[2 * k + 1];
-        kept[k] = a;
+    qsort(words, count, 8, by_u64);
+    for (uint64_t k = 0; k < count; k++) {
+        uint64_t w = words[k];
+        addrs[k] = base | w >> 40;
         sizes[k] = w & ((1ull << 35) - 1);
         gcts[k] = (uint8_t)(w >> 35 & 15);
         dead[k] = (uint8_t)(w >> 39 & 1);

@@ -85,7 +85,7 @@ def load() -> Tuple[Optional[ctypes.CDLL], str]:
            "graphc_result": (None, [VP, P(U64)]),
            "graphc_top": (U64, [VP, VP, ctypes.c_char_p, U64, ctypes.c_uint32, U64, VP]),
            "graphc_unreached": (None, [VP, VP, U64, P(U64)]),
-           "graphc_split": (None, [VP, U64, VP, VP, VP]),
+           "graphc_split": (None, [VP, U64, U64, VP, VP, VP, VP]),
            "graphc_find": (None, [VP, ctypes.c_uint32, VP])}
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
@@ -363,18 +363,21 @@ def unreached(num: array, sizes: array) -> Optional[Tuple[int, int]]:
     return res[0], res[1]
 
 
-def split(kept: array, sizes: array, gcts: bytearray, dead: bytearray) -> bool:
-    """gcstat.HeapWalker.objects's sort in C: kept's (address, word) pairs
-    sorted by address, the addresses left in its first half, sizes, types
-    and dead marks written to the others; False when the C code is not at
-    hand (nothing done)."""
+def split(words: array, base: int, first: int, addrs: array, sizes: array,
+          gcts: bytearray, dead: bytearray) -> bool:
+    """gcstat.HeapWalker.objects's sort of one region in C: words (offset
+    << 40 | dead << 39 | gct << 35 | size) sorted, and written from index
+    first on as addresses (base | offset), sizes, types and dead marks;
+    False when the C code is not at hand (nothing done)."""
     lib, _ = load()
     if lib is None:
         return False
-    n = len(sizes)
-    if n:
-        cg = (ctypes.c_char * n).from_buffer(gcts)
-        cd = (ctypes.c_char * n).from_buffer(dead)
-        lib.graphc_split(_at(kept), n, _at(sizes), ctypes.addressof(cg), ctypes.addressof(cd))
+    count = len(words)
+    if count:
+        cg = (ctypes.c_char * len(gcts)).from_buffer(gcts)
+        cd = (ctypes.c_char * len(dead)).from_buffer(dead)
+        lib.graphc_split(_at(words), count, base, _at(addrs) + 8 * first,
+                         _at(sizes) + 8 * first, ctypes.addressof(cg) + first,
+                         ctypes.addressof(cd) + first)
         del cg, cd
     return True
