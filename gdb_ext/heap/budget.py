@@ -27,11 +27,11 @@ from ..errors import LjError
 # larger of gdb's and the core reader's, rounded up; not less than the
 # Python search's growth from 10^6 to 5*10^6 (120 to 170, 360).
 GRAPH_BYTES = {
-    "lgcpath": 150,
-    "lgcref": 150,
+    "lgcpath": 160,
+    "lgcref": 160,
     "lgcstat --retained": 160,
     "lgcstat --save": 160,
-    "lgcstat --diff": 170,
+    "lgcstat --diff": 180,
     "lgcstat --save --format heapsnapshot": 360,
 }
 MB = 1 << 20

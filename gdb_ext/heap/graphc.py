@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple, TYPE_CHECKING
 
 from .. import consts as C
 from ..cbuild import build_shared, load_shared
-from ..errors import FaultError
+from ..errors import FaultError, LjError
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
     from .heapgraph import Heap
@@ -35,6 +35,16 @@ MAX_RUN = 16 << 20      # and one read is at most this long (a longer request al
 # (threads, prototypes, userdata, traces) come from Heap.graph_targets.
 IN_C = (C.GCT_TAB, C.GCT_FUNC, C.GCT_UPVAL)
 NO_REFS = (C.GCT_STR, C.GCT_CDATA)
+
+
+class GraphMemoryError(LjError):
+    """The C code could not allocate what the graph needs."""
+
+
+def _no_memory(n: int) -> GraphMemoryError:
+    return GraphMemoryError(
+        "the heap graph of %d objects needs more memory than this process could allocate; "
+        "lgcstat alone and lgcstat --top count the heap without the graph" % n)
 
 
 class _Layout(ctypes.Structure):
@@ -139,7 +149,7 @@ class _Graph(object):
                                 heap.sizes.buffer_info()[0] if n else None, 1 if memory else 0,
                                 1 if strong else 0)
         if not self.h:
-            raise MemoryError("graphc_new")
+            raise _no_memory(n)
         self.memory, self.strong, self.weak_too = memory, strong, weak_too
         # The readable regions (start, end, sorted and merged): no read
         # crosses from one to the next.
@@ -158,7 +168,7 @@ class _Graph(object):
 
     def _check(self, rc: int) -> None:
         if rc < 0 or self.lib.graphc_oom(self.h):
-            raise MemoryError("the heap graph's C code ran out of memory")
+            raise _no_memory(len(self.heap.addrs))
 
     def feed(self) -> int:
         """Read every waiting request's bytes and decode them; the number
