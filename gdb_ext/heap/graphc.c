@@ -2,9 +2,10 @@
 
    Python hands over the walk's objects (sorted addresses, types, sizes) and
    the Layout's offsets.  The bytes each object's references need are then
-   asked for as requests: graphc_requests() lists those still waiting, in
-   address order, and Python reads the process's memory in long runs (one
-   read for many neighbouring objects) and passes each run to graphc_feed(),
+   asked for as requests: graphc_plan() sorts those still waiting by address
+   and groups them into runs, and Python reads the process's memory a run
+   at a time (one read for many neighbouring objects) and passes each run to
+   graphc_feed(),
    which decodes every waiting request the run holds.  First the objects
    themselves (a table's header, a function, an upvalue); then what those
    point to (a table's array and hash part, an open upvalue's stack slot).
@@ -60,7 +61,7 @@ typedef struct {
     req_t *req; uint64_t nreq, capreq, head;
     uint64_t *runs, planned;
     tab_t *tabs; uint64_t ntabs, captabs;
-    uint64_t *mts; uint8_t *modes; uint64_t nmts;
+    uint64_t *mts; uint64_t nmts;
     uint32_t *esrc, *edst; uint64_t nedge, capedge;   /* esrc: owner | part << 30 */
     int strong;          /* a Lua function's upvalues are their values (lgcpath's view) */
     uint32_t *ekey;      /* strong: the order within a part (an upvalue's index + 1) */
@@ -251,7 +252,7 @@ void graphc_free(graphc_t *h)
 {
     if (!h)
         return;
-    free(h->req); free(h->runs); free(h->tabs); free(h->mts); free(h->modes);
+    free(h->req); free(h->runs); free(h->tabs); free(h->mts);
     free(h->esrc); free(h->edst); free(h->ekey); free(h->off); free(h->dst); free(h->slots);
     free(h);
 }

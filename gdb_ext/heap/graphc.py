@@ -280,7 +280,7 @@ def dominators(heap: Any, roots: List[int]) -> Optional[Dict[str, Any]]:
     given by graph_targets alone) has every object's references from
     graph_targets."""
     lib, _ = load()
-    if lib is None:
+    if lib is None or not _fits(heap):
         return None
     g = _Graph(lib, heap, _has_memory(heap))
     try:
@@ -297,7 +297,7 @@ def parents(heap: Any, roots: List[int], target: int) -> Optional[array]:
     Heap.strong_targets's references; or None when the C code is not at
     hand."""
     lib, _ = load()
-    if lib is None:
+    if lib is None or not _fits(heap):
         return None
     g = _Graph(lib, heap, _has_memory(heap), strong=True)
     try:
@@ -314,7 +314,7 @@ def holders(heap: Any, target: int) -> Optional[array]:
     None when the C code is not at hand or the heap has no memory to read.
     Other objects are not looked at."""
     lib, _ = load()
-    if lib is None or not _has_memory(heap):
+    if lib is None or not _has_memory(heap) or not _fits(heap):
         return None
     mask = bytearray(len(heap.addrs))
     if not mask:
@@ -346,6 +346,14 @@ def positions(data: Any, value: int) -> array:
 
 def _has_memory(heap: Any) -> bool:
     return getattr(heap, "mem", None) is not None and getattr(heap, "lay", None) is not None
+
+
+def _fits(heap: Any) -> bool:
+    """Whether the C code can take this heap: fewer than 2^30 objects, all
+    below 2^48 (its requests keep 48 bits of an address; a machine with a
+    larger user address space is searched in Python)."""
+    addrs = heap.addrs
+    return len(addrs) < (1 << 30) and (not len(addrs) or addrs[-1] >> 48 == 0)
 
 
 def top(retained: array, order: array, gcts: bytes, count: int,
