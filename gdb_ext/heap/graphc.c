@@ -866,3 +866,64 @@ void graphc_find(graphc_t *h, uint32_t target, uint8_t *found)
     h->find = target;
     h->found = found;
 }
+
+/* heapsnap.Diff: the objects now (addrs, gcts, sizes: n) against a
+   snapshot's (oa, og, osz: m), both in address order.  new_index and
+   resized_index (n entries each) receive the indices now of the new
+   objects (not there then, or of another type) and of those whose size
+   changed; counts[0], counts[1] how many.  stats[16 * 2 * w + 2 * gct]
+   and the next word: count and bytes of the new (w 0), the freed (w 1)
+   and the resized (w 2: bytes now - then, as a two's complement). */
+void graphc_diff(const uint64_t *addrs, const uint8_t *gcts, const uint64_t *sizes, uint64_t n,
+                 const uint64_t *oa, const uint8_t *og, const uint64_t *osz, uint64_t m,
+                 uint32_t *new_index, uint32_t *resized_index, uint64_t *counts,
+                 uint64_t *stats)
+{
+    uint64_t i = 0, j = 0, nn = 0, nr = 0;
+    uint64_t *nw = stats, *fr = stats + 32, *rs = stats + 64;
+    while (i < n || j < m) {
+        if (j >= m || (i < n && addrs[i] < oa[j])) {
+            nw[2 * (gcts[i] & 15)]++;
+            nw[2 * (gcts[i] & 15) + 1] += sizes[i];
+            new_index[nn++] = (uint32_t)i;
+            i++;
+        } else if (i >= n || oa[j] < addrs[i]) {
+            fr[2 * (og[j] & 15)]++;
+            fr[2 * (og[j] & 15) + 1] += osz[j];
+            j++;
+        } else {
+            if (gcts[i] != og[j]) {
+                fr[2 * (og[j] & 15)]++;
+                fr[2 * (og[j] & 15) + 1] += osz[j];
+                nw[2 * (gcts[i] & 15)]++;
+                nw[2 * (gcts[i] & 15) + 1] += sizes[i];
+                new_index[nn++] = (uint32_t)i;
+            } else if (sizes[i] != osz[j]) {
+                rs[2 * (gcts[i] & 15)]++;
+                rs[2 * (gcts[i] & 15) + 1] += sizes[i] - osz[j];
+                resized_index[nr++] = (uint32_t)i;
+            }
+            i++;
+            j++;
+        }
+    }
+    counts[0] = nn;
+    counts[1] = nr;
+}
+
+/* heapsnap.Diff.owners: owner[k] for each object numbered k (of m): the
+   nearest of its dominators that is not new (is_new by heap index), -1
+   where that is the roots. */
+void graphc_owners(const uint32_t *order, const int32_t *idom, uint64_t m, const uint8_t *is_new,
+                   int32_t *owner)
+{
+    for (uint64_t k = 0; k < m; k++) {
+        int32_t d = idom[k];
+        if (d < 0)
+            owner[k] = -1;
+        else if (is_new[order[d]])
+            owner[k] = owner[d];
+        else
+            owner[k] = d;
+    }
+}

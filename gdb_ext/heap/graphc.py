@@ -96,7 +96,10 @@ def load() -> Tuple[Optional[ctypes.CDLL], str]:
            "graphc_top": (U64, [VP, VP, ctypes.c_char_p, U64, ctypes.c_uint32, U64, VP]),
            "graphc_unreached": (None, [VP, VP, U64, P(U64)]),
            "graphc_split": (None, [VP, U64, U64, VP, VP, VP, VP]),
-           "graphc_find": (None, [VP, ctypes.c_uint32, VP])}
+           "graphc_find": (None, [VP, ctypes.c_uint32, VP]),
+           "graphc_diff": (None, [VP, ctypes.c_char_p, VP, U64, VP, ctypes.c_char_p, VP, U64,
+                                  VP, VP, P(U64), P(U64)]),
+           "graphc_owners": (None, [VP, VP, U64, ctypes.c_char_p, VP])}
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
@@ -399,3 +402,38 @@ def split(words: array, base: int, first: int, addrs: array, sizes: array,
                          ctypes.addressof(cd) + first)
         del cg, cd
     return True
+
+
+def diff(addrs: array, gcts: bytes, sizes: array, oa: array, og: bytes,
+         osz: array) -> Optional[Tuple[array, array, List[List[List[int]]]]]:
+    """heapsnap.Diff's merge in C: (new_index, resized_index, [new, freed,
+    resized]) where each of the three is [[count, bytes] by gct]; None
+    when the C code is not at hand."""
+    lib, _ = load()
+    if lib is None:
+        return None
+    n, m = len(addrs), len(oa)
+    new_index, resized_index = _zeros("I", n), _zeros("I", n)
+    counts, stats = (ctypes.c_uint64 * 2)(), (ctypes.c_uint64 * 96)()
+    lib.graphc_diff(_at(addrs), bytes(gcts), _at(sizes), n, _at(oa), bytes(og), _at(osz), m,
+                    _at(new_index), _at(resized_index), counts, stats)
+    del new_index[counts[0]:]
+    del resized_index[counts[1]:]
+
+    def signed(v):
+        return v - (1 << 64) if v >> 63 else v
+    tables = [[[stats[32 * w + 2 * g], signed(stats[32 * w + 2 * g + 1])] for g in range(16)]
+              for w in range(3)]
+    return new_index, resized_index, tables
+
+
+def owners(order: array, idom: array, is_new: bytes) -> Optional[array]:
+    """heapsnap.Diff.owners's first loop in C: each numbered object's
+    nearest dominator that is not new (-1: the roots); None when the C code
+    is not at hand."""
+    lib, _ = load()
+    if lib is None:
+        return None
+    out = _zeros("i", len(order))
+    lib.graphc_owners(_at(order), _at(idom), len(order), bytes(is_new), _at(out))
+    return out

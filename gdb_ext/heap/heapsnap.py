@@ -25,6 +25,7 @@ import json
 from array import array
 
 from .. import consts as C
+from . import graphc
 from ..errors import LjError
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
@@ -124,9 +125,15 @@ class Diff(object):
         self.resized = {g: [0, 0] for g in C.GCT_TEXT}
         self.new_index = array("I")
         self.resized_index = array("I")
+        fast = graphc.diff(addrs, gcts, sizes, oa, og, osz)
+        if fast is not None:
+            self.new_index, self.resized_index, tables = fast
+            for mine, table in zip((self.new, self.freed, self.resized), tables):
+                for g in mine:
+                    mine[g] = list(table[g])
         i = j = 0
         n, m = len(addrs), len(oa)
-        while i < n or j < m:
+        while fast is None and (i < n or j < m):
             if j >= m or (i < n and addrs[i] < oa[j]):
                 self._add_new(i, gcts[i], sizes[i])
                 i += 1
@@ -175,9 +182,23 @@ class Diff(object):
         for i in self.new_index:
             is_new[i] = 1
         order, idom, num = dom.order, dom.idom, dom.num
-        owner = array("i", [-1]) * len(order)
         out = {}
-        for k in range(len(order)):
+        owner = graphc.owners(order, idom, is_new)
+        if owner is not None:
+            # (In C: each object's owner; then only the new ones here.)
+            for i in self.new_index:
+                k = num[i]
+                if k >= 0:
+                    e = out.get(owner[k])
+                    if e is None:
+                        e = out[owner[k]] = [0, 0, 0]
+                    e[0] += 1
+                    e[1] += sizes[i]
+            in_python = 0
+        else:
+            owner = array("i", [-1]) * len(order)
+            in_python = len(order)
+        for k in range(in_python):
             d = idom[k]
             if d < 0:
                 owner[k] = -1
