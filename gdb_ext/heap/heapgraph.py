@@ -288,6 +288,15 @@ class Heap(object):
                     k = data.find(pat, k + 1)
                 if k >= 0:
                     return Ref(holder, gct, target, ("arr", k // 8))
+            # The hash part searched the same way; of its slots, the first
+            # in refs()'s order (node by node, a key before its value).
+            try:
+                found = [r for r in self._tab_refs_to(holder, target, pat)
+                         if not r.weak and r.how[0] in ("key", "val")]
+            except FaultError:
+                found = None
+            if found is not None:
+                return min(found, key=lambda r: (r.how[1], r.how[0] != "key")) if found else None
         return next((r for r in self.refs(holder, gct) if r.target == target and not r.weak),
                     None)
 
