@@ -194,17 +194,17 @@ class _Graph(object):
             if data is not None:
                 done = lib.graphc_feed(h, base, data, length)
                 self._check(done)
-                if done == count:
-                    continue
                 count -= done
-            for _ in range(count):      # a request at a time
-                lib.graphc_peek(h, al)
+            while count > 0 and lib.graphc_peek(h, al):     # a request at a time
                 try:
                     data = mem.read(al[0], al[1])
                 except FaultError:
                     lib.graphc_skip(h)
+                    count -= 1
                     continue
-                self._check(lib.graphc_feed(h, al[0], data, al[1]))
+                done = lib.graphc_feed(h, al[0], data, al[1])
+                self._check(done)
+                count -= max(done, 1)
         return nruns
 
     def weak(self) -> None:
