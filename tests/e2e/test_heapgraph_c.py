@@ -1,0 +1,59 @@
+"""The heap graph in C (gdb_ext/heap/graphc.c) answers as the Python search
+does (LJGDB_HEAPGRAPH=python), and so it does when no run of its requests
+can be read at once and each request is read alone: lgcstat --retained,
+lgcpath, lgcref and --diff on a core of testprogs/lua/heap.lua (N objects
+made and counted by the program, one probe table), in the core reader."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from support.stop import ROOT, Stop, addr_of, sysroot_args
+
+N = 20000
+WRAPPER = os.path.join(ROOT, "tests", "support", "runs_unreadable.py")
+
+
+@pytest.fixture(scope="module")
+def stop(tmp_path_factory):
+    work = str(tmp_path_factory.mktemp("heapgraphc"))
+    st = Stop("r21-gc64", "heap.lua", ["linfo"], work, args=(str(N),))
+    st.work = work
+    return st
+
+
+def reader(stop, how, *args):
+    env = dict(os.environ)
+    env.pop("LJGDB_HEAPGRAPH", None)
+    if how == "python":
+        env["LJGDB_HEAPGRAPH"] = "python"
+    cmd = [sys.executable] + (["-m", "ljgdb"] if how != "runs unreadable" else [WRAPPER])
+    p = subprocess.run(cmd + sysroot_args(stop.build) + [stop.core, stop.build["host"]] +
+                       list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                       env=env, timeout=300)
+    assert p.returncode == 0, p.stderr.decode()
+    if how == "runs unreadable":
+        refused = int(p.stderr.decode().rsplit("runs refused: ", 1)[1].split()[0])
+        assert refused > 0, p.stderr.decode()      # (the fallback did run)
+    return p.stdout.decode()
+
+
+def test_the_same_answers_three_ways(stop):
+    probe = "0x%x" % addr_of([r for r in stop.expected if r[0] == "probe"][0][1])
+    made = int([r for r in stop.expected if r[0] == "made"][0][1])
+    snap = os.path.join(stop.work, "base.snap")
+    reader(stop, "python", "lgcstat", "--save", snap)
+    for args in (["lgcstat", "--retained", "--json"], ["lgcpath", probe], ["lgcref", probe],
+                 ["lgcstat", "--diff", snap, "--list", "--top", "5", "--json"]):
+        outs = {how: reader(stop, how, *args) for how in ("C", "python", "runs unreadable")}
+        assert outs["C"] == outs["python"] == outs["runs unreadable"], (args, outs)
+    # (and what they agree on is the program's heap: every object it made
+    # reached, the probe's one holder)
+    doc = json.loads(outs["C"])
+    assert doc["same_process"] and doc["freed"] == {}
+    ret = json.loads(reader(stop, "C", "lgcstat", "--retained", "--json"))
+    assert ret["reached"] >= made, (ret["reached"], made)
+    assert reader(stop, "C", "lgcref", probe).startswith(
+        "references to table (GCtab *)%s: 1\n" % probe)
