@@ -408,7 +408,7 @@ static int decode(graphc_t *h, const rq_t *q, const uint8_t *p)
 }
 
 /* Decode every waiting request (from the first not yet fed, in the order
-   graphc_requests left them) that lies within [base, base + len): buf
+   graphc_plan left them) that lies within [base, base + len): buf
    holds those bytes.  Returns how many were decoded, -1 out of memory. */
 int64_t graphc_feed(graphc_t *h, uint64_t base, const uint8_t *buf, uint64_t len)
 {
