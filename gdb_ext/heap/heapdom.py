@@ -33,6 +33,7 @@ from array import array
 
 from .. import consts as C
 from . import graphc
+from .heapgraph import root_indices
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
     from .heapgraph import Heap, Ref
@@ -49,7 +50,7 @@ class Dominators(object):
         self.heap = heap
         addrs, gcts = heap.index()
         self.n = len(addrs)
-        roots = self._roots(addrs)
+        roots = self._roots()
         # The same search in C when it can be built (graphc.py), else here.
         fast = graphc.dominators(heap, roots)
         self.searched_in = "C" if fast is not None else "Python"
@@ -69,19 +70,12 @@ class Dominators(object):
             if was:
                 gc.enable()
 
-    def _roots(self, addrs):
+    def _roots(self):
         """The heap indices of the roots, each once, in the order they are
         numbered; self.root_names: number -> the root's name."""
-        n = len(addrs)
-        out, seen = [], set()
-        self.root_names = {}
-        for name, v in self.heap.roots():
-            i = bisect.bisect_left(addrs, v)
-            if i < n and addrs[i] == v and i not in seen:
-                seen.add(i)
-                self.root_names[len(out)] = name
-                out.append(i)
-        return out
+        found = root_indices(self.heap)
+        self.root_names = {k: name for k, (_, name) in enumerate(found)}
+        return [i for i, _ in found]
 
     def _search(self, addrs, gcts, roots, progress):
         heap = self.heap

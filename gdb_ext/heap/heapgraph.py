@@ -64,6 +64,21 @@ _CHUNK = 1 << 16
 LJ_GC_FINALIZED = 0x08
 
 
+def root_indices(heap: Any) -> List[Tuple[int, Tuple[Any, ...]]]:
+    """[(index in heap.addrs, name)] of heap.roots() that are objects of
+    its index, each object once (its first name), in roots()'s order: the
+    order the searches start from (heapdom.Dominators, Heap.path_to)."""
+    addrs = heap.addrs
+    n = len(addrs)
+    out, seen = [], set()
+    for name, v in heap.roots():
+        i = bisect.bisect_left(addrs, v)
+        if i < n and addrs[i] == v and i not in seen:
+            seen.add(i)
+            out.append((i, name))
+    return out
+
+
 def _aligned(data, pat, align):
     """Offsets of pat in data at multiples of align."""
     k = data.find(pat)
@@ -812,13 +827,9 @@ class Heap(object):
         pos = self.position
         if pos(target) < 0:
             return None
-        root_of = {}
-        roots = []
-        for name, v in self.roots():
-            i = pos(v)
-            if i >= 0 and i not in root_of:
-                root_of[i] = name
-                roots.append(i)
+        found = root_indices(self)
+        root_of = dict(found)
+        roots = [i for i, _ in found]
         ti = pos(target)
         # The same search in C when it can be built (graphc.py), else here.
         parent = graphc.parents(self, roots, ti)
