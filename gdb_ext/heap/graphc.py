@@ -147,10 +147,8 @@ class _Graph(object):
         self._arrays = (addrs, gcts, heap.sizes)
         n = len(addrs)
         lay = _layout(heap) if memory else _Layout()
-        self.h = lib.graphc_new(ctypes.byref(lay), n, addrs.buffer_info()[0] if n else None,
-                                gcts if n else None,
-                                heap.sizes.buffer_info()[0] if n else None, 1 if memory else 0,
-                                1 if strong else 0)
+        self.h = lib.graphc_new(ctypes.byref(lay), n, _at(addrs), gcts if n else None,
+                                _at(heap.sizes), 1 if memory else 0, 1 if strong else 0)
         if not self.h:
             raise _no_memory(n)
         self.memory, self.strong, self.weak_too = memory, strong, weak_too
@@ -179,9 +177,8 @@ class _Graph(object):
         lib, h, mem = self.lib, self.h, self.heap.mem
         out = ctypes.c_void_p()
         reg = self.regions
-        nruns = lib.graphc_plan(h, GAP if len(reg) else PAGE_GAP, MAX_RUN,
-                                reg.buffer_info()[0] if len(reg) else None, len(reg) // 2,
-                                ctypes.byref(out))
+        nruns = lib.graphc_plan(h, GAP if len(reg) else PAGE_GAP, MAX_RUN, _at(reg),
+                                len(reg) // 2, ctypes.byref(out))
         self._check(0)
         runs = _words(out.value, 3 * nruns)
         al = (ctypes.c_uint64 * 2)()
@@ -232,18 +229,24 @@ class _Graph(object):
             for piece in targets(addrs[i], gct):
                 got.extend(piece)
             if got:
-                self._check(add(h, i, got.buffer_info()[0], len(got)))
+                self._check(add(h, i, _at(got), len(got)))
+
+    def read_memory(self) -> None:
+        """Every request read and decoded: the objects themselves, then the
+        tables' parts and the upvalues' values (the memory bound checked
+        after each round)."""
+        check, n = self.heap.check_budget, len(self.heap.addrs)
+        self.feed()
+        check(n)
+        self.weak()
+        while self.feed():
+            check(n)
+        self.lib.graphc_read_all(self.h)
 
     def fill(self) -> None:
         """Every object's references, from memory or from the heap."""
-        check = self.heap.check_budget
         if self.memory:
-            self.feed()             # the objects themselves
-            check(len(self.heap.addrs))
-            self.weak()
-            while self.feed():      # the tables' parts, upvalues' values
-                check(len(self.heap.addrs))
-            self.lib.graphc_read_all(self.h)
+            self.read_memory()
             self.others(IN_C)
         else:
             self.others(())
@@ -326,10 +329,7 @@ def holders(heap: Any, target: int) -> Optional[array]:
     cm = (ctypes.c_char * len(mask)).from_buffer(mask)
     try:
         lib.graphc_find(g.h, target, ctypes.addressof(cm))
-        g.feed()
-        g.weak()
-        while g.feed():
-            pass
+        g.read_memory()
     finally:
         g.close()
         del cm
