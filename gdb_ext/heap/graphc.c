@@ -623,6 +623,17 @@ static int build_csr(graphc_t *h)
     return 0;
 }
 
+/* The nearest common ancestor of a and b in the tree of guesses (a
+   dominator has a smaller number than what it dominates). */
+static inline int32_t common(const int32_t *idom, int32_t a, int32_t b)
+{
+    while (a != b) {
+        while (a > b) a = idom[a];
+        while (b > a) b = idom[b];
+    }
+    return a;
+}
+
 /* heapdom.Dominators: roots (indices, each once, in order); the caller's
    arrays of n entries each receive num (by index), and order, idom,
    parent, retained and count (by number: the first `reached`, see
@@ -675,12 +686,7 @@ int graphc_dominators(graphc_t *h, const uint32_t *roots, uint64_t nroots, int32
                 iu[ni] = (uint32_t)parent[v]; iv[ni++] = (uint32_t)v;
             }
             iu[ni] = (uint32_t)u; iv[ni++] = (uint32_t)v;
-            int32_t a = u, b = idom[v];
-            while (a != b) {
-                while (a > b) a = idom[a];
-                while (b > a) b = idom[b];
-            }
-            idom[v] = a;
+            idom[v] = common(idom, u, idom[v]);
         }
     }
     free(many);
@@ -693,11 +699,7 @@ int graphc_dominators(graphc_t *h, const uint32_t *roots, uint64_t nroots, int32
         changed = 0;
         passes++;
         for (uint64_t k = 0; k < ni; k++) {
-            int32_t v = (int32_t)iv[k], a = (int32_t)iu[k], b = idom[v], old = b;
-            while (a != b) {
-                while (a > b) a = idom[a];
-                while (b > a) b = idom[b];
-            }
+            int32_t v = (int32_t)iv[k], old = idom[v], a = common(idom, (int32_t)iu[k], old);
             if (a != old) {
                 idom[v] = a;
                 changed = 1;

@@ -204,7 +204,7 @@ class Dominators(object):
         the next cycle frees (or only weak tables hold)."""
         sizes = self.heap.sizes
         num = self.num
-        fast = graphc.unreached(num, sizes) if self.searched_in == "C" else None
+        fast = graphc.unreached(num, sizes)
         if fast is not None:
             return fast
         objs = nbytes = 0
@@ -231,7 +231,7 @@ class Dominators(object):
         most first (upvalue objects left out: each retains what its value
         does, and its closure is listed above it)."""
         gcts, order, ret = self.heap.gcts, self.order, self.retained
-        fast = graphc.top(ret, order, gcts, count, skip) if self.searched_in == "C" else None
+        fast = graphc.top(ret, order, gcts, count, skip)
         if fast is not None:
             return fast
         import heapq
