@@ -2,16 +2,17 @@
 
 lgcstat's own walk keeps a few bytes an object; the heap graph (lgcpath,
 lgcref, lgcstat --retained, --save, --diff and the V8 heap snapshot) keeps
-some 100 to 350 bytes an object, and a heap of tens of millions of objects
-would take more memory than the machine has: the debugger, killed by the
+some 140 to 350 bytes an object (GRAPH_BYTES below), and a heap of tens
+of millions of objects would take more memory than the machine has: the debugger, killed by the
 kernel, would take the user's session with it.  A Budget stops such a
 command with one line instead, twice:
   - before the graph is built, from the heap's object count (the walk that
     finds every object comes first) and what the command keeps an object
     (GRAPH_BYTES, measured: docs/benchmarks.md, the heap-graph tables);
   - while it is built, from the process's resident memory
-    (/proc/self/statm), every 65,536 objects: a heap whose objects
-    cost more than the estimate is stopped too.
+    (/proc/self/statm), every 65,536 objects in the Python loops and after
+    each round of the C code (graphc.py): a heap whose objects cost more
+    than the estimate is stopped too.
 The limit counts the memory the command adds to the process, not what the
 process (gdb, lldb) held before it.
 """
