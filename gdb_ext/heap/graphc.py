@@ -221,10 +221,10 @@ class _Graph(object):
         addrs, gcts = heap.addrs, heap.gcts
         targets = heap.strong_targets if self.strong else heap.graph_targets
         skip = NO_REFS + kinds
-        for i in range(len(addrs)):
+        # (Holder by holder, a type at a time: each holder's references
+        # stay in order, and the loop visits no object it skips.)
+        for i in (i for g in range(16) if g not in skip for i in positions(gcts, g)):
             gct = gcts[i]
-            if gct in skip:
-                continue
             got = array("Q")
             for piece in targets(addrs[i], gct):
                 got.extend(piece)
