@@ -45,6 +45,8 @@ WALL = 0x40000000               # __WALL: wait for threads too
 YAMA_SCOPE = "/proc/sys/kernel/yama/ptrace_scope"
 # How long a thread may take to stop after PTRACE_INTERRUPT.
 STOP_TIMEOUT = 5.0
+# reads of a VM's changing fields when it is found without a stop (vmfind.check_state)
+RUNNING_TRIES = 8
 
 _ARCHES = {"x86_64": X86_64, "aarch64": AARCH64, "arm64": AARCH64}
 
@@ -698,7 +700,7 @@ def sampling_target(proc: LiveProcess, stop: bool = True
     if not stop:
         t = open_live_target(proc, 0)
         lay = Layout(t)
-        states, _ = list_states(t, lay, [])
+        states, _ = list_states(t, lay, [], tries=RUNNING_TRIES)
         t.clear_cache()
         return t, lay, [s.G for s in states]
     with proc.stopped():

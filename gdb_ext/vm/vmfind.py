@@ -68,26 +68,46 @@ def _hits(data, base, K, rs, align):
     return out
 
 
-def check_state(t: 'Target', lay: 'Layout', G: int, L: int) -> Optional[str]:
+def check_state(t: 'Target', lay: 'Layout', G: int, L: int, tries: int = 1) -> Optional[str]:
     """None when G and L are a VM's global_State and main thread by every
     check that costs little: the knot both ways, L's type byte, a stack
     that L's fields describe, the string table's mask, a known VM state.
-    Else a text saying which check failed."""
+    Else a text saying which check failed.  tries: how many times the
+    checks of fields the VM rewrites as it runs (the stack's, the VM
+    state) are read again, the target's cache cleared, when they fail on
+    a knot that holds: a process read as it runs can be caught between
+    the stores of L->base and L->top (the BPF sampler finds its VMs so;
+    once in 100 reads of a program that calls C functions in a loop)."""
     try:
         main = t.uint(G + lay.G.mainthref, lay.ref_size, "g->mainthref")
         if main != L:
             return "g->mainthref is 0x%x, not 0x%x" % (main, L)
         if t.u8(L + lay.str.gct, "lua_State gct") != C.GCT_THREAD:
             return "0x%x has not the type byte of a thread" % L
+        mask = t.u32(G + lay.o_strmask, "the string table's mask")
+        if mask & (mask + 1):
+            return "the string table's mask 0x%x is not 2^n-1" % mask
+    except (FaultError, CorruptError, NotLuaJITError) as e:
+        return str(e)
+    why = None
+    for i in range(max(1, tries)):
+        if i:
+            t.clear_cache()
+        why = _check_moment(t, lay, G, L)
+        if why is None:
+            break
+    return why
+
+
+def _check_moment(t: 'Target', lay: 'Layout', G: int, L: int) -> Optional[str]:
+    """check_state's checks of the fields that change as the VM runs."""
+    try:
         th = Thread(Bare(t, lay, G), L)
         if th.glref != G:
             return "L->glref is 0x%x" % th.glref
         if not (th.stack and 0 < th.stacksize < (1 << 28) and
                 th.stack <= th.base <= th.top <= th.stack + 8 * th.stacksize):
             return "the main thread's stack fields are not consistent"
-        mask = t.u32(G + lay.o_strmask, "the string table's mask")
-        if mask & (mask + 1):
-            return "the string table's mask 0x%x is not 2^n-1" % mask
         vs = t.i32(G + lay.G.vmstate, "g->vmstate")
         if vs < 0 and ~vs not in lay.vmstate_names:
             return "g->vmstate %d is no VM state" % vs
@@ -102,12 +122,14 @@ def check_state(t: 'Target', lay: 'Layout', G: int, L: int) -> Optional[str]:
 
 def search_states(t: 'Target', lay: 'Layout',
                   regions: Optional[List[Tuple[int, int, bool, str]]] = None,
-                  progress: Optional[Callable[[int], Any]] = None) -> List[FoundState]:
+                  progress: Optional[Callable[[int], Any]] = None,
+                  tries: int = 1) -> List[FoundState]:
     """Every VM in the target's memory, as FoundState, in address order.
     regions: [(start, end, writable, name)] (default t.regions()); only the
     writable ones are read, in chunks of 1 MB.  An X64 (non-GC64) VM lives
     below 4 GB (its references are 32 bits).  progress(bytes_done) is
-    called after each chunk.  Raises NotLuaJITError when the target cannot
+    called after each chunk.  tries: check_state's, more than 1 for a
+    process read as it runs.  Raises NotLuaJITError when the target cannot
     list its memory."""
     if regions is None:
         regions = t.regions()
@@ -142,7 +164,7 @@ def search_states(t: 'Target', lay: 'Layout',
                 if G in seen:
                     continue
                 seen.add(G)
-                if check_state(t, lay, G, L) is None:
+                if check_state(t, lay, G, L, tries) is None:
                     found.append(FoundState(G, L, (name, start)))
             done += min(CHUNK, end - a)
             if progress is not None:
@@ -163,11 +185,11 @@ class StateInfo(object):
 
 
 def list_states(t: 'Target', lay: 'Layout', candidates: Iterable[Tuple[str, int, str]],
-                search: bool = True) -> Tuple[List[StateInfo], Optional[str]]:
+                search: bool = True, tries: int = 1) -> Tuple[List[StateInfo], Optional[str]]:
     """(states, problem): every VM the candidates (kind, address, where:
     see state.make_vm) name, and, with search, every one in memory; in the
     order found.  problem says why the memory could not be searched, or is
-    None."""
+    None.  tries: see check_state (more than 1 when the process runs)."""
     out = {}
     for kind, addr, where in candidates:
         try:
@@ -179,7 +201,7 @@ def list_states(t: 'Target', lay: 'Layout', candidates: Iterable[Tuple[str, int,
     problem = None
     if search:
         try:
-            for f in search_states(t, lay):
+            for f in search_states(t, lay, tries=tries):
                 name = f.region[0] or "memory at 0x%x" % f.region[1]
                 out.setdefault(f.G, StateInfo(f.G, f.L)).ways.append("memory search (%s)" % name)
         except NotLuaJITError as e:

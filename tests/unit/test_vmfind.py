@@ -7,6 +7,7 @@ import pytest
 from ljgdb.gdb_ext.layouts.layout import Layout
 from ljgdb.gdb_ext.vm.state import make_vm
 from ljgdb.gdb_ext.vm.vmfind import _hits, list_states, search_states
+from ljgdb.gdb_ext.target import SyntheticTarget
 from support.synth import LAYOUTS, Heap
 
 VARIANTS = LAYOUTS
@@ -76,6 +77,43 @@ def test_list_states_merges_frames_and_search(variant):
     assert problem is None
     assert [(s.G, s.L) for s in got] == [states[1], states[0]]
     assert got[0].ways == ["frame #3 main: L", "memory search (segment)"]
+
+
+class _Running(SyntheticTarget):
+    """A process read as it runs: the VM's store of L->top lands after the
+    first read of it, when the cache is cleared for the next."""
+
+    def __init__(self, js, segs, fix):
+        self.fix = None
+        super().__init__(js, segs)
+        self.fix = fix
+        self.cleared = 0
+
+    def clear_cache(self):
+        super().clear_cache()
+        if self.fix is not None:
+            self.cleared += 1
+            addr, data = self.fix
+            base, mem = self.segments[0]
+            mem[addr - base:addr - base + len(data)] = data
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_torn_read_of_the_stack_is_read_again(variant):
+    """Caught between the stores of L->base and L->top (base above top), a
+    VM found without a stop is not lost: its changing fields are read again
+    (tries), never taken as they were; one try alone rejects it."""
+    h, states = heap_with_states(variant, 1)
+    G, L = states[0]
+    f = h.types["lua_State"].fields["top"]
+    good = bytes(h.mem[L + f.offset - h.base:L + f.offset - h.base + f.size])
+    top = int.from_bytes(good, "little")
+    h.put("lua_State", L, "top", top - 8)          # below base: torn
+    t = _Running(h.js, [(h.base, bytes(h.mem))], (L + f.offset, good))
+    assert search_states(t, Layout(t)) == []
+    t = _Running(h.js, [(h.base, bytes(h.mem))], (L + f.offset, good))
+    assert [(s.G, s.L) for s in list_states(t, Layout(t), [], tries=3)[0]] == states
+    assert t.cleared == 1
 
 
 def test_hits_across_windows_and_chunks():
