@@ -182,17 +182,12 @@ class ThreadScanner(object):
         step_of = self._step
         site_name, named_keys = self._site_name, self._named
         page = [0, b"", 0]
+        spage = [0, b"", 0]                 # the last stack's window (stacks sit together)
+        last = [-1, None, 0, None, None, ()]   # (rel,) + the shape the last thread matched
         shapes = self.shapes
         first = 16 if fr2 else 8            # the innermost frame's slot(s)
         T_THREAD, YIELD, OK = C.GCT_THREAD, C.LUA_YIELD, C.LUA_OK
         QQ, Q = _QQ.unpack_from, _Q.unpack_from
-
-        if exdata_off is None:              # (no L->exdata in this build)
-            def exdata_of(buf, off):
-                return None
-        else:
-            def exdata_of(buf, off):
-                return Q(buf, off + exdata_off)[0] or None
 
         def fast(L):
             if L in skip:
@@ -205,6 +200,8 @@ class ThreadScanner(object):
             gct, status, base, top, stack, stacksize = rd_L(buf, L - base_)
             if gct != T_THREAD or not 0 < stacksize < (1 << 24):
                 return None
+            # OpenResty's L->exdata (0: none; no such member: exdata_off None)
+            ex = (Q(buf, L - base_ + exdata_off)[0] or None) if exdata_off else None
             if status == YIELD:
                 st = "suspended"
             elif status != OK:
@@ -222,28 +219,44 @@ class ThreadScanner(object):
                 return None
             if base - 8 <= stack + 8 * fr2:     # no frame: fresh, dead or idle
                 return _new(ThreadSummary,
-                            (L, st, stacksize, (), None, exdata_of(buf, L - base_)))
+                            (L, st, stacksize, (), None, ex))
             if base_ <= stack and end <= top_:
                 sb, sbuf = base_, buf
             else:
-                sb, sbuf = mem.window(stack, 8 * stacksize)
+                sb, sbuf, stop_ = spage
+                if not (sb <= stack and end <= stop_):
+                    sb, sbuf = mem.window(stack, 8 * stacksize)
+                    spage[:] = (sb, sbuf, sb + len(sbuf))
             # A thread shaped like one walked before: the same depth, and
             # the same bytes in every slot that walk read (functions, links,
             # continuation pcs) give the same frames.
             o = stack - sb
             rel = base - stack
+            # The shape the thread before matched first (threads made
+            # together stand alike): its bytes cover the innermost frame's
+            # slots, the key of the shapes' dict.
+            lrel, skeys, at, same, want, cbs = last
+            if rel == lrel and same.unpack_from(sbuf, o + at) == want:
+                for a in cbs:
+                    if Q(sbuf, o + a)[0] == LJ_CONT_FFI_CALLBACK:
+                        break
+                else:
+                    return _new(ThreadSummary, (L, st, stacksize, skeys, None,
+                                                ex))
             skey = (rel, sbuf[o + rel - first:o + rel])
             known = shapes.get(skey)
             if known is not None:
-                for skeys, at, same, want, cbs in known:
+                for shape in known:
+                    skeys, at, same, want, cbs = shape
                     if same.unpack_from(sbuf, o + at) != want:
                         continue
                     for a in cbs:
                         if Q(sbuf, o + a)[0] == LJ_CONT_FFI_CALLBACK:
                             break
                     else:
+                        last[:] = (rel,) + shape
                         return _new(ThreadSummary, (L, st, stacksize, skeys, None,
-                                                    exdata_of(buf, L - base_)))
+                                                    ex))
             keys = []
             names = []                       # keys[i]'s name, from the frame below
             checks = []
@@ -310,9 +323,11 @@ class ThreadScanner(object):
                 known = shapes.setdefault(skey, [])
                 if len(known) < SHAPES_PER_KEY:
                     at, same = _same_bytes([(a, b) for a, b, _ in checks if b is not None])
-                    known.append((keys, at, same, same.unpack_from(sbuf, o + at),
-                                  [a for a, b, _ in checks if b is None]))
-            return _new(ThreadSummary, (L, st, stacksize, keys, None, exdata_of(buf, L - base_)))
+                    shape = (keys, at, same, same.unpack_from(sbuf, o + at),
+                             [a for a, b, _ in checks if b is None])
+                    known.append(shape)
+                    last[:] = (rel,) + shape
+            return _new(ThreadSummary, (L, st, stacksize, keys, None, ex))
 
         out = []
         for L in threads:
