@@ -25,12 +25,12 @@ few fields it needs with one struct.unpack_from per object; nothing here
 makes a gdb call per object.
 """
 from typing import Any, Callable, Optional, TYPE_CHECKING, Tuple
-import gc
 import heapq
 import struct
 from array import array
 
 from .. import consts as C
+from ..bulk import gc_paused
 from ..errors import CorruptError, FaultError, NotLuaJITError
 from ..vm.pages import P64, P64_MASK, PAGE, PAGE_MASK, PageCache, raw_reader, struct_reader
 from ..vm.objects import ctype_size
@@ -190,16 +190,8 @@ class HeapWalker(object):
 
     # ------------------------------------------------------------------
     def run(self) -> HeapStat:
-        # The walk makes millions of short-lived tuples and no cycles: Python's
-        # cyclic collector would only rescan what the caller holds, again and
-        # again.  Turn it off for the walk.
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             return self._run()
-        finally:
-            if was_enabled:
-                gc.enable()
 
     def _run(self):
         st = self.st

@@ -28,10 +28,10 @@ lists are the references into objects that have more than one.
 """
 from typing import Any, Callable, List, Optional, TYPE_CHECKING, Tuple
 import bisect
-import gc
 from array import array
 
 from .. import consts as C
+from ..bulk import gc_paused
 from . import graphc
 from .heapgraph import root_indices
 
@@ -60,15 +60,10 @@ class Dominators(object):
             self.retained, self.count = fast["retained"], fast["count"]
             self.references, self.passes = fast["references"], fast["passes"]
             return
-        was = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             self._search(addrs, gcts, roots, progress)
             self.passes = self._settle()
             self._retain()
-        finally:
-            if was:
-                gc.enable()
 
     def _roots(self):
         """The heap indices of the roots, each once, in the order they are
