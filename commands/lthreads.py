@@ -1,6 +1,7 @@
 """lthreads: every coroutine of the VM."""
 from operator import attrgetter
 
+from ..gdb_ext.bulk import gc_paused
 from ..gdb_ext.stack.threadscan import ThreadScanner, ThreadSummary, group
 from .base import LjCommand, UsageError, get_vm, split_args
 from .format import error_text, hexa
@@ -55,10 +56,7 @@ Example:
         else:
             out = ["%-20s %-9s %7s %9s %9s  %s" % ("lua_State", "status", "slots", "stack B",
                                                    "total B", "where")]
-            for r in doc["threads"]:
-                # (data(text=True): a readable thread's row is its line)
-                out.append(r if isinstance(r, str) else
-                           "%-20s <unreadable: %s>" % (r["L"], r["unreadable"]))
+            out.extend(doc["threads"])      # (data(text=True): each row is its line)
         sm = doc["summary"]
         parts = ["%d coroutine%s" % (sm["coroutines"], "" if sm["coroutines"] == 1 else "s"),
                  "the main thread"]
@@ -82,7 +80,7 @@ Example:
 
     @staticmethod
     def _rows(fmt, threads, summaries, resumer, text):
-        """lthreads' "threads": a row a thread (its line of text, with text)."""
+        """lthreads' "threads": a row a thread (with text: its line)."""
         vm, bt = fmt.vm, fmt.bt
         main, vmthread = vm.main_L, bt.vmthread
         lsize = vm.lay.L.size
@@ -100,17 +98,19 @@ Example:
         noted.update(fibers)
         for L, s in zip(threads, summaries):
             if s.__class__ is not ThreadSummary:
-                items.append({"L": hexa(L), "unreadable": str(s)})
+                items.append("%-20s <unreadable: %s>" % (hexa(L), s) if text else
+                             {"L": hexa(L), "unreadable": str(s)})
                 continue
-            if text and s.bt is None and not s.exdata and L not in noted:
-                k = (s.status, s.stacksize, id(s.keys))
+            _, status, stacksize, keys, sbt, exdata = s
+            if text and sbt is None and not exdata and L not in noted:
+                k = (status, stacksize, id(keys))
                 tail = plain.get(k)
                 if tail is None:
-                    where = where_of.get(s.keys)
+                    where = where_of.get(keys)
                     if where is None:
-                        where = where_of[s.keys] = fmt.summary_where(s)
+                        where = where_of[keys] = fmt.summary_where(s)
                     tail = plain[k] = _row_tail(s, lsize, where)
-                items.append("%-20s%s" % (hex(L), tail))
+                items.append("0x%-18x%s" % (L, tail))      # (hex(L) in 20 columns)
                 continue
             stack_b = s.stacksize * 8
             note = []
@@ -173,7 +173,8 @@ Example:
         if "group" in flags:
             doc["groups"] = [fmt.group_data(g) for g in group(good, vmthread)]
         else:
-            doc["threads"] = self._rows(fmt, threads, summaries, resumer, text)
+            with gc_paused():           # (10^6 rows)
+                doc["threads"] = self._rows(fmt, threads, summaries, resumer, text)
         all_b = 8 * sum(map(_STACKSIZE, good)) + lsize * len(good)
         # The main thread and g->vmthref are no coroutines.
         own = [summaries[threads.index(L)] for L in (main, vmthread) if L in threads]

@@ -1,5 +1,6 @@
 """Compiling a C source shipped with the engine (the live backend's
-ptstop.c, the BPF sampler's bpfsample.bpf.c, the heap graph's graphc.c)
+ptstop.c, the BPF sampler's bpfsample.bpf.c, the heap graph's graphc.c,
+the thread scan's threadc.c)
 once, into ljgdb's cache ($XDG_CACHE_HOME/ljgdb, else ~/.cache/ljgdb),
 under a name made of the source's hash and the machine, so a changed
 source is built again and two versions live side by side."""
@@ -9,6 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from array import array
 from typing import Callable, List, Optional, Tuple
 
 
@@ -72,3 +74,21 @@ def load_shared(source: str, stem: str, what: str,
         why = e.stderr.decode(errors="replace").strip().splitlines()[:1] \
             if isinstance(e, subprocess.CalledProcessError) else [str(e)]
         return None, "%s could not be built (%s)" % (what, why[0] if why else e)
+
+
+# The arrays the C helpers fill and read (array.array of C numbers).
+def words(ptr: Optional[int], count: int, code: str = "Q") -> array:
+    """count numbers of type code copied from C memory at ptr."""
+    out = array(code)
+    if count:
+        out.frombytes(ctypes.string_at(ptr, count * out.itemsize))
+    return out
+
+
+def zeros(code: str, count: int) -> array:
+    return array(code, [0]) * count
+
+
+def address_of(a: array) -> Optional[int]:
+    """The address of an array's first item (None when it is empty)."""
+    return a.buffer_info()[0] if len(a) else None

@@ -21,7 +21,7 @@ from array import array
 from typing import Any, Dict, List, Optional, Tuple, TYPE_CHECKING
 
 from .. import consts as C
-from ..cbuild import build_shared, load_shared
+from ..cbuild import address_of as _at, build_shared, load_shared, words as _words, zeros as _zeros
 from ..errors import FaultError, LjError
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
@@ -118,22 +118,6 @@ def _layout(heap: 'Heap') -> _Layout:
         node_size=lay.node.size, node_key=lay.node.key, node_val=lay.node.val,
         fn_ffid=fn.ffid, fn_nup=fn.nupvalues, fn_env=fn.env, fnl_pc=fl.pc, fnl_uvptr=fl.uvptr,
         fnc_upvalue=fn.upvalue, pt_size=lay.pt.size, uv_size=lay.uv.size, uv_v=lay.uv.v)
-
-
-def _words(ptr: Optional[int], count: int, code: str = "Q") -> array:
-    out = array(code)
-    if count:
-        out.frombytes(ctypes.string_at(ptr, count * out.itemsize))
-    return out
-
-
-def _zeros(code: str, count: int) -> array:
-    return array(code, [0]) * count
-
-
-def _at(a: array) -> Optional[int]:
-    """The address of an array's first item (None when it is empty)."""
-    return a.buffer_info()[0] if len(a) else None
 
 
 class _Graph(object):

@@ -20,18 +20,27 @@ rules: the running thread, g->vmthref, a thread that resumed another (its
 resume frame names the resumed thread), a Lua frame whose pc is kept in a
 C frame (below a C function that called Lua), vararg frames, FFI callback
 continuations, and anything that does not read right.
+
+Past the first WARM threads, threadc (C) decides the common case for a
+chunk of threads at a time: the status, no frames, or a stack whose bytes
+equal a shape walked before; the rest comes back to this scan.
 """
 from typing import Any, Iterable, List, Optional, TYPE_CHECKING, Tuple, Union
 import collections
 import struct
+from itertools import compress, repeat
+from operator import not_
 
 from .. import consts as C
+from ..bulk import gc_paused
 from ..errors import CorruptError, FaultError
 from .funcname import call_site_name
 from .frames import FRAME_CONT, FRAME_TYPE, FRAME_TYPEP, FRAME_VARG, LJ_CONT_FFI_CALLBACK
 from ..vm.protoinfo import cached_proto, debug_line
 from ..vm.pages import PageCache, struct_reader
 from ..vm.walkers import threads_walk
+from . import threadc
+from .threadc import Shapes
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
     from .backtrace import Backtracer
@@ -44,6 +53,8 @@ _I = struct.Struct("<I")
 MAX_FRAMES = 4096
 MAX_SHAPES = 1 << 16         # (depth, innermost frame) keys
 SHAPES_PER_KEY = 8           # shapes that share one (different callers)
+WARM = 256                   # threads scanned in Python before threadc takes the rest
+C_CHUNK = 1 << 16            # threads a threadc scan takes at a time
 
 
 class ThreadSummary(collections.namedtuple("ThreadSummary", "L status stacksize keys bt exdata")):
@@ -87,6 +98,7 @@ class ThreadScanner(object):
         # (base - stack, innermost frame slot bytes) -> [(frame keys, [(from,
         # to, bytes)] of every stack slot the walk read, stack-relative)]
         self.shapes = {}
+        self.cshapes = Shapes()  # the same shapes, in the order made, for threadc
         self.walked = []        # scan's summaries that the Backtracer made (.bt is set)
         names = backtracer.names
         for ffid, name in names.items():
@@ -173,8 +185,41 @@ class ThreadScanner(object):
     # --- the threads ------------------------------------------------------
     def scan(self, threads: Iterable[int]) -> List[Union[ThreadSummary, Exception]]:
         """[ThreadSummary, or the FaultError/CorruptError that made a thread
-        unreadable] for each thread, in order.  The fast path runs as a
-        closure over locals: at 10^6 threads, attribute lookups count."""
+        unreadable] for each thread, in order.  After the first WARM
+        threads (scanned in Python: they make the shapes), C_CHUNK threads
+        at a time go to threadc where it loads, and what it leaves (new
+        shapes, errors' stacks, unreadable bytes) to the Python scan."""
+        threads = threads if isinstance(threads, list) else list(threads)
+        with gc_paused():
+            return self._scan(threads)
+
+    def _scan(self, threads):
+        lib = threadc.load()[0] if len(threads) > WARM else None
+        if lib is None:
+            return self._scan_py(threads)
+        out = self._scan_py(threads[:WARM])
+        for i in range(WARM, len(threads), C_CHUNK):
+            part = threads[i:i + C_CHUNK]
+            try:
+                state, sizes, shapes, exdata = threadc.scan(lib, self, part)
+            except MemoryError:
+                out.extend(self._scan_py(part))
+                continue
+            keys = self.cshapes.keys + [()]               # (shape -1: no frames)
+            ex = repeat(None) if exdata is None else map({0: None}.get, exdata, exdata)
+            got = list(map(tuple.__new__, repeat(ThreadSummary), zip(
+                part, map(threadc.STATUS.__getitem__, state), sizes,
+                map(keys.__getitem__, shapes), repeat(None), ex)))
+            left = list(compress(range(len(part)), map(not_, state)))
+            if left:
+                for j, s in zip(left, self._scan_py([part[j] for j in left])):
+                    got[j] = s
+            out.extend(got)
+        return out
+
+    def _scan_py(self, threads: List[int]) -> List[Union[ThreadSummary, Exception]]:
+        """scan in Python.  The fast path runs as a closure over locals: at
+        10^6 threads, attribute lookups count."""
         mem, lsize, steps, fr2 = self.mem, self.lsize, self.steps, self.fr2
         rd_L, exdata_off, bottom = self.rd_L, self.exdata_off, self.bottom
         skip = {self.running, self.vmthread}
@@ -184,7 +229,7 @@ class ThreadScanner(object):
         page = [0, b"", 0]
         spage = [0, b"", 0]                 # the last stack's window (stacks sit together)
         last = [-1, None, 0, None, None, ()]   # (rel,) + the shape the last thread matched
-        shapes = self.shapes
+        shapes, cshapes = self.shapes, self.cshapes
         first = 16 if fr2 else 8            # the innermost frame's slot(s)
         T_THREAD, YIELD, OK = C.GCT_THREAD, C.LUA_YIELD, C.LUA_OK
         QQ, Q = _QQ.unpack_from, _Q.unpack_from
@@ -322,11 +367,13 @@ class ThreadScanner(object):
             if cacheable and len(shapes) < MAX_SHAPES:
                 known = shapes.setdefault(skey, [])
                 if len(known) < SHAPES_PER_KEY:
-                    at, same = _same_bytes([(a, b) for a, b, _ in checks if b is not None])
-                    shape = (keys, at, same, same.unpack_from(sbuf, o + at),
-                             [a for a, b, _ in checks if b is None])
+                    at, same, merged = _same_bytes([(a, b) for a, b, _ in checks
+                                                    if b is not None])
+                    want = same.unpack_from(sbuf, o + at)
+                    shape = (keys, at, same, want, [a for a, b, _ in checks if b is None])
                     known.append(shape)
                     last[:] = (rel,) + shape
+                    cshapes.add(rel, merged, b"".join(want), shape[4], keys)
             return _new(ThreadSummary, (L, st, stacksize, keys, None, ex))
 
         out = []
@@ -386,11 +433,12 @@ class ThreadScanner(object):
                              tuple(self.bt.frame_key(fr) for fr in b.frames), b, b.exdata)
 
 
-def _same_bytes(regions: List[Tuple[int, int]]) -> Tuple[int, struct.Struct]:
-    """(start, a Struct): one unpack from the stack's offset start gives the
-    bytes of every region [a, b) of the stack a shape's walk read (merged
-    where they touch), so a thread is checked against a known shape in one
-    call rather than a slice a region."""
+def _same_bytes(regions: List[Tuple[int, int]]
+                ) -> Tuple[int, struct.Struct, List[Tuple[int, int]]]:
+    """(start, a Struct, the regions merged): one unpack from the stack's
+    offset start gives the bytes of every region [a, b) of the stack a
+    shape's walk read (merged where they touch), so a thread is checked
+    against a known shape in one call rather than a slice a region."""
     merged = []
     for a, b in sorted(regions):
         if merged and a <= merged[-1][1]:
@@ -398,13 +446,13 @@ def _same_bytes(regions: List[Tuple[int, int]]) -> Tuple[int, struct.Struct]:
         else:
             merged.append([a, b])
     if not merged:
-        return 0, struct.Struct("<")
+        return 0, struct.Struct("<"), []
     start = pos = merged[0][0]
     fmt = "<"
     for a, b in merged:
         fmt += ("%dx" % (a - pos) if a > pos else "") + "%ds" % (b - a)
         pos = b
-    return start, struct.Struct(fmt)
+    return start, struct.Struct(fmt), [(a, b) for a, b in merged]
 
 
 class Group(object):

@@ -5,15 +5,13 @@ lgcpath, lgcref and --diff on a core of testprogs/lua/heap.lua (N objects
 made and counted by the program, one probe table), in the core reader."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from support.stop import ROOT, Stop, addr_of, sysroot_args
+from support import cpaths
+from support.stop import Stop, addr_of
 
 N = 20000
-WRAPPER = os.path.join(ROOT, "tests", "support", "runs_unreadable.py")
 
 
 @pytest.fixture(scope="module")
@@ -25,19 +23,7 @@ def stop(tmp_path_factory):
 
 
 def reader(stop, how, *args):
-    env = dict(os.environ)
-    env.pop("LJGDB_HEAPGRAPH", None)
-    if how == "python":
-        env["LJGDB_HEAPGRAPH"] = "python"
-    cmd = [sys.executable] + (["-m", "ljgdb"] if how != "runs unreadable" else [WRAPPER])
-    p = subprocess.run(cmd + sysroot_args(stop.build) + [stop.core, stop.build["host"]] +
-                       list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-                       env=env, timeout=300)
-    assert p.returncode == 0, p.stderr.decode()
-    if how == "runs unreadable":
-        refused = int(p.stderr.decode().rsplit("runs refused: ", 1)[1].split()[0])
-        assert refused > 0, p.stderr.decode()      # (the fallback did run)
-    return p.stdout.decode()
+    return cpaths.reader(stop, how, "LJGDB_HEAPGRAPH", *args)
 
 
 def test_the_same_answers_three_ways(stop):

@@ -6,6 +6,9 @@ import zipfile
 
 from support.stop import ROOT, Stop, manifest
 
+# The engine's C code built beside its loader by pip: (wing, stem).
+C_HELPERS = (("backends", "ptstop"), ("heap", "graphc"), ("stack", "threadc"))
+
 
 def test_wheel_contents(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
@@ -29,15 +32,13 @@ def test_wheel_contents(tmp_path):
     library = sorted(f for f in os.listdir(os.path.join(ROOT, "pkg", "profiles", "library"))
                      if f.endswith(".json.gz"))
     assert library and all("ljgdb/profiles/library/" + f in names for f in library), library
-    # record's C sampler: its source, and the library built beside it for
-    # this machine (a compiler is at hand here).
-    assert "ljgdb/gdb_ext/backends/ptstop.c" in names
-    built = [n for n in names if n.startswith("ljgdb/gdb_ext/backends/ptstop-")]
-    assert len(built) == 1 and built[0].endswith("-%s.so" % os.uname().machine), built
-    # The heap graph's C code, the same way.
-    assert "ljgdb/gdb_ext/heap/graphc.c" in names
-    built = [n for n in names if n.startswith("ljgdb/gdb_ext/heap/graphc-")]
-    assert len(built) == 1 and built[0].endswith("-%s.so" % os.uname().machine), built
+    # record's C sampler, the heap graph's and the thread scan's C code:
+    # each source, and the library built beside it for this machine (a
+    # compiler is at hand here).
+    for wing, stem in C_HELPERS:
+        assert "ljgdb/gdb_ext/%s/%s.c" % (wing, stem) in names
+        built = [n for n in names if n.startswith("ljgdb/gdb_ext/%s/%s-" % (wing, stem))]
+        assert len(built) == 1 and built[0].endswith("-%s.so" % os.uname().machine), built
     # The BPF sampler's program: its source (compiled at first use, into
     # the cache: clang's output depends on the kernel's headers only).
     assert "ljgdb/gdb_ext/backends/bpfsample.bpf.c" in names
@@ -78,16 +79,12 @@ def test_install_in_a_virtualenv(tmp_path):
     # record's C sampler and the heap graph's C code are the ones the wheel
     # carries: nothing is built into the (empty) cache.
     cache = str(tmp_path / "cache")
-    lib = subprocess.run([py, "-c", "from ljgdb.gdb_ext.backends import ptstop; "
-                          "print(ptstop.load()[0]._name)"], check=True, stdout=subprocess.PIPE,
-                         cwd=str(tmp_path), env=dict(os.environ, XDG_CACHE_HOME=cache)
-                         ).stdout.decode().strip()
-    assert lib.startswith(os.path.join(site, "gdb_ext", "backends", "ptstop-")), lib
-    lib = subprocess.run([py, "-c", "from ljgdb.gdb_ext.heap import graphc; "
-                          "print(graphc.load()[0]._name)"], check=True, stdout=subprocess.PIPE,
-                         cwd=str(tmp_path), env=dict(os.environ, XDG_CACHE_HOME=cache)
-                         ).stdout.decode().strip()
-    assert lib.startswith(os.path.join(site, "gdb_ext", "heap", "graphc-")), lib
+    for wing, stem in C_HELPERS:
+        lib = subprocess.run([py, "-c", "from ljgdb.gdb_ext.%s import %s; print(%s.load()[0]._name)"
+                              % (wing, stem, stem)], check=True, stdout=subprocess.PIPE,
+                             cwd=str(tmp_path), env=dict(os.environ, XDG_CACHE_HOME=cache)
+                             ).stdout.decode().strip()
+        assert lib.startswith(os.path.join(site, "gdb_ext", wing, stem + "-")), lib
     assert not os.path.exists(cache)
     # The installed core reader (python3 -m ljgdb CORE ...) prints what the
     # checkout's prints, on a core of that host.

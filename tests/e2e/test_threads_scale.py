@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from support.cpaths import reader
 from support.stop import BOTH_ARCHES, Stop, chunk_display, traceback_name
 
 N = 2000
@@ -56,6 +57,18 @@ for v in kinds.values():
         if other != lines:
             print("MISMATCH %s: %r != %r" % (L, lines, other))
 print("COMPARED %d" % n)
+# The scan's C code (threadc) took the threads after the first ones; the
+# Python scan alone gives the same text.
+import os
+from ljgdb.gdb_ext.stack import threadc
+print("THREADC %s" % (threadc.load()[0] is not None))
+c_text = [gdb.execute(c, to_string=True) for c in ("lthreads", "lbt --all")]
+os.environ["LJGDB_THREADSCAN"] = "python"
+try:
+    py_text = [gdb.execute(c, to_string=True) for c in ("lthreads", "lbt --all")]
+finally:
+    del os.environ["LJGDB_THREADSCAN"]
+print("SCANS %s" % ("SAME" if c_text == py_text else "DIFFER"))
 """
 
 
@@ -101,6 +114,14 @@ def test_many_coroutines(variant, tmp_path):
         assert len(all_blocks) >= N, (mode, len(all_blocks))
         rows = [ln.split() for ln in s.out(mode, "lthreads").splitlines() if ln.startswith("0x")]
         assert len(rows) == len(all_blocks)
+    if variant == "r21-gc64":
+        # The core reader: threadc with every long read refused (one request
+        # at a time then) prints what the Python scan prints.
+        outs = {how: reader(s, how, "LJGDB_THREADSCAN", "lthreads") for how in ("python", "runs unreadable")}
+        assert outs["python"] == outs["runs unreadable"], outs
+        assert len([ln for ln in outs["python"].splitlines() if ln.startswith("0x")]) == \
+            len(all_blocks)
     for mode in ("live", "core"):
         out = s.out(mode, "python exec(open(%r).read())" % script)
         assert "MISMATCH" not in out and re.search(r"COMPARED \d\d", out), (mode, out[-3000:])
+        assert "THREADC True" in out and "SCANS SAME" in out, (mode, out[-3000:])

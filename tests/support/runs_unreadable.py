@@ -1,7 +1,8 @@
 """python3 tests/support/runs_unreadable.py CORE BINARY COMMAND ...: the
-core reader with every long read of the heap graph's C path refused (each
-run of requests graphc.py reads at once raises FaultError), so that it
-falls back to reading one request at a time.  For test_heapgraph_c.py."""
+core reader with every long read of the C paths refused (each run of
+requests graphc.py or threadc.py reads at once raises FaultError), so that
+they fall back to reading one request at a time.  For test_heapgraph_c.py
+and test_threads_scale.py."""
 import atexit
 import linecache
 import os
@@ -19,7 +20,7 @@ refused = [0]
 
 def read(self, addr, n):
     f = sys._getframe(1)
-    if f.f_code.co_name == "feed" and \
+    if f.f_code.co_name in ("feed", "phase") and \
             "(base, length)" in linecache.getline(f.f_code.co_filename, f.f_lineno):
         refused[0] += 1
         raise FaultError("a run refused by the test", addr)
