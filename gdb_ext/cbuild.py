@@ -11,7 +11,9 @@ import shutil
 import subprocess
 import tempfile
 from array import array
-from typing import Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from .errors import FaultError
 
 
 def cache_dir() -> str:
@@ -76,6 +78,37 @@ def load_shared(source: str, stem: str, what: str,
         return None, "%s could not be built (%s)" % (what, why[0] if why else e)
 
 
+class CHelper(object):
+    """One C helper of the engine with ctypes signatures: built at first
+    use (or found beside its source when pip built it), loaded once.
+    env: the variable that asks for the Python path instead (=python);
+    signatures(): {function: (result type, [argument types])}."""
+
+    def __init__(self, source: str, stem: str, what: str, env: str,
+                 signatures: Callable[[], Dict[str, Tuple[Any, List[Any]]]]) -> None:
+        self.source, self.stem, self.what, self.env = source, stem, what, env
+        self.signatures = signatures
+        self._loaded = None         # (the library or None, why not)
+
+    def build(self, dest_dir: str) -> str:
+        """Compile the source into dest_dir; OSError or CalledProcessError
+        when it cannot be."""
+        return build_shared(self.source, self.stem, dest_dir)
+
+    def load(self) -> Tuple[Optional[ctypes.CDLL], str]:
+        """(the library, "") or (None, why the work is done in Python)."""
+        if os.environ.get(self.env) == "python":
+            return None, "%s=python" % self.env
+        if self._loaded is None:
+            lib, why = load_shared(self.source, self.stem, self.what)
+            if lib is not None:
+                for name, (res, args) in self.signatures().items():
+                    f = getattr(lib, name)
+                    f.restype, f.argtypes = res, args
+            self._loaded = (lib, why)
+        return self._loaded
+
+
 # The arrays the C helpers fill and read (array.array of C numbers).
 def words(ptr: Optional[int], count: int, code: str = "Q") -> array:
     """count numbers of type code copied from C memory at ptr."""
@@ -92,3 +125,31 @@ def zeros(code: str, count: int) -> array:
 def address_of(a: array) -> Optional[int]:
     """The address of an array's first item (None when it is empty)."""
     return a.buffer_info()[0] if len(a) else None
+
+
+def feed_runs(read: Callable[[int, int], bytes], runs: Sequence[int],
+              feed: Callable[[int, bytes, int], int], peek: Callable[[Any], int],
+              skip: Callable[[], None]) -> None:
+    """Read the runs a C helper planned (three words each: first address,
+    length, requests in it) and feed each one's bytes to it; a run that
+    cannot be read whole is read a request at a time (peek fills the next
+    waiting request's address and length), and a request that cannot be
+    read is passed over (skip).  feed(base, data, length): the requests
+    it decoded."""
+    al = (ctypes.c_uint64 * 2)()
+    for r in range(len(runs) // 3):
+        base, length, count = runs[3 * r], runs[3 * r + 1], runs[3 * r + 2]
+        try:
+            data = read(base, length)
+        except FaultError:
+            data = None
+        if data is not None:
+            count -= feed(base, data, length)
+        while count > 0 and peek(al):               # a request at a time
+            try:
+                data = read(al[0], al[1])
+            except FaultError:
+                skip()
+                count -= 1
+                continue
+            count -= max(feed(al[0], data, al[1]), 1)

@@ -21,8 +21,8 @@ from array import array
 from typing import Any, Dict, List, Optional, Tuple, TYPE_CHECKING
 
 from .. import consts as C
-from ..cbuild import address_of as _at, build_shared, load_shared, words as _words, zeros as _zeros
-from ..errors import FaultError, LjError
+from ..cbuild import CHelper, address_of as _at, feed_runs, words as _words, zeros as _zeros
+from ..errors import LjError
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
     from .heapgraph import Heap
@@ -57,54 +57,35 @@ class _Layout(ctypes.Structure):
             "uv_size", "uv_v")]
 
 
-def build(dest_dir: str) -> str:
-    """Compile graphc.c into dest_dir; OSError or CalledProcessError when
-    it cannot be."""
-    return build_shared(SOURCE, "graphc", dest_dir)
-
-
-_loaded = None      # (the library or None, why not)
-
-
-def load() -> Tuple[Optional[ctypes.CDLL], str]:
-    """(the library, "") or (None, why the graph is searched in Python)."""
-    global _loaded
-    if os.environ.get("LJGDB_HEAPGRAPH") == "python":
-        return None, "LJGDB_HEAPGRAPH=python"
-    if _loaded is not None:
-        return _loaded
-    lib, why = load_shared(SOURCE, "graphc", "the heap graph's C code")
-    if lib is None:
-        _loaded = (None, why)
-        return _loaded
+def _signatures() -> Dict[str, Tuple[Any, List[Any]]]:
     P, U64, VP = ctypes.POINTER, ctypes.c_uint64, ctypes.c_void_p
     INT = ctypes.c_int
-    sig = {"graphc_new": (VP, [P(_Layout), U64, VP, ctypes.c_char_p, VP, INT, INT]),
-           "graphc_free": (None, [VP]),
-           "graphc_oom": (ctypes.c_int, [VP]),
-           "graphc_plan": (U64, [VP, U64, U64, VP, U64, P(VP)]),
-           "graphc_peek": (ctypes.c_int, [VP, P(U64)]),
-           "graphc_feed": (ctypes.c_int64, [VP, U64, ctypes.c_char_p, U64]),
-           "graphc_skip": (None, [VP]),
-           "graphc_read_all": (None, [VP]),
-           "graphc_metatables": (U64, [VP, P(VP)]),
-           "graphc_set_weak": (ctypes.c_int, [VP, ctypes.c_char_p]),
-           "graphc_add": (ctypes.c_int, [VP, ctypes.c_uint32, VP, U64]),
-           "graphc_dominators": (ctypes.c_int, [VP, VP, U64] + [VP] * 6),
-           "graphc_bfs": (ctypes.c_int, [VP, VP, U64, ctypes.c_uint32, VP]),
-           "graphc_result": (None, [VP, P(U64)]),
-           "graphc_top": (U64, [VP, VP, ctypes.c_char_p, U64, ctypes.c_uint32, U64, VP]),
-           "graphc_unreached": (None, [VP, VP, U64, P(U64)]),
-           "graphc_split": (None, [VP, U64, U64, VP, VP, VP, VP]),
-           "graphc_find": (None, [VP, ctypes.c_uint32, VP]),
-           "graphc_diff": (None, [VP, ctypes.c_char_p, VP, U64, VP, ctypes.c_char_p, VP, U64,
-                                  VP, VP, P(U64), P(U64)]),
-           "graphc_owners": (None, [VP, VP, U64, ctypes.c_char_p, VP])}
-    for name, (res, args) in sig.items():
-        f = getattr(lib, name)
-        f.restype, f.argtypes = res, args
-    _loaded = (lib, "")
-    return _loaded
+    return {"graphc_new": (VP, [P(_Layout), U64, VP, ctypes.c_char_p, VP, INT, INT]),
+            "graphc_free": (None, [VP]),
+            "graphc_oom": (ctypes.c_int, [VP]),
+            "graphc_plan": (U64, [VP, U64, U64, VP, U64, P(VP)]),
+            "graphc_peek": (ctypes.c_int, [VP, P(U64)]),
+            "graphc_feed": (ctypes.c_int64, [VP, U64, ctypes.c_char_p, U64]),
+            "graphc_skip": (None, [VP]),
+            "graphc_read_all": (None, [VP]),
+            "graphc_metatables": (U64, [VP, P(VP)]),
+            "graphc_set_weak": (ctypes.c_int, [VP, ctypes.c_char_p]),
+            "graphc_add": (ctypes.c_int, [VP, ctypes.c_uint32, VP, U64]),
+            "graphc_dominators": (ctypes.c_int, [VP, VP, U64] + [VP] * 6),
+            "graphc_bfs": (ctypes.c_int, [VP, VP, U64, ctypes.c_uint32, VP]),
+            "graphc_result": (None, [VP, P(U64)]),
+            "graphc_top": (U64, [VP, VP, ctypes.c_char_p, U64, ctypes.c_uint32, U64, VP]),
+            "graphc_unreached": (None, [VP, VP, U64, P(U64)]),
+            "graphc_split": (None, [VP, U64, U64, VP, VP, VP, VP]),
+            "graphc_find": (None, [VP, ctypes.c_uint32, VP]),
+            "graphc_diff": (None, [VP, ctypes.c_char_p, VP, U64, VP, ctypes.c_char_p, VP, U64,
+                                   VP, VP, P(U64), P(U64)]),
+            "graphc_owners": (None, [VP, VP, U64, ctypes.c_char_p, VP])}
+
+
+_HELPER = CHelper(SOURCE, "graphc", "the heap graph's C code", "LJGDB_HEAPGRAPH", _signatures)
+build = _HELPER.build       # (dest_dir): the library's path, as pip's build runs it
+load = _HELPER.load         # (): (the library, "") or (None, why the graph is searched in Python)
 
 
 def _layout(heap: 'Heap') -> _Layout:
@@ -165,27 +146,13 @@ class _Graph(object):
                                 len(reg) // 2, ctypes.byref(out))
         self._check(0)
         runs = _words(out.value, 3 * nruns)
-        al = (ctypes.c_uint64 * 2)()
-        for r in range(nruns):
-            base, length, count = runs[3 * r], runs[3 * r + 1], runs[3 * r + 2]
-            try:
-                data = mem.read(base, length)
-            except FaultError:
-                data = None
-            if data is not None:
-                done = lib.graphc_feed(h, base, data, length)
-                self._check(done)
-                count -= done
-            while count > 0 and lib.graphc_peek(h, al):     # a request at a time
-                try:
-                    data = mem.read(al[0], al[1])
-                except FaultError:
-                    lib.graphc_skip(h)
-                    count -= 1
-                    continue
-                done = lib.graphc_feed(h, al[0], data, al[1])
-                self._check(done)
-                count -= max(done, 1)
+
+        def feed(base, data, length):
+            done = lib.graphc_feed(h, base, data, length)
+            self._check(done)
+            return done
+        feed_runs(mem.read, runs, feed, lambda al: lib.graphc_peek(h, al),
+                  lambda: lib.graphc_skip(h))
         return nruns
 
     def weak(self) -> None:

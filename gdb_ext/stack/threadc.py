@@ -18,11 +18,10 @@ threads)."""
 import ctypes
 import os
 from array import array
-from typing import Any, List, Optional, Sequence, Tuple, TYPE_CHECKING
+from typing import Any, Dict, List, Optional, Sequence, Tuple, TYPE_CHECKING
 
 from .. import consts as C
-from ..cbuild import address_of, build_shared, load_shared, words, zeros
-from ..errors import FaultError
+from ..cbuild import CHelper, address_of, feed_runs, words, zeros
 from .frames import LJ_CONT_FFI_CALLBACK
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
@@ -44,40 +43,22 @@ class _Layout(ctypes.Structure):
         [(n, ctypes.c_uint64) for n in ("main", "skip1", "skip2", "cont_ffi_cb", "maxrel")]
 
 
-def build(dest_dir: str) -> str:
-    """Compile threadc.c into dest_dir; OSError or CalledProcessError when
-    it cannot be."""
-    return build_shared(SOURCE, "threadc", dest_dir)
-
-
-_loaded = None      # (the library or None, why not)
-
-
-def load() -> Tuple[Optional[ctypes.CDLL], str]:
-    """(the library, "") or (None, why the threads are scanned in Python)."""
-    global _loaded
-    if os.environ.get("LJGDB_THREADSCAN") == "python":
-        return None, "LJGDB_THREADSCAN=python"
-    if _loaded is not None:
-        return _loaded
-    lib, why = load_shared(SOURCE, "threadc", "the thread scan's C code")
-    if lib is None:
-        _loaded = (None, why)
-        return _loaded
+def _signatures() -> Dict[str, Tuple[Any, List[Any]]]:
     P, U64, U32, VP = ctypes.POINTER, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_void_p
-    sig = {"threadc_new": (VP, [P(_Layout), U64, VP, VP, VP, VP, VP]),
-           "threadc_free": (None, [VP]),
-           "threadc_oom": (ctypes.c_int, [VP]),
-           "threadc_add_shape": (ctypes.c_int, [VP, U64, U32, VP, ctypes.c_char_p, U32, U32, VP]),
-           "threadc_plan": (ctypes.c_int64, [VP, ctypes.c_int, U64, U64, P(VP)]),
-           "threadc_feed": (ctypes.c_int64, [VP, U64, ctypes.c_char_p, U64]),
-           "threadc_peek": (ctypes.c_int, [VP, P(U64)]),
-           "threadc_skip": (None, [VP])}
-    for name, (res, args) in sig.items():
-        f = getattr(lib, name)
-        f.restype, f.argtypes = res, args
-    _loaded = (lib, "")
-    return _loaded
+    return {"threadc_new": (VP, [P(_Layout), U64, VP, VP, VP, VP, VP]),
+            "threadc_free": (None, [VP]),
+            "threadc_oom": (ctypes.c_int, [VP]),
+            "threadc_add_shape": (ctypes.c_int, [VP, U64, U32, VP, ctypes.c_char_p, U32, U32,
+                                                 VP]),
+            "threadc_plan": (ctypes.c_int64, [VP, ctypes.c_int, U64, U64, P(VP)]),
+            "threadc_feed": (ctypes.c_int64, [VP, U64, ctypes.c_char_p, U64]),
+            "threadc_peek": (ctypes.c_int, [VP, P(U64)]),
+            "threadc_skip": (None, [VP])}
+
+
+_HELPER = CHelper(SOURCE, "threadc", "the thread scan's C code", "LJGDB_THREADSCAN", _signatures)
+build = _HELPER.build       # (dest_dir): the library's path, as pip's build runs it
+load = _HELPER.load         # (): (the library, "") or (None, why the scan stays in Python)
 
 
 def layout(sc: 'ThreadScanner') -> _Layout:
@@ -154,23 +135,8 @@ class _Scan(object):
         if nruns < 0:
             raise MemoryError("threadc_plan")
         runs = words(out.value, 3 * nruns)
-        al = (ctypes.c_uint64 * 2)()
-        for r in range(nruns):
-            base, length, count = runs[3 * r], runs[3 * r + 1], runs[3 * r + 2]
-            try:
-                data = mem.read(base, length)
-            except FaultError:
-                data = None
-            if data is not None:
-                count -= lib.threadc_feed(h, base, data, length)
-            while count > 0 and lib.threadc_peek(h, al):     # a request at a time
-                count -= 1
-                try:
-                    data = mem.read(al[0], al[1])
-                except FaultError:
-                    lib.threadc_skip(h)
-                    continue
-                lib.threadc_feed(h, al[0], data, al[1])
+        feed_runs(mem.read, runs, lambda base, data, length: lib.threadc_feed(h, base, data, length),
+                  lambda al: lib.threadc_peek(h, al), lambda: lib.threadc_skip(h))
 
 
 def scan(lib: ctypes.CDLL, sc: 'ThreadScanner', Ls: List[int]
