@@ -9,6 +9,8 @@
 -- line, in the format of testprogs/lua/moments.lua (frame LEVEL WHAT
 -- SOURCE LINE FUNC), its fiber's id and name (fiber ID NAME), then "ready".  The fiber "ticker" appends a line
 -- "tick N" to EXPECTED_FILE.ticks every 50 ms: the process goes on working.
+-- It first writes its function's place (ticker SOURCE LINEDEFINED
+-- LASTLINEDEFINED) to EXPECTED_FILE.ticker: a moment may catch it running.
 local fiber = require('fiber')
 local expected = arg[1]
 jit.off()
@@ -41,6 +43,10 @@ local s = fiber.new(work)
 s:name('spinner')
 local t = fiber.new(function()
   local n = 0
+  local info = debug.getinfo(1, 'S')
+  local g = assert(io.open(expected .. '.ticker', 'w'))
+  g:write(table.concat({'ticker', info.source, info.linedefined, info.lastlinedefined}, '\t'), '\n')
+  g:close()
   while true do
     n = n + 1
     local f = assert(io.open(expected .. '.ticks', 'a'))

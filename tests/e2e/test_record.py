@@ -921,13 +921,17 @@ def test_top(tmp_path):
         f5 = profile_function("%s:%d" % (CHUNK, lines["f5"]), names["f5"])
         parts = {k: times[k] for k in ("f1", "f2", "f5")}
         want = 100.0 * parts["f5"] / sum(parts.values())
+        shares = []
         for n, rows in tables:
             assert rows.splitlines()[0].endswith(spin), out
             row = [r for r in rows.splitlines() if r.endswith(f5)]
             assert row, out
-            got = float(row[0].split("%")[1])
-            # (about 200 stacks a table: a share is good to about 3.5 points)
-            assert abs(got - want) <= 12.0, (got, want, out)
+            shares.append((int(n), float(row[0].split("%")[1])))
+        # f5's share over the tables' stacks together (about 200 a table: a
+        # table's share is good to about 3.5 points, the tables' together to
+        # 2; one table was 13 points off in a CI run, 15 in one before)
+        got = sum(n * share for n, share in shares) / sum(n for n, _ in shares)
+        assert abs(got - want) <= 8.0, (got, want, shares, out)
     finally:
         prog.close()
 
