@@ -33,6 +33,7 @@ typedef struct {
     uint64_t rel, k0, k1;            /* depth and the innermost frame's bytes */
     uint32_t nreg, reg, want, ncb, cb;  /* offsets into the pools */
     int32_t next;                     /* the next shape of the same hash, -1 */
+    int keyed;                        /* in the table (0: it can match no thread) */
 } shape_t;
 
 typedef struct {
@@ -136,6 +137,8 @@ static void rehash(threadc_t *h)
     h->tmask = size - 1;
     for (uint64_t i = 0; i < h->nshapes; i++) {
         shape_t *s = &h->shapes[i];
+        if (!s->keyed)
+            continue;
         uint64_t j = hash3(s->rel, s->k0, s->k1) & h->tmask;
         s->next = t[j];
         t[j] = (int32_t)i;
@@ -182,6 +185,8 @@ int threadc_add_shape(threadc_t *h, uint64_t rel, uint32_t nreg, const uint32_t 
     shape_t *x = &h->shapes[h->nshapes];
     x->rel = rel;
     x->next = -1;
+    x->keyed = 0;
+    x->k0 = x->k1 = 0;
     x->nreg = nreg; x->reg = (uint32_t)h->nregs;
     x->ncb = ncb; x->cb = (uint32_t)h->ncbs;
     x->want = (uint32_t)h->nwants;
@@ -195,6 +200,17 @@ int threadc_add_shape(threadc_t *h, uint64_t rel, uint32_t nreg, const uint32_t 
     h->nshapes++;
     if (rel < first)
         return 0;                   /* no frame to key it by: never matched */
+    uint64_t span = 0;
+    for (uint32_t i = 0; i < nreg; i++) {
+        if (regs[2 * i + 1] > rel || regs[2 * i] > regs[2 * i + 1])
+            return 0;               /* bytes past the thread's base: never matched */
+        span += regs[2 * i + 1] - regs[2 * i];
+    }
+    if (span != nwant)
+        return 0;
+    for (uint32_t i = 0; i < ncb; i++)
+        if (cbs[i] + 8ull > rel)
+            return 0;
     for (uint32_t i = 0; i < nreg; i++) {
         uint32_t a = regs[2 * i], b = regs[2 * i + 1];
         for (uint32_t o = a; o < b; o++, pos++)
@@ -203,6 +219,7 @@ int threadc_add_shape(threadc_t *h, uint64_t rel, uint32_t nreg, const uint32_t 
     }
     key_of(h, tmp, first, &k0, &k1);
     x->k0 = k0; x->k1 = k1;
+    x->keyed = 1;
     if (h->nshapes * 2 > h->tmask + 1) {
         rehash(h);
         return h->oom ? -1 : 0;
