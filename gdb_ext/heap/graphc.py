@@ -147,11 +147,11 @@ class _Graph(object):
         self._check(0)
         runs = _words(out.value, 3 * nruns)
 
-        def feed(base, data, length):
+        def decode(base, data, length):
             done = lib.graphc_feed(h, base, data, length)
             self._check(done)
             return done
-        feed_runs(mem.read, runs, feed, lambda al: lib.graphc_peek(h, al),
+        feed_runs(mem.read, runs, decode, lambda al: lib.graphc_peek(h, al),
                   lambda: lib.graphc_skip(h))
         return nruns
 

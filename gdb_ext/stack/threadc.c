@@ -112,8 +112,6 @@ void threadc_free(threadc_t *h)
     free(h);
 }
 
-int threadc_oom(const threadc_t *h) { return h->oom; }
-
 static inline uint64_t hash3(uint64_t a, uint64_t b, uint64_t c)
 {
     uint64_t x = a * 0x9E3779B97F4A7C15ull ^ b;

@@ -47,7 +47,6 @@ def _signatures() -> Dict[str, Tuple[Any, List[Any]]]:
     P, U64, U32, VP = ctypes.POINTER, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_void_p
     return {"threadc_new": (VP, [P(_Layout), U64, VP, VP, VP, VP, VP]),
             "threadc_free": (None, [VP]),
-            "threadc_oom": (ctypes.c_int, [VP]),
             "threadc_add_shape": (ctypes.c_int, [VP, U64, U32, VP, ctypes.c_char_p, U32, U32,
                                                  VP]),
             "threadc_plan": (ctypes.c_int64, [VP, ctypes.c_int, U64, U64, P(VP)]),
@@ -108,7 +107,6 @@ class _Scan(object):
                                  address_of(self.exdata))
         if not self.h:
             raise MemoryError("threadc_new")
-        self.exported = 0
 
     def close(self) -> None:
         if self.h:
@@ -117,15 +115,14 @@ class _Scan(object):
         self._buf = None
 
     def shapes(self, shapes: Shapes) -> None:
-        """Pass the shapes made since the last call on to the C code."""
+        """Pass the shapes on to the C code (numbered as in shapes)."""
         U32 = ctypes.c_uint32
-        for rel, regions, want, cbs in shapes.parts[self.exported:]:
+        for rel, regions, want, cbs in shapes.parts:
             reg = (U32 * (2 * len(regions)))(*[x for r in regions for x in r])
             cb = (U32 * max(1, len(cbs)))(*cbs)
             if self.lib.threadc_add_shape(self.h, rel, len(regions), reg, want, len(want),
                                           len(cbs), cb) < 0:
                 raise MemoryError("threadc_add_shape")
-        self.exported = len(shapes.parts)
 
     def phase(self, k: int) -> None:
         """Plan phase k's requests, read them, feed them."""
