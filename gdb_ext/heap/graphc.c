@@ -25,12 +25,14 @@
    from the roots and finds the immediate dominators and retained sizes
    exactly as heapdom.Dominators does in Python (Cooper, Harvey and
    Kennedy's iteration; see heapdom.py), over the references in CSR form. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-enum { K_TAB = 1, K_FUNC, K_UPVAL, K_ARR, K_NODE, K_UVVAL };
-enum { GCT_UPVAL = 5, GCT_FUNC = 8, GCT_TAB = 11 };
+enum { K_TAB = 1, K_FUNC, K_UPVAL, K_ARR, K_NODE, K_UVVAL, K_STR };
+enum { GCT_STR = 4, GCT_UPVAL = 5, GCT_FUNC = 8, GCT_TAB = 11 };
 #define ARR_PIECE 65536u
 #define NODE_PIECE 16384u
 
@@ -41,6 +43,7 @@ struct graphc_layout {
     uint32_t node_size, node_key, node_val;
     uint32_t fn_ffid, fn_nup, fn_env, fnl_pc, fnl_uvptr, fnc_upvalue, pt_size;
     uint32_t uv_size, uv_v;
+    uint32_t str_len, str_size;
 };
 
 /* A request as kept (16 bytes): the address in the low 48 bits of w, the
@@ -51,6 +54,11 @@ typedef struct { uint64_t addr; uint32_t len, owner, aux, kind; } rq_t;
 #define ADDR_BITS 48
 #define ADDR_OF(r) ((r)->w & ((1ull << ADDR_BITS) - 1))
 typedef struct { uint32_t owner; uint32_t asize, hmask; uint64_t mt, arr, node; } tab_t;
+/* The heap snapshot's names Python gives (graphc_snap_pending): each
+   distinct (class, key, sub) once, and what waits for it (a node or an
+   edge by index) with the distinct one's number. */
+typedef struct { uint64_t key; uint32_t sub, cls; } dkey_t;
+typedef struct { uint32_t what, id; } pend_t;
 
 typedef struct {
     struct graphc_layout L;
@@ -72,7 +80,20 @@ typedef struct {
     uint32_t *slots; uint64_t slot_mask; unsigned slot_shift;
     uint64_t references, passes;
     int oom;
+    /* The heap snapshot (named: see "The heap snapshot" below). */
+    int named, strings;
+    uint32_t *ename; uint8_t *etype;
+    uint32_t *names, *strrank, fixed[5];
+    dkey_t *dk; uint64_t ndk, capdk; uint32_t *dslot; uint64_t dmask;
+    pend_t *pend; uint64_t npend, cappend;
+    uint32_t *wtabs; uint64_t nwtabs, capwtabs;
+    uint8_t *ety;
+    int fd, werr; char *obuf; uint64_t olen;
+    uint32_t max_string;
 } graphc_t;
+
+static int decode_named(graphc_t *h, const rq_t *q, const uint8_t *p);
+static void string_missing(graphc_t *h);
 
 static void *grow(void *p, uint64_t *cap, uint64_t need, size_t each, int *oom)
 {
@@ -165,6 +186,45 @@ static int64_t position(const graphc_t *h, uint64_t a)
     }
 }
 
+/* Room for one more reference (the snapshot's names too); -1 out of memory. */
+static int edge_room(graphc_t *h)
+{
+    if (h->nedge < h->capedge)
+        return 0;
+    uint64_t cap = h->capedge ? 2 * h->capedge : 1 << 16;
+    if (cap > 0xFFFFFFFFull) {
+        h->oom = 1;
+        return -1;
+    }
+    uint32_t *s = realloc(h->esrc, cap * 4);
+    if (s)
+        h->esrc = s;
+    uint32_t *d = s ? realloc(h->edst, cap * 4) : NULL;
+    if (d)
+        h->edst = d;
+    if (d && h->strong) {
+        uint32_t *k = realloc(h->ekey, cap * 4);
+        if (k)
+            h->ekey = k;
+        d = k ? d : NULL;
+    }
+    if (d && h->named) {
+        uint32_t *nm = realloc(h->ename, cap * 4);
+        if (nm)
+            h->ename = nm;
+        uint8_t *t = nm ? realloc(h->etype, cap) : NULL;
+        if (t)
+            h->etype = t;
+        d = t ? d : NULL;
+    }
+    if (!d) {
+        h->oom = 1;
+        return -1;
+    }
+    h->capedge = cap;
+    return 0;
+}
+
 static int edge_k(graphc_t *h, uint32_t owner, uint32_t part, uint32_t key, uint64_t target)
 {
     if (!target)
@@ -177,27 +237,8 @@ static int edge_k(graphc_t *h, uint32_t owner, uint32_t part, uint32_t key, uint
             h->found[owner] = 1;
         return 0;
     }
-    if (h->nedge == h->capedge) {
-        uint64_t cap = h->capedge ? 2 * h->capedge : 1 << 16;
-        uint32_t *s = realloc(h->esrc, cap * 4);
-        if (s)
-            h->esrc = s;
-        uint32_t *d = s ? realloc(h->edst, cap * 4) : NULL;
-        if (!d) {
-            h->oom = 1;
-            return -1;
-        }
-        h->edst = d;
-        if (h->strong) {
-            uint32_t *k = realloc(h->ekey, cap * 4);
-            if (!k) {
-                h->oom = 1;
-                return -1;
-            }
-            h->ekey = k;
-        }
-        h->capedge = cap;
-    }
+    if (edge_room(h))
+        return -1;
     if (h->strong)
         h->ekey[h->nedge] = key;
     h->esrc[h->nedge] = owner | part << 30;
@@ -254,6 +295,8 @@ void graphc_free(graphc_t *h)
         return;
     free(h->req); free(h->runs); free(h->tabs); free(h->mts);
     free(h->esrc); free(h->edst); free(h->ekey); free(h->off); free(h->dst); free(h->slots);
+    free(h->ename); free(h->etype); free(h->strrank); free(h->dk); free(h->dslot);
+    free(h->pend); free(h->wtabs); free(h->ety); free(h->obuf);
     free(h);
 }
 
@@ -421,7 +464,7 @@ int64_t graphc_feed(graphc_t *h, uint64_t base, const uint8_t *buf, uint64_t len
         if (q.addr < base || q.addr + q.len > base + len)
             break;
         h->head++;
-        if (decode(h, &q, buf + (q.addr - base)))
+        if ((h->named ? decode_named : decode)(h, &q, buf + (q.addr - base)))
             return -1;
         done++;
     }
@@ -440,8 +483,11 @@ void graphc_read_all(graphc_t *h)
 /* Pass over the next waiting request (it could not be read). */
 void graphc_skip(graphc_t *h)
 {
-    if (h->head < h->planned)
+    if (h->head < h->planned) {
         h->head++;
+        if (h->strings)
+            string_missing(h);
+    }
 }
 
 static int by_u64(const void *a, const void *b)
@@ -494,10 +540,20 @@ int graphc_set_weak(graphc_t *h, const uint8_t *modes)
             if (lo < h->nmts && h->mts[lo] == t->mt)
                 mode = modes[lo];
         }
+        if (h->named && mode) {     /* a weak table's parts are named in Python */
+            uint32_t *w = grow(h->wtabs, &h->capwtabs, h->nwtabs + 1, 4, &h->oom);
+            if (!w)
+                return -1;
+            h->wtabs = w;
+            w[h->nwtabs++] = t->owner;
+            continue;
+        }
+        /* (aux: the piece's number, for the snapshot's element indices) */
         if (t->asize && t->arr && t->asize < (1u << 28) && !(mode & 2))
             for (uint64_t first = 0; first < t->asize; first += ARR_PIECE) {
                 uint64_t c = t->asize - first < ARR_PIECE ? t->asize - first : ARR_PIECE;
-                if (add_req(h, t->arr + 8 * first, (uint32_t)(8 * c), t->owner, K_ARR, 0))
+                if (add_req(h, t->arr + 8 * first, (uint32_t)(8 * c), t->owner, K_ARR,
+                            (uint32_t)(first / ARR_PIECE)))
                     return -1;
             }
         if (t->node && t->hmask < (1u << 27) && mode != 3) {
@@ -928,4 +984,596 @@ void graphc_owners(const uint32_t *order, const int32_t *idom, uint64_t m, const
         else
             owner[k] = d;
     }
+}
+
+/* ---- The heap snapshot ----------------------------------------------------
+   heapsnapshot.py's V8 document, its graph named as SnapshotWriter names it
+   in Python: each reference keeps its edge type and name (a string's index,
+   or an element's index), none is merged, and the document's nodes, edges
+   and the strings' texts are written here, a buffer at a time.
+
+   Names the C code cannot make come from Python once each: a metatable's
+   __name (P_MT), a prototype's chunk:line (P_SITE) and upvalue names
+   (P_UV), a builtin's (P_FF), a C function's upvalue (P_CUV), a key that is
+   neither a string nor a whole number (P_KEY).  A string node is named by
+   its own text, written last: its name is STRFLAG | its rank among the
+   strings, which the writer turns into the index after Python's strings;
+   a hash slot whose key is a string is named by that string's node. */
+enum { E_CONTEXT = 0, E_ELEMENT = 1, E_PROPERTY = 2, E_INTERNAL = 3, E_WEAK = 6 };
+enum { N_MT, N_ENV, N_PROTO, N_KEY, N_VALUE };
+enum { P_MT = 1, P_SITE, P_FF, P_UV, P_CUV, P_KEY };
+#define STRFLAG 0x80000000u
+#define OBUF (1u << 20)
+
+/* A named reference: its index, -1 when it is dropped (no object of the
+   walk), -2 out of memory. */
+static int64_t nedge(graphc_t *h, uint32_t owner, uint32_t part, uint8_t type, uint32_t name,
+                     uint64_t target)
+{
+    if (!target)
+        return -1;
+    int64_t j = position(h, target);
+    if (j < 0)
+        return -1;
+    if (edge_room(h))
+        return -2;
+    h->esrc[h->nedge] = owner | part << 30;
+    h->edst[h->nedge] = (uint32_t)j;
+    h->ename[h->nedge] = name;
+    h->etype[h->nedge] = type;
+    return (int64_t)h->nedge++;
+}
+
+#define NE(owner, part, type, name, target) \
+    do { if (nedge(h, owner, part, type, name, target) == -2) return -1; } while (0)
+
+/* The number of (cls, key, sub) among the distinct ones, added if new;
+   -1 out of memory. */
+static int64_t distinct(graphc_t *h, uint32_t cls, uint64_t key, uint32_t sub)
+{
+    if (2 * (h->ndk + 1) > (h->dslot ? h->dmask + 1 : 0)) {
+        uint64_t size = h->dslot ? 2 * (h->dmask + 1) : 1024;
+        uint32_t *sl = malloc(size * 4);
+        if (!sl) {
+            h->oom = 1;
+            return -1;
+        }
+        memset(sl, 0xff, size * 4);
+        free(h->dslot);
+        h->dslot = sl;
+        h->dmask = size - 1;
+        for (uint64_t d = 0; d < h->ndk; d++) {
+            const dkey_t *k = &h->dk[d];
+            uint64_t at = (k->key * 0x9E3779B97F4A7C15ull ^ (uint64_t)k->sub << 40 ^ k->cls) &
+                h->dmask;
+            while (sl[at] != NO_SLOT)
+                at = (at + 1) & h->dmask;
+            sl[at] = (uint32_t)d;
+        }
+    }
+    uint64_t at = (key * 0x9E3779B97F4A7C15ull ^ (uint64_t)sub << 40 ^ cls) & h->dmask;
+    for (;; at = (at + 1) & h->dmask) {
+        uint32_t d = h->dslot[at];
+        if (d == NO_SLOT)
+            break;
+        if (h->dk[d].key == key && h->dk[d].sub == sub && h->dk[d].cls == cls)
+            return d;
+    }
+    dkey_t *dk = grow(h->dk, &h->capdk, h->ndk + 1, sizeof(dkey_t), &h->oom);
+    if (!dk)
+        return -1;
+    h->dk = dk;
+    dk[h->ndk].key = key; dk[h->ndk].sub = sub; dk[h->ndk].cls = cls;
+    h->dslot[at] = (uint32_t)h->ndk;
+    return (int64_t)h->ndk++;
+}
+
+/* `what` (a node for P_MT, P_SITE, P_FF; else an edge) waits for the name
+   of (cls, key, sub). */
+static int pend(graphc_t *h, uint32_t cls, uint64_t what, uint32_t sub, uint64_t key)
+{
+    int64_t d = distinct(h, cls, key, sub);
+    if (d < 0)
+        return -1;
+    pend_t *p = grow(h->pend, &h->cappend, h->npend + 1, sizeof(pend_t), &h->oom);
+    if (!p)
+        return -1;
+    h->pend = p;
+    p[h->npend].what = (uint32_t)what;
+    p[h->npend++].id = (uint32_t)d;
+    return 0;
+}
+
+static inline int is_str_tv(const graphc_t *h, uint64_t raw)
+{
+    return h->L.gc64 ? raw >> 47 == 0x1FFFBull : raw >> 32 == 0xFFFFFFFBull;
+}
+
+/* A double (LJ_TISNUM: ~13 in GC64's 17 bits, 0xFFFEFFFF in 32). */
+static inline int is_num_tv(const graphc_t *h, uint64_t raw)
+{
+    return h->L.gc64 ? raw >> 47 < 0x1FFF2ull : raw >> 32 < 0xFFFEFFFFull;
+}
+
+static void string_text(graphc_t *h, uint32_t k, const uint8_t *p, uint32_t len);
+
+static int decode_named(graphc_t *h, const rq_t *q, const uint8_t *p)
+{
+    const struct graphc_layout *L = &h->L;
+    const uint32_t *F = h->fixed;
+    uint32_t o = q->owner;
+    switch (q->kind) {
+    case K_TAB: {
+        tab_t t;
+        t.owner = o;
+        t.mt = get(p + L->tab_mt, L->rs);
+        t.asize = (uint32_t)get(p + L->tab_asize, 4);
+        t.hmask = (uint32_t)get(p + L->tab_hmask, 4);
+        t.arr = get(p + L->tab_array, L->ms);
+        t.node = get(p + L->tab_node, L->ms);
+        NE(o, 0, E_INTERNAL, F[N_MT], t.mt);
+        if (t.mt && pend(h, P_MT, o, 0, t.mt))
+            return -1;
+        tab_t *ts = grow(h->tabs, &h->captabs, h->ntabs + 1, sizeof(tab_t), &h->oom);
+        if (!ts)
+            return -1;
+        h->tabs = ts;
+        ts[h->ntabs++] = t;
+        return 0;
+    }
+    case K_FUNC: {
+        uint32_t nup = p[L->fn_nup], ffid = p[L->fn_ffid];
+        NE(o, 0, E_INTERNAL, F[N_ENV], get(p + L->fn_env, L->rs));
+        if (ffid == 0) {             /* FF_LUA */
+            uint64_t pt = get(p + L->fnl_pc, L->ms) - L->pt_size;
+            NE(o, 0, E_INTERNAL, F[N_PROTO], pt);
+            if (pend(h, P_SITE, o, 0, pt))
+                return -1;
+            for (uint32_t i = 0; i < nup; i++) {
+                if ((uint64_t)L->fnl_uvptr + (i + 1) * L->rs > q->len)
+                    break;
+                int64_t e = nedge(h, o, 0, E_CONTEXT, 0, get(p + L->fnl_uvptr + i * L->rs, L->rs));
+                if (e == -2 || (e >= 0 && pend(h, P_UV, (uint64_t)e, i, pt)))
+                    return -1;
+            }
+            return 0;
+        }
+        if (pend(h, P_FF, o, 0, ffid))
+            return -1;
+        for (uint32_t i = 0; i < nup; i++) {
+            if ((uint64_t)L->fnc_upvalue + (i + 1) * 8 > q->len)
+                break;
+            int64_t e = nedge(h, o, 0, E_CONTEXT, 0, gc_of(h, get(p + L->fnc_upvalue + 8 * i, 8)));
+            if (e == -2 || (e >= 0 && pend(h, P_CUV, (uint64_t)e, 0, i + 1)))
+                return -1;
+        }
+        return 0;
+    }
+    case K_UPVAL: {
+        uint64_t v = get(p + L->uv_v, L->ms);
+        if (v >= q->addr && v + 8 <= q->addr + q->len) {
+            NE(o, 0, E_INTERNAL, F[N_VALUE], gc_of(h, get(p + (v - q->addr), 8)));
+            return 0;
+        }
+        return v ? add_req(h, v, 8, o, K_UVVAL, 0) : 0;
+    }
+    case K_UVVAL:
+        NE(o, 0, E_INTERNAL, F[N_VALUE], gc_of(h, get(p, 8)));
+        return 0;
+    case K_ARR: {
+        uint32_t first = q->aux * ARR_PIECE;
+        for (uint32_t i = 0; i < q->len / 8; i++)
+            NE(o, 1, E_ELEMENT, first + i, gc_of(h, get(p + 8 * i, 8)));
+        return 0;
+    }
+    case K_NODE: {
+        uint32_t ns = L->node_size, cnt = q->len / ns;
+        for (uint32_t j = 0; j < cnt; j++) {
+            const uint8_t *nd = p + j * ns;
+            uint64_t vraw = get(nd + L->node_val, 8), kraw = get(nd + L->node_key, 8);
+            if ((vraw >> L->nil_shift) == L->nil_top)
+                continue;                   /* an empty slot (a dead key) */
+            uint64_t v = gc_of(h, vraw), k = gc_of(h, kraw);
+            if (v) {
+                int64_t e = -3;
+                if (k && is_str_tv(h, kraw)) {
+                    int64_t s = position(h, k);
+                    if (s >= 0 && h->gcts[s] == GCT_STR)
+                        e = nedge(h, o, 2, E_PROPERTY, STRFLAG | h->strrank[s], v);
+                } else if (is_num_tv(h, kraw)) {
+                    double d;
+                    memcpy(&d, &kraw, 8);
+                    if (d >= 0 && d < 4294967296.0 && d == (double)(uint32_t)d)
+                        e = nedge(h, o, 2, E_ELEMENT, (uint32_t)d, v);
+                }
+                if (e == -3) {              /* named by Python */
+                    e = nedge(h, o, 2, E_PROPERTY, 0, v);
+                    if (e >= 0 && pend(h, P_KEY, (uint64_t)e, 0, kraw))
+                        return -1;
+                }
+                if (e == -2)
+                    return -1;
+            }
+            if (k)
+                NE(o, 2, E_INTERNAL, F[N_KEY], k);
+        }
+        return 0;
+    }
+    case K_STR:
+        string_text(h, o, p, q->len);
+        return 0;
+    }
+    return 0;
+}
+
+/* The snapshot's graph from here on: names (n entries, the caller's)
+   receives each node's name, bytype[gct] where nothing better is known;
+   fixed: the names of a metatable, environment, prototype, key and value
+   reference.  Before the first graphc_feed.  -1 out of memory. */
+int graphc_snap_begin(graphc_t *h, uint32_t *names, const uint32_t *bytype, const uint32_t *fixed)
+{
+    h->named = 1;
+    h->names = names;
+    memcpy(h->fixed, fixed, sizeof h->fixed);
+    h->strrank = malloc((h->n ? h->n : 1) * 4);
+    if (!h->strrank) {
+        h->oom = 1;
+        return -1;
+    }
+    uint32_t r = 0;
+    for (uint64_t k = 0; k < h->n; k++) {
+        uint8_t g = h->gcts[k];
+        if (g == GCT_STR) {
+            h->strrank[k] = r;
+            names[k] = STRFLAG | r++;
+        } else {
+            names[k] = bytype[g & 15];
+        }
+    }
+    return 0;
+}
+
+/* The weak tables (their owners' indices), whose parts Python names:
+   their count; *out points at them. */
+uint64_t graphc_snap_weak_tables(const graphc_t *h, const uint32_t **out)
+{
+    *out = h->wtabs;
+    return h->nwtabs;
+}
+
+/* The names Python is asked for: their count; *out points at them (key,
+   then sub | cls << 32, a pair of words each). */
+uint64_t graphc_snap_pending(const graphc_t *h, const uint64_t **out)
+{
+    *out = (const uint64_t *)h->dk;
+    return h->ndk;
+}
+
+/* Python's answers, one for each graphc_snap_pending entry: names[d] (0 for
+   a node: keep its name by type) and, for an edge, types[d] (0xFF: keep). */
+void graphc_snap_resolve(graphc_t *h, const uint8_t *types, const uint32_t *names)
+{
+    for (uint64_t k = 0; k < h->npend; k++) {
+        const pend_t *p = &h->pend[k];
+        uint32_t cls = h->dk[p->id].cls;
+        if (cls <= P_FF) {
+            if (names[p->id])
+                h->names[p->what] = names[p->id];
+            continue;
+        }
+        h->ename[p->what] = names[p->id];
+        if (types[p->id] != 0xFF)
+            h->etype[p->what] = types[p->id];
+    }
+    free(h->pend); free(h->dk); free(h->dslot);
+    h->pend = NULL; h->dk = NULL; h->dslot = NULL;
+    h->npend = h->cappend = h->ndk = h->capdk = 0;
+}
+
+/* References of the object at index owner named by Python, in order
+   (part: after the C code's own of that object, or 0). */
+int graphc_snap_add(graphc_t *h, uint32_t owner, uint32_t part, const uint8_t *types,
+                    const uint32_t *names, const uint64_t *targets, uint64_t count)
+{
+    for (uint64_t k = 0; k < count; k++)
+        if (nedge(h, owner, part, types[k], names[k], targets[k]) == -2)
+            return -1;
+    return 0;
+}
+
+/* Every reference in the order of its object, and within it of its part
+   (as they came within a part): off (n + 1), dst, ename and ety.  -1 out
+   of memory. */
+static int snap_sort(graphc_t *h)
+{
+    uint64_t n = h->n, E = h->nedge;
+    free(h->slots);
+    h->slots = NULL;
+    uint32_t *off = calloc(n + 1, 4), *at = malloc((n ? n : 1) * 4);
+    uint32_t *dst = malloc((E ? E : 1) * 4), *nm = malloc((E ? E : 1) * 4);
+    uint8_t *ty = malloc(E ? E : 1);
+    if (!off || !at || !dst || !nm || !ty) {
+        free(off); free(at); free(dst); free(nm); free(ty);
+        return -1;
+    }
+    for (uint64_t e = 0; e < E; e++)
+        off[(h->esrc[e] & 0x3FFFFFFF) + 1]++;
+    for (uint64_t i = 0; i < n; i++)
+        off[i + 1] += off[i];
+    memcpy(at, off, n * 4);
+    for (uint64_t e = 0; e < E; e++) {
+        uint32_t s = h->esrc[e] & 0x3FFFFFFF, k = at[s]++;
+        dst[k] = h->edst[e];
+        nm[k] = h->ename[e];
+        ty[k] = (uint8_t)(h->etype[e] | (h->esrc[e] >> 30) << 4);
+    }
+    free(at);
+    free(h->esrc); free(h->edst); free(h->ename); free(h->etype);
+    h->esrc = h->edst = h->ename = NULL;
+    h->etype = NULL;
+    h->capedge = 0;
+    uint32_t *t1 = NULL, *t2 = NULL;
+    uint8_t *t3 = NULL;
+    uint64_t c1 = 0, c2 = 0, c3 = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t a = off[i], b = off[i + 1], mixed = 0;
+        for (uint32_t k = a + 1; k < b && !mixed; k++)
+            mixed = ty[k] >> 4 < ty[k - 1] >> 4;
+        if (mixed) {        /* stable by part */
+            t1 = grow(t1, &c1, b - a, 4, &h->oom);
+            t2 = grow(t2, &c2, b - a, 4, &h->oom);
+            t3 = grow(t3, &c3, b - a, 1, &h->oom);
+            if (!t1 || !t2 || !t3) {
+                free(t1); free(t2); free(t3); free(off); free(dst); free(nm); free(ty);
+                return -1;
+            }
+            uint32_t m = 0;
+            for (uint8_t part = 0; part < 4; part++)
+                for (uint32_t k = a; k < b; k++)
+                    if (ty[k] >> 4 == part) {
+                        t1[m] = dst[k]; t2[m] = nm[k]; t3[m++] = ty[k];
+                    }
+            memcpy(dst + a, t1, (b - a) * 4);
+            memcpy(nm + a, t2, (b - a) * 4);
+            memcpy(ty + a, t3, b - a);
+        }
+    }
+    free(t1); free(t2); free(t3);
+    for (uint64_t e = 0; e < E; e++)
+        ty[e] &= 15;
+    h->off = off; h->dst = dst; h->ename = nm; h->ety = ty;
+    return 0;
+}
+
+static void wflush(graphc_t *h)
+{
+    uint64_t done = 0;
+    while (done < h->olen && !h->werr) {
+        ssize_t w = write(h->fd, h->obuf + done, h->olen - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            h->werr = w < 0 ? errno : EIO;
+        else
+            done += (uint64_t)w;
+    }
+    h->olen = 0;
+}
+
+static inline void wput(graphc_t *h, const char *s, uint64_t len)
+{
+    if (h->olen + len > OBUF)
+        wflush(h);
+    memcpy(h->obuf + h->olen, s, len);
+    h->olen += len;
+}
+
+/* Numbers as text, each followed by sep (0: none). */
+static inline char *put_u(char *p, uint64_t v, char sep)
+{
+    char tmp[24];
+    int k = 0;
+    do {
+        tmp[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (k)
+        *p++ = tmp[--k];
+    if (sep)
+        *p++ = sep;
+    return p;
+}
+
+static inline uint32_t name_of(uint32_t nm, uint32_t base)
+{
+    return nm & STRFLAG ? base + (nm & ~STRFLAG) : nm;
+}
+
+/* The writer on file descriptor fd (the caller's, flushed). */
+int graphc_snap_open(graphc_t *h, int fd)
+{
+    h->fd = fd;
+    h->werr = 0;
+    h->olen = 0;
+    if (!h->obuf && !(h->obuf = malloc(OBUF))) {
+        h->oom = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* What is buffered written: 0, or the errno of a failed write. */
+int graphc_snap_flush(graphc_t *h)
+{
+    if (h->obuf)
+        wflush(h);
+    return h->werr;
+}
+
+/* The references sorted (graphc_snap_edges's order): their count, -1 out
+   of memory. */
+int64_t graphc_snap_sort(graphc_t *h)
+{
+    if (snap_sort(h)) {
+        h->oom = 1;
+        return -1;
+    }
+    return (int64_t)h->off[h->n];
+}
+
+/* The nodes of the heap's objects, each after ",\n" (bytype: V8's node
+   type of each gct; base: the index of the first string node's text). */
+void graphc_snap_nodes(graphc_t *h, const uint8_t *bytype, uint32_t base)
+{
+    char line[128];
+    for (uint64_t k = 0; k < h->n; k++) {
+        char *p = line;
+        *p++ = ','; *p++ = '\n';
+        p = put_u(p, bytype[h->gcts[k] & 15], ',');
+        p = put_u(p, name_of(h->names[k], base), ',');
+        p = put_u(p, 2 * k + 3, ',');
+        p = put_u(p, h->sizes[k], ',');
+        p = put_u(p, h->off[k + 1] - h->off[k], ',');
+        *p++ = '0'; *p++ = ','; *p++ = '0';
+        wput(h, line, (uint64_t)(p - line));
+    }
+}
+
+/* The heap's objects' edges in node order, each after "," (none before
+   the first when comma is 0). */
+void graphc_snap_edges(graphc_t *h, int comma, uint32_t base)
+{
+    char line[64];
+    uint64_t E = h->n ? h->off[h->n] : 0;
+    for (uint64_t e = 0; e < E; e++) {
+        char *p = line;
+        if (e || comma)
+            *p++ = ',';
+        *p++ = '\n';
+        uint8_t t = h->ety[e];
+        p = put_u(p, t, ',');
+        p = put_u(p, t == E_ELEMENT ? h->ename[e] : name_of(h->ename[e], base), ',');
+        p = put_u(p, (uint64_t)(h->dst[e] + 1) * 7, 0);
+        wput(h, line, (uint64_t)(p - line));
+    }
+}
+
+/* ---- The strings' texts, as json.dumps writes Python's str (ASCII, the
+   bytes decoded as UTF-8 with each bad sequence one U+FFFD). */
+static void put_esc(graphc_t *h, uint32_t cp)
+{
+    static const char hex[] = "0123456789abcdef";
+    char u[12];
+    if (cp >= 0x10000) {
+        cp -= 0x10000;
+        put_esc(h, 0xD800 | cp >> 10);
+        put_esc(h, 0xDC00 | (cp & 0x3FF));
+        return;
+    }
+    u[0] = '\\'; u[1] = 'u';
+    u[2] = hex[cp >> 12 & 15]; u[3] = hex[cp >> 8 & 15]; u[4] = hex[cp >> 4 & 15];
+    u[5] = hex[cp & 15];
+    wput(h, u, 6);
+}
+
+static void json_text(graphc_t *h, const uint8_t *s, uint32_t m, int cut)
+{
+    wput(h, ",\n\"", 3);
+    uint32_t i = 0;
+    while (i < m) {
+        uint8_t b = s[i];
+        if (b < 0x80) {
+            const char *e = NULL;
+            switch (b) {
+            case '"': e = "\\\""; break;
+            case '\\': e = "\\\\"; break;
+            case '\n': e = "\\n"; break;
+            case '\r': e = "\\r"; break;
+            case '\t': e = "\\t"; break;
+            case '\b': e = "\\b"; break;
+            case '\f': e = "\\f"; break;
+            }
+            if (e)
+                wput(h, e, 2);
+            else if (b < 0x20 || b == 0x7F)
+                put_esc(h, b);
+            else
+                wput(h, (const char *)&b, 1);
+            i++;
+            continue;
+        }
+        uint32_t need, lo = 0x80, hi = 0xBF, cp;
+        if (b >= 0xC2 && b <= 0xDF) {
+            need = 1; cp = b & 0x1F;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            need = 2; cp = b & 0x0F;
+            if (b == 0xE0)
+                lo = 0xA0;
+            else if (b == 0xED)
+                hi = 0x9F;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            need = 3; cp = b & 0x07;
+            if (b == 0xF0)
+                lo = 0x90;
+            else if (b == 0xF4)
+                hi = 0x8F;
+        } else {
+            put_esc(h, 0xFFFD);             /* not a first byte */
+            i++;
+            continue;
+        }
+        uint32_t t = 1;
+        for (; t <= need; t++) {
+            if (i + t >= m)
+                break;
+            uint8_t c = s[i + t];
+            if (c < (t == 1 ? lo : 0x80) || c > (t == 1 ? hi : 0xBF))
+                break;
+            cp = cp << 6 | (c & 0x3F);
+        }
+        if (t <= need) {
+            put_esc(h, 0xFFFD);             /* the good part of a bad sequence */
+            i += t;
+        } else {
+            put_esc(h, cp);
+            i += need + 1;
+        }
+    }
+    if (cut)
+        wput(h, "...", 3);
+    wput(h, "\"", 1);
+}
+
+static void string_missing(graphc_t *h)
+{
+    wput(h, ",\n\"string\"", 10);
+}
+
+static void string_text(graphc_t *h, uint32_t k, const uint8_t *p, uint32_t got)
+{
+    const struct graphc_layout *L = &h->L;
+    uint32_t len = (uint32_t)get(p + L->str_len, 4);
+    uint32_t m = len < h->max_string ? len : h->max_string;
+    if ((uint64_t)L->str_size + len + 1 > h->sizes[k] || L->str_size + m > got)
+        string_missing(h);                  /* not the walk's string */
+    else
+        json_text(h, p + L->str_size, m, len > h->max_string);
+}
+
+/* The strings' texts as requests, in node order: each read is written
+   (",\n" and its text cut at max_string bytes, "..." after; "string"
+   when it cannot be read).  -1 out of memory. */
+int graphc_snap_strings(graphc_t *h, uint32_t max_string)
+{
+    h->strings = 1;
+    h->max_string = max_string;
+    for (uint64_t k = 0; k < h->n; k++)
+        if (h->gcts[k] == GCT_STR) {
+            uint64_t len = (uint64_t)h->L.str_size + max_string;
+            if (len > h->sizes[k])
+                len = h->sizes[k];
+            if (add_req(h, h->addrs[k], (uint32_t)len, (uint32_t)k, K_STR, 0))
+                return -1;
+        }
+    return 0;
 }

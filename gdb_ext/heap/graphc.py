@@ -18,7 +18,7 @@ the Python search passes over what it cannot read."""
 import ctypes
 import os
 from array import array
-from typing import Any, Dict, List, Optional, Tuple, TYPE_CHECKING
+from typing import Any, Callable, Dict, List, Optional, Tuple, TYPE_CHECKING
 
 from .. import consts as C
 from ..cbuild import CHelper, address_of as _at, feed_runs, words as _words, zeros as _zeros
@@ -54,7 +54,7 @@ class _Layout(ctypes.Structure):
             "tab_size", "tab_mt", "tab_asize", "tab_hmask", "tab_array", "tab_node",
             "node_size", "node_key", "node_val",
             "fn_ffid", "fn_nup", "fn_env", "fnl_pc", "fnl_uvptr", "fnc_upvalue", "pt_size",
-            "uv_size", "uv_v")]
+            "uv_size", "uv_v", "str_len", "str_size")]
 
 
 def _signatures() -> Dict[str, Tuple[Any, List[Any]]]:
@@ -80,7 +80,19 @@ def _signatures() -> Dict[str, Tuple[Any, List[Any]]]:
             "graphc_find": (None, [VP, ctypes.c_uint32, VP]),
             "graphc_diff": (None, [VP, ctypes.c_char_p, VP, U64, VP, ctypes.c_char_p, VP, U64,
                                    VP, VP, P(U64), P(U64)]),
-            "graphc_owners": (None, [VP, VP, U64, ctypes.c_char_p, VP])}
+            "graphc_owners": (None, [VP, VP, U64, ctypes.c_char_p, VP]),
+            "graphc_snap_begin": (INT, [VP, VP, VP, VP]),
+            "graphc_snap_weak_tables": (U64, [VP, P(VP)]),
+            "graphc_snap_pending": (U64, [VP, P(VP)]),
+            "graphc_snap_resolve": (None, [VP, ctypes.c_char_p, VP]),
+            "graphc_snap_add": (INT, [VP, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_char_p,
+                                      VP, VP, U64]),
+            "graphc_snap_sort": (ctypes.c_int64, [VP]),
+            "graphc_snap_open": (INT, [VP, INT]),
+            "graphc_snap_flush": (INT, [VP]),
+            "graphc_snap_nodes": (None, [VP, ctypes.c_char_p, ctypes.c_uint32]),
+            "graphc_snap_edges": (None, [VP, INT, ctypes.c_uint32]),
+            "graphc_snap_strings": (INT, [VP, ctypes.c_uint32])}
 
 
 _HELPER = CHelper(SOURCE, "graphc", "the heap graph's C code", "LJGDB_HEAPGRAPH", _signatures)
@@ -98,7 +110,8 @@ def _layout(heap: 'Heap') -> _Layout:
         tab_hmask=lay.tab.hmask, tab_array=lay.tab.array, tab_node=lay.tab.node,
         node_size=lay.node.size, node_key=lay.node.key, node_val=lay.node.val,
         fn_ffid=fn.ffid, fn_nup=fn.nupvalues, fn_env=fn.env, fnl_pc=fl.pc, fnl_uvptr=fl.uvptr,
-        fnc_upvalue=fn.upvalue, pt_size=lay.pt.size, uv_size=lay.uv.size, uv_v=lay.uv.v)
+        fnc_upvalue=fn.upvalue, pt_size=lay.pt.size, uv_size=lay.uv.size, uv_v=lay.uv.v,
+        str_len=lay.str.len, str_size=lay.str.size)
 
 
 class _Graph(object):
@@ -228,6 +241,81 @@ class _Graph(object):
         return out
 
 
+class SnapGraph(_Graph):
+    """The V8 heap snapshot's graph (heapsnapshot.CSnapshotWriter): every
+    reference with its edge type and name, none merged; the document's
+    nodes, edges and strings' texts written by the C code to a file.
+
+    names (an array of n, the caller's) receives each object's name: its
+    type's (bytype[gct]) until a better one is known; fixed: the names of
+    a metatable, environment, prototype, key and value reference."""
+
+    # What pending() asks for: (class, key, sub).
+    METATABLE, SITE, BUILTIN, UPVALUE, C_UPVALUE, KEY = range(1, 7)
+    NODE_CLASSES = (METATABLE, SITE, BUILTIN)
+
+    def __init__(self, lib: ctypes.CDLL, heap: Any, names: array, bytype: List[int],
+                 fixed: List[int]) -> None:
+        super().__init__(lib, heap, True)
+        self.names = names
+        by, fx = array("I", bytype), array("I", fixed)      # (alive through the call)
+        self._check(lib.graphc_snap_begin(self.h, _at(names), _at(by), _at(fx)))
+
+    def weak_tables(self) -> array:
+        """The weak tables' indices: their parts are named in Python."""
+        out = ctypes.c_void_p()
+        m = self.lib.graphc_snap_weak_tables(self.h, ctypes.byref(out))
+        return _words(out.value, m, "I")
+
+    def pending(self) -> List[Tuple[int, int, int]]:
+        """The names asked of Python, each once: (class, key, sub)."""
+        out = ctypes.c_void_p()
+        m = self.lib.graphc_snap_pending(self.h, ctypes.byref(out))
+        w = _words(out.value, 2 * m)
+        return [(w[2 * d + 1] >> 32, w[2 * d], w[2 * d + 1] & 0xFFFFFFFF) for d in range(m)]
+
+    def resolve(self, types: bytes, names: array) -> None:
+        """pending()'s answers: names[d], and an edge's type types[d]
+        (0xFF: as it is)."""
+        self.lib.graphc_snap_resolve(self.h, types, _at(names))
+
+    def add(self, owner: int, part: int, types: bytes, names: array, targets: array) -> None:
+        """References of object owner named in Python (targets: addresses)."""
+        self._check(self.lib.graphc_snap_add(self.h, owner, part, types, _at(names),
+                                             _at(targets), len(targets)))
+
+    def sort(self) -> int:
+        """The references in node order: their count."""
+        count = self.lib.graphc_snap_sort(self.h)
+        self._check(count)
+        return count
+
+    def _writing(self, f: Any, write: Callable[[], Any]) -> None:
+        f.flush()
+        self._check(self.lib.graphc_snap_open(self.h, f.fileno()))
+        write()
+        err = self.lib.graphc_snap_flush(self.h)
+        if err:
+            raise OSError(err, os.strerror(err))
+
+    def write_nodes(self, f: Any, bytype: bytes, base: int) -> None:
+        """The objects' nodes to f (a file, flushed first), each after
+        ",\n"; base: the index of the first string's text."""
+        self._writing(f, lambda: self.lib.graphc_snap_nodes(self.h, bytype, base))
+
+    def write_edges(self, f: Any, comma: bool, base: int) -> None:
+        """Their edges, each after "," (none before the first unless comma)."""
+        self._writing(f, lambda: self.lib.graphc_snap_edges(self.h, 1 if comma else 0, base))
+
+    def write_strings(self, f: Any, max_string: int) -> None:
+        """The strings' texts in node order, each after ",\n", read now."""
+        def strings():
+            self._check(self.lib.graphc_snap_strings(self.h, max_string))
+            while self.feed():
+                pass
+        self._writing(f, strings)
+
+
 def dominators(heap: Any, roots: List[int]) -> Optional[Dict[str, Any]]:
     """heapdom.Dominators's arrays (num, order, idom, parent, retained,
     count) and counts (references, passes) for the heap's indexed objects
@@ -285,6 +373,17 @@ def holders(heap: Any, target: int) -> Optional[array]:
         g.close()
         del cm
     return positions(mask, 1)
+
+
+def snap_ready(heap: Any) -> bool:
+    """Whether snap_graph can take the heap: the C code at hand, memory to
+    read, and the heap fits it."""
+    return load()[0] is not None and _has_memory(heap) and _fits(heap)
+
+
+def snap_graph(heap: Any, names: array, bytype: List[int], fixed: List[int]) -> SnapGraph:
+    """The heap's SnapGraph (snap_ready(heap) must be true)."""
+    return SnapGraph(load()[0], heap, names, bytype, fixed)
 
 
 def positions(data: Any, value: int) -> array:

@@ -172,7 +172,7 @@ class Heap(object):
         self.stat = walker.run()
         self.addrs, self.gcts, self.sizes, self.dead = walker.objects()
         if self.budget is not None:
-            self.budget.expect(len(self.addrs))
+            self.budget.expect(len(self.addrs), in_c=graphc.load()[0] is not None)
         return self.addrs, self.gcts
 
     def check_budget(self, done: int) -> None:

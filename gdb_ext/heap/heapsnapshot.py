@@ -35,11 +35,17 @@ Node types are V8's: table and thread "object", function "closure", string
 "string", proto and trace "code", userdata and cdata "native", upvalue
 "hidden".
 
-Memory: the objects and their sizes are the heap's arrays, with a name
-and an edge count per object; the edges go to a temporary file as text
-64K at a time (the nodes, which come first in the document, need every
-object's edge count); each name is kept once; the document is written a
-slice at a time.
+Two writers make the same document.  CSnapshotWriter, wherever graphc's C
+code loads: the references and names in flat arrays in C (graphc.SnapGraph:
+per reference a target, a name and a type; per object a name), the names
+the C code cannot make asked of Python once each, and the nodes, edges and
+strings' texts written by the C code straight to the file, each string's
+text read again as it is written (none is kept).  SnapshotWriter, in
+Python (LJGDB_HEAPGRAPH=python, no compiler): the objects and their sizes
+are the heap's arrays, with a name and an edge count per object; the edges
+go to a temporary file as text 64K at a time (the nodes, which come first
+in the document, need every object's edge count); each name is kept once;
+the document is written a slice at a time.
 """
 from typing import Any, Callable, Dict, IO, List, Optional, TYPE_CHECKING
 import bisect
@@ -48,7 +54,9 @@ import struct
 import tempfile
 from array import array
 
+from . import graphc
 from .. import consts as C
+from ..cbuild import zeros
 from ..errors import CorruptError, FaultError
 from ..vm.objects import Proto, Str, decode_tv
 from ..vm.protoinfo import cached_proto, upvalue_names
@@ -308,7 +316,7 @@ class SnapshotWriter(object):
                 add(_ET["internal"], name({"mt": "metatable", "env": "environment",
                                            "uvval": "value"}.get(how, how)), r.target)
 
-    def _table_edges(self, o, add):
+    def _table_edges(self, o, add, with_mt=True):
         heap, lay = self.heap, self.heap.lay
         name = self.name
         try:
@@ -318,7 +326,8 @@ class SnapshotWriter(object):
             return
         wk = wv = False
         if mt:
-            add(_ET["internal"], name("metatable"), mt)
+            if with_mt:
+                add(_ET["internal"], name("metatable"), mt)
             wk, wv = heap.weak_mode(mt)
         gc_of = heap.gc_of
         weak = _ET["weak"]
@@ -430,16 +439,7 @@ class SnapshotWriter(object):
         sizes = heap.sizes
         n = self.n
         nedges = self.nedges
-        meta = {"node_fields": NODE_FIELDS,
-                "node_types": [NODE_TYPES, "string", "number", "number", "number", "number",
-                               "number"],
-                "edge_fields": EDGE_FIELDS,
-                "edge_types": [EDGE_TYPES, "string_or_number", "node"],
-                "trace_function_info_fields": [], "trace_node_fields": [],
-                "sample_fields": [], "location_fields": LOCATION_FIELDS}
-        f.write('{"snapshot":%s,\n' % json.dumps(
-            {"meta": meta, "node_count": n + 1, "edge_count": nedges,
-             "trace_function_count": 0}, separators=(",", ":")))
+        self._header(f, nedges)
         f.write('"nodes":[%d,%d,1,0,%d,0,0' % (_NT["synthetic"], self.names[0], self.counts[0]))
         names, counts = self.names, self.counts
         step = 20000
@@ -459,22 +459,160 @@ class SnapshotWriter(object):
                 break
             f.write(text)
         ef.close()
-        f.write('],\n"trace_function_infos":[],"trace_tree":[],"samples":[],"locations":[],\n'
-                '"strings":[')
-        for first in range(0, len(self.string_list), step):
-            f.write(("," if first else "") + ",\n".join(
-                json.dumps(s) for s in self.string_list[first:first + step]))
+        self._strings(f)
         f.write("]}\n")
         return {"nodes": n + 1, "edges": nedges, "strings": len(self.string_list),
                 "self_size": sum(sizes)}
+
+    def _header(self, f: IO[str], nedges: int) -> None:
+        meta = {"node_fields": NODE_FIELDS,
+                "node_types": [NODE_TYPES, "string", "number", "number", "number", "number",
+                               "number"],
+                "edge_fields": EDGE_FIELDS,
+                "edge_types": [EDGE_TYPES, "string_or_number", "node"],
+                "trace_function_info_fields": [], "trace_node_fields": [],
+                "sample_fields": [], "location_fields": LOCATION_FIELDS}
+        f.write('{"snapshot":%s,\n' % json.dumps(
+            {"meta": meta, "node_count": self.n + 1, "edge_count": nedges,
+             "trace_function_count": 0}, separators=(",", ":")))
+
+    def _strings(self, f: IO[str]) -> None:
+        """The end of the edges, the empty arrays, and the names made here."""
+        f.write('],\n"trace_function_infos":[],"trace_tree":[],"samples":[],"locations":[],\n'
+                '"strings":[')
+        step = 20000
+        for first in range(0, len(self.string_list), step):
+            f.write(("," if first else "") + ",\n".join(
+                json.dumps(s) for s in self.string_list[first:first + step]))
+
+    def close(self) -> None:
+        pass
+
+
+class CSnapshotWriter(SnapshotWriter):
+    """The same document with its graph in C (graphc.SnapGraph): the
+    references of tables, functions and upvalues decoded and named there,
+    the other objects' (threads, prototypes, traces, userdata, weak
+    tables' parts) named here by edges_of; each name the C code cannot
+    make (a metatable's __name, a prototype's chunk:line and upvalue
+    names, a builtin's, an odd key's) asked of Python once; the nodes,
+    edges and strings' texts written by the C code.  A string node's name
+    is its own entry among the strings, after the names made here (so a
+    text may be there twice)."""
+
+    # The C code writes the edges in one go, no temporary file.
+    def build(self) -> None:
+        heap = self.heap
+        addrs, gcts = heap.index()
+        n = self.n = len(addrs)
+        self.names = zeros("I", n)
+        bytype = [self.name(C.GCT_TEXT.get(g, "object")) for g in range(16)]
+        self.names_root = self.name(ROOT_NAME)
+        fixed = [self.name(t) for t in ("metatable", "environment", "prototype", "(key)", "value")]
+        g = self.g = graphc.snap_graph(heap, self.names, bytype, fixed)
+        self.root = self._root_edges()
+        g.read_memory()
+        for k in g.weak_tables():
+            self._python_edges(k, 1, lambda o, add: self._table_edges(o, add, with_mt=False))
+        for gct in (C.GCT_THREAD, C.GCT_PROTO, C.GCT_TRACE, C.GCT_UDATA):
+            for k in graphc.positions(gcts, gct):
+                if gct == C.GCT_UDATA:
+                    self.names[k] = self.name(self.node_name(addrs[k], gct))
+                self._python_edges(k, 0, lambda o, add, gct=gct: self.edges_of(o, gct, add))
+        heap.check_budget(n)
+        self._answer(g.pending())
+        self.nedges = len(self.root) // 3 + g.sort()
+        heap.check_budget(n)
+
+    def _python_edges(self, k, part, edges):
+        types, names, targets = bytearray(), array("I"), array("Q")
+
+        def add(et, ni, target):
+            types.append(et)
+            names.append(ni)
+            targets.append(target)
+        edges(self.heap.addrs[k], add)
+        if targets:
+            self.g.add(k, part, bytes(types), names, targets)
+
+    def _root_edges(self) -> array:
+        """The root's edges (type, name, to_node: three numbers each)."""
+        heap = self.heap
+        out = array("I")
+        seen = set()
+        pairs = [(root_edge_name(rname), v) for rname, v in heap.roots()]
+        try:
+            cur = self.vm.cur_L
+        except (FaultError, CorruptError):
+            cur = None
+        for text, v in pairs + ([("running thread", cur)] if cur else []):
+            j = heap.position(v)
+            if j >= 0 and not (text == "running thread" and v in seen):
+                out.extend((_ET["property"], self.name(text), (j + 1) * NF))
+                seen.add(v)
+        return out
+
+    def _answer(self, asked) -> None:
+        """Each name the C code asked for."""
+        g = self.g
+        keep = 0xFF
+        types, names = bytearray(len(asked)), zeros("I", len(asked))
+        for d, (cls, key, sub) in enumerate(asked):
+            types[d] = keep
+            if cls == g.METATABLE:
+                text = self._mt_name(key)
+                names[d] = self.name(text) if text else 0
+            elif cls == g.SITE:
+                names[d] = self.name(self._site(key))
+            elif cls == g.BUILTIN:
+                names[d] = self.name("C function" if key == C.FF_C else "builtin#%d" % key)
+            elif cls == g.UPVALUE:
+                uv = self._uv_names(key)
+                names[d] = self.name(uv[sub] if sub < len(uv) else "#%d" % (sub + 1))
+            elif cls == g.C_UPVALUE:
+                names[d] = self.name("#%d" % key)
+            else:
+                types[d], names[d] = self._key_edge(key)
+        g.resolve(bytes(types), names)
+
+    def write(self, f: IO[str]) -> Dict[str, Any]:
+        heap, g = self.heap, self.g
+        n, base = self.n, len(self.string_list)
+        self._header(f, self.nedges)
+        f.write('"nodes":[%d,%d,1,0,%d,0,0' % (
+            _NT["synthetic"], self.names_root, len(self.root) // 3))
+        g.write_nodes(f, bytes(NODE_TYPE_OF.get(t, 0) for t in range(16)), base)
+        f.write('],\n"edges":[' + ",".join(map(str, self.root)))
+        g.write_edges(f, len(self.root) > 0, base)
+        self._strings(f)
+        g.write_strings(f, self.max_string)
+        f.write("]}\n")
+        return {"nodes": n + 1, "edges": self.nedges, "strings": base + heap.gcts.count(C.GCT_STR),
+                "self_size": sum(heap.sizes)}
+
+    def close(self) -> None:
+        if getattr(self, "g", None) is not None:
+            self.g.close()
+            self.g = None
 
 
 def save(heap: 'Heap', path: str, max_string: int = 200,
          progress: Optional[Callable[[int], Any]] = None) -> Dict[str, Any]:
     """Write heap's V8 heap snapshot to path; returns what write() says,
-    with the file's name and the objects' bytes as lgcstat counts them."""
+    with the file's name and the objects' bytes as lgcstat counts them.
+    The graph is built in C (CSnapshotWriter) where graphc loads and the
+    heap fits it, else in Python (SnapshotWriter)."""
     from .heapsnap import SnapshotError
-    w = SnapshotWriter(heap, max_string, progress)
+    heap.index()
+    kind = CSnapshotWriter if graphc.snap_ready(heap) else SnapshotWriter
+    w = kind(heap, max_string, progress)
+    try:
+        return _save(w, heap, path, SnapshotError)
+    finally:
+        w.close()
+
+
+def _save(w, heap, path, SnapshotError):
     w.build()
     try:
         with open(path, "w", encoding="utf-8") as f:
