@@ -500,7 +500,6 @@ class CSnapshotWriter(SnapshotWriter):
     is its own entry among the strings, after the names made here (so a
     text may be there twice)."""
 
-    # The C code writes the edges in one go, no temporary file.
     def build(self) -> None:
         heap = self.heap
         addrs, gcts = heap.index()
@@ -607,18 +606,14 @@ def save(heap: 'Heap', path: str, max_string: int = 200,
     kind = CSnapshotWriter if graphc.snap_ready(heap) else SnapshotWriter
     w = kind(heap, max_string, progress)
     try:
-        return _save(w, heap, path, SnapshotError)
+        w.build()
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                out = w.write(f)
+        except OSError as e:
+            raise SnapshotError("cannot write %s: %s" % (path, e.strerror or e))
     finally:
         w.close()
-
-
-def _save(w, heap, path, SnapshotError):
-    w.build()
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            out = w.write(f)
-    except OSError as e:
-        raise SnapshotError("cannot write %s: %s" % (path, e.strerror or e))
     out["file"] = path
     out["object_bytes"] = heap.stat.object_bytes
     out["gc_total"] = heap.stat.total
