@@ -2,7 +2,8 @@
 
 lgcstat's own walk keeps a few bytes an object; the heap graph (lgcpath,
 lgcref, lgcstat --retained, --save, --diff and the V8 heap snapshot) keeps
-some 140 to 350 bytes an object (GRAPH_BYTES below), and a heap of tens
+some 140 to 180 bytes an object (GRAPH_BYTES below; 360 for the heap
+snapshot's Python writer), and a heap of tens
 of millions of objects would take more memory than the machine has: the debugger, killed by the
 kernel, would take the user's session with it.  A Budget stops such a
 command with one line instead, twice:

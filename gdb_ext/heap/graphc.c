@@ -369,27 +369,38 @@ int graphc_peek(const graphc_t *h, uint64_t *addr_len)
     return 1;
 }
 
+/* A table's header, as its request's bytes hold it. */
+static tab_t tab_header(const struct graphc_layout *L, uint32_t owner, const uint8_t *p)
+{
+    tab_t t;
+    t.owner = owner;
+    t.mt = get(p + L->tab_mt, L->rs);
+    t.asize = (uint32_t)get(p + L->tab_asize, 4);
+    t.hmask = (uint32_t)get(p + L->tab_hmask, 4);
+    t.arr = get(p + L->tab_array, L->ms);
+    t.node = get(p + L->tab_node, L->ms);
+    return t;
+}
+
+/* The table kept until graphc_set_weak makes requests of its parts. */
+static int keep_tab(graphc_t *h, const tab_t *t)
+{
+    tab_t *ts = grow(h->tabs, &h->captabs, h->ntabs + 1, sizeof(tab_t), &h->oom);
+    if (!ts)
+        return -1;
+    h->tabs = ts;
+    ts[h->ntabs++] = *t;
+    return 0;
+}
+
 static int decode(graphc_t *h, const rq_t *q, const uint8_t *p)
 {
     const struct graphc_layout *L = &h->L;
     uint32_t o = q->owner;
     switch (q->kind) {
     case K_TAB: {
-        tab_t t;
-        t.owner = o;
-        t.mt = get(p + L->tab_mt, L->rs);
-        t.asize = (uint32_t)get(p + L->tab_asize, 4);
-        t.hmask = (uint32_t)get(p + L->tab_hmask, 4);
-        t.arr = get(p + L->tab_array, L->ms);
-        t.node = get(p + L->tab_node, L->ms);
-        if (edge(h, o, 0, t.mt))
-            return -1;
-        tab_t *ts = grow(h->tabs, &h->captabs, h->ntabs + 1, sizeof(tab_t), &h->oom);
-        if (!ts)
-            return -1;
-        h->tabs = ts;
-        ts[h->ntabs++] = t;
-        return 0;
+        tab_t t = tab_header(L, o, p);
+        return edge(h, o, 0, t.mt) ? -1 : keep_tab(h, &t);
     }
     case K_FUNC: {
         uint32_t nup = p[L->fn_nup];
@@ -1104,22 +1115,11 @@ static int decode_named(graphc_t *h, const rq_t *q, const uint8_t *p)
     uint32_t o = q->owner;
     switch (q->kind) {
     case K_TAB: {
-        tab_t t;
-        t.owner = o;
-        t.mt = get(p + L->tab_mt, L->rs);
-        t.asize = (uint32_t)get(p + L->tab_asize, 4);
-        t.hmask = (uint32_t)get(p + L->tab_hmask, 4);
-        t.arr = get(p + L->tab_array, L->ms);
-        t.node = get(p + L->tab_node, L->ms);
+        tab_t t = tab_header(L, o, p);
         NE(o, 0, E_INTERNAL, F[N_MT], t.mt);
         if (t.mt && pend(h, P_MT, o, 0, t.mt))
             return -1;
-        tab_t *ts = grow(h->tabs, &h->captabs, h->ntabs + 1, sizeof(tab_t), &h->oom);
-        if (!ts)
-            return -1;
-        h->tabs = ts;
-        ts[h->ntabs++] = t;
-        return 0;
+        return keep_tab(h, &t);
     }
     case K_FUNC: {
         uint32_t nup = p[L->fn_nup], ffid = p[L->fn_ffid];
