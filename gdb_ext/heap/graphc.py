@@ -1,7 +1,8 @@
 """The heap graph's references and dominator tree in C (graphc.c), for
 heapdom.Dominators: the same numbers, orders and sizes as its Python
 search, at a few hundred nanoseconds an object instead of several
-microseconds.
+microseconds; and the V8 heap snapshot's named graph and text
+(SnapGraph, for heapsnapshot.CSnapshotWriter).
 
 graphc.c is compiled at first use into ljgdb's cache, as the live
 backend's C sampler is (or found beside this file when pip built it).
@@ -252,7 +253,6 @@ class SnapGraph(_Graph):
 
     # What pending() asks for: (class, key, sub).
     METATABLE, SITE, BUILTIN, UPVALUE, C_UPVALUE, KEY = range(1, 7)
-    NODE_CLASSES = (METATABLE, SITE, BUILTIN)
 
     def __init__(self, lib: ctypes.CDLL, heap: Any, names: array, bytype: List[int],
                  fixed: List[int]) -> None:
