@@ -1038,6 +1038,11 @@ static int64_t nedge(graphc_t *h, uint32_t owner, uint32_t part, uint8_t type, u
 #define NE(owner, part, type, name, target) \
     do { if (nedge(h, owner, part, type, name, target) == -2) return -1; } while (0)
 
+static inline uint64_t dhash(uint64_t key, uint32_t sub, uint32_t cls)
+{
+    return key * 0x9E3779B97F4A7C15ull ^ (uint64_t)sub << 40 ^ cls;
+}
+
 /* The number of (cls, key, sub) among the distinct ones, added if new;
    -1 out of memory. */
 static int64_t distinct(graphc_t *h, uint32_t cls, uint64_t key, uint32_t sub)
@@ -1055,14 +1060,13 @@ static int64_t distinct(graphc_t *h, uint32_t cls, uint64_t key, uint32_t sub)
         h->dmask = size - 1;
         for (uint64_t d = 0; d < h->ndk; d++) {
             const dkey_t *k = &h->dk[d];
-            uint64_t at = (k->key * 0x9E3779B97F4A7C15ull ^ (uint64_t)k->sub << 40 ^ k->cls) &
-                h->dmask;
+            uint64_t at = dhash(k->key, k->sub, k->cls) & h->dmask;
             while (sl[at] != NO_SLOT)
                 at = (at + 1) & h->dmask;
             sl[at] = (uint32_t)d;
         }
     }
-    uint64_t at = (key * 0x9E3779B97F4A7C15ull ^ (uint64_t)sub << 40 ^ cls) & h->dmask;
+    uint64_t at = dhash(key, sub, cls) & h->dmask;
     for (;; at = (at + 1) & h->dmask) {
         uint32_t d = h->dslot[at];
         if (d == NO_SLOT)

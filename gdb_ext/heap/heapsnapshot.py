@@ -379,7 +379,6 @@ class SnapshotWriter(object):
         self.edge_file = tempfile.TemporaryFile("w+", encoding="ascii")
         self.nedges = 0
         edges = self._edge_buf = array("I")
-        pos = heap.position
         bisect_left = bisect.bisect_left
 
         def add(et, ni, target):
@@ -392,20 +391,10 @@ class SnapshotWriter(object):
 
         # The root.
         self.names[0] = self.name(ROOT_NAME)
+        root = self._root_edges()
+        edges.extend(root)
+        self.counts[0] = len(root) // 3
         cnt = [0]
-        seen = set()
-        for rname, v in heap.roots():
-            if pos(v) >= 0:
-                add(_ET["property"], self.name(root_edge_name(rname)), v)
-                seen.add(v)
-        cur = None
-        try:
-            cur = self.vm.cur_L
-        except (FaultError, CorruptError):
-            cur = None
-        if cur and cur not in seen and pos(cur) >= 0:
-            add(_ET["property"], self.name("running thread"), cur)
-        self.counts[0] = cnt[0]
         every = 100000
         for k in range(n):
             cnt[0] = 0
@@ -421,6 +410,24 @@ class SnapshotWriter(object):
             if not k & 0xFFFF:
                 heap.check_budget(k)
         self._spill()
+
+    def _root_edges(self) -> array:
+        """The root's edges (type, name, to_node: three numbers each): the
+        collector's roots, then the running thread where it is none of them."""
+        heap = self.heap
+        out = array("I")
+        seen = set()
+        pairs = [(root_edge_name(rname), v) for rname, v in heap.roots()]
+        try:
+            cur = self.vm.cur_L
+        except (FaultError, CorruptError):
+            cur = None
+        for text, v in pairs + ([("running thread", cur)] if cur else []):
+            j = heap.position(v)
+            if j >= 0 and not (text == "running thread" and v in seen):
+                out.extend((_ET["property"], self.name(text), (j + 1) * NF))
+                seen.add(v)
+        return out
 
     def _spill(self):
         """Append the edges held to the temporary file, as the document's
@@ -533,23 +540,6 @@ class CSnapshotWriter(SnapshotWriter):
         edges(self.heap.addrs[k], add)
         if targets:
             self.g.add(k, part, bytes(types), names, targets)
-
-    def _root_edges(self) -> array:
-        """The root's edges (type, name, to_node: three numbers each)."""
-        heap = self.heap
-        out = array("I")
-        seen = set()
-        pairs = [(root_edge_name(rname), v) for rname, v in heap.roots()]
-        try:
-            cur = self.vm.cur_L
-        except (FaultError, CorruptError):
-            cur = None
-        for text, v in pairs + ([("running thread", cur)] if cur else []):
-            j = heap.position(v)
-            if j >= 0 and not (text == "running thread" and v in seen):
-                out.extend((_ET["property"], self.name(text), (j + 1) * NF))
-                seen.add(v)
-        return out
 
     def _answer(self, asked) -> None:
         """Each name the C code asked for."""
