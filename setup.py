@@ -20,17 +20,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 class BuildWithSampler(build_py):
     """Also build the engine's C code beside its loaders, where a compiler
     is at hand: record's C sampler (gdb_ext/backends/ptstop.c), the heap
-    graph's (gdb_ext/heap/graphc.c) and the thread scan's
-    (gdb_ext/stack/threadc.c).  Without one, ljgdb builds them into its
+    walk's and the heap graph's (gdb_ext/heap/walkc.c, graphc.c) and the
+    thread scan's (gdb_ext/stack/threadc.c).  Without one, ljgdb builds them into its
     cache at first use, or does the same work in Python."""
 
     def run(self):
         build_py.run(self)
         import glob
         from gdb_ext.backends import ptstop
-        from gdb_ext.heap import graphc
+        from gdb_ext.heap import graphc, walkc
         from gdb_ext.stack import threadc
         for mod, wing, stem, what in ((ptstop, "backends", "ptstop", "record's C sampler"),
+                                      (walkc, "heap", "walkc", "the heap walk's C code"),
                                       (graphc, "heap", "graphc", "the heap graph's C code"),
                                       (threadc, "stack", "threadc", "the thread scan's C code")):
             dest = os.path.join(self.build_lib, "ljgdb", "gdb_ext", wing)
@@ -65,7 +66,7 @@ setup(
     package_data={"ljgdb": ["profiles/*.json", "profiles/glibc/*.json",
                             "profiles/library/*.json.gz"],
                   "ljgdb.gdb_ext.backends": ["ptstop.c", "bpfsample.bpf.c"],
-                  "ljgdb.gdb_ext.heap": ["graphc.c"],
+                  "ljgdb.gdb_ext.heap": ["graphc.c", "walkc.c"],
                   "ljgdb.gdb_ext.stack": ["threadc.c"]},
     cmdclass={"build_py": BuildWithSampler},
     # ljgdb: the core reader and the live commands (python3 -m ljgdb's).

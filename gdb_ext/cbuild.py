@@ -1,6 +1,6 @@
 """Compiling a C source shipped with the engine (the live backend's
-ptstop.c, the BPF sampler's bpfsample.bpf.c, the heap graph's graphc.c,
-the thread scan's threadc.c)
+ptstop.c, the BPF sampler's bpfsample.bpf.c, the heap walk's walkc.c and
+the heap graph's graphc.c, the thread scan's threadc.c)
 once, into ljgdb's cache ($XDG_CACHE_HOME/ljgdb, else ~/.cache/ljgdb),
 under a name made of the source's hash and the machine, so a changed
 source is built again and two versions live side by side."""
@@ -120,6 +120,31 @@ def words(ptr: Optional[int], count: int, code: str = "Q") -> array:
 
 def zeros(code: str, count: int) -> array:
     return array(code, [0]) * count
+
+
+class _PyBuffer(ctypes.Structure):
+    """Py_buffer (the buffer protocol's view), to find where a read-only
+    buffer (a core's mmap) holds its bytes."""
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int),
+                ("ndim", ctypes.c_int), ("format", ctypes.c_char_p),
+                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
+
+
+def buffer_address(buf: Any) -> int:
+    """Where the bytes of buf (bytes, or a memoryview of them or of an
+    mmap) are; buf must be kept alive while they are used."""
+    if isinstance(buf, bytes):
+        return ctypes.cast(buf, ctypes.c_void_p).value
+    view = _PyBuffer()
+    api = ctypes.pythonapi
+    if api.PyObject_GetBuffer(ctypes.py_object(buf), ctypes.byref(view), 0) != 0:
+        raise ValueError("no buffer")
+    try:
+        return view.buf
+    finally:
+        api.PyBuffer_Release(ctypes.byref(view))
 
 
 def address_of(a: array) -> Optional[int]:

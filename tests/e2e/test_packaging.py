@@ -7,7 +7,7 @@ import zipfile
 from support.stop import ROOT, Stop, manifest
 
 # The engine's C code built beside its loader by pip: (wing, stem).
-C_HELPERS = (("backends", "ptstop"), ("heap", "graphc"), ("stack", "threadc"))
+C_HELPERS = (("backends", "ptstop"), ("heap", "graphc"), ("heap", "walkc"), ("stack", "threadc"))
 
 
 def test_wheel_contents(tmp_path):

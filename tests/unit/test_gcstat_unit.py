@@ -1,8 +1,9 @@
 """Unit tests of the heap walker and its page cache on synthetic memory.
 
-The synthetic VM has objects on every list the walker follows (the root
-list, string chains with the secondary-hash flag on an anchor, a thread's
-open upvalues, the circular mmudata list); g->gc.total is set to the sum of
+Each test runs on the walk in C (walkc.c) and in Python.  The synthetic VM
+has objects on every list the walker follows (the root list, string chains
+with the secondary-hash flag on an anchor, a thread's open upvalues, the
+circular mmudata list); g->gc.total is set to the sum of
 their sizes computed here from LuaJIT's free functions (R lj_tab.c
 lj_tab_free, lj_func.c lj_func_free, lj_str.h lj_str_size, ...).
 """
@@ -12,6 +13,7 @@ import pytest
 import ljgdb  # noqa: E402,F401
 from ljgdb.gdb_ext import consts as C  # noqa: E402
 from ljgdb.gdb_ext.errors import CorruptError, FaultError  # noqa: E402
+from ljgdb.gdb_ext.heap import walkc  # noqa: E402
 from ljgdb.gdb_ext.heap.gcstat import HeapWalker, walk_heap  # noqa: E402
 from ljgdb.gdb_ext.layouts.layout import Layout  # noqa: E402
 from ljgdb.gdb_ext.vm.pages import PageCache  # noqa: E402
@@ -21,6 +23,17 @@ from ljgdb.gdb_ext.target import SyntheticTarget  # noqa: E402
 from support.synth import LAYOUTS, Heap, load_layout  # noqa: E402
 
 VARIANTS = LAYOUTS
+
+
+@pytest.fixture(autouse=True, params=["C", "Python"])
+def walk_in(request, monkeypatch):
+    """Every test on the walk in C (walkc.c) and on the Python walk."""
+    if request.param == "Python":
+        monkeypatch.setenv("LJGDB_HEAPWALK", "python")
+    else:
+        monkeypatch.delenv("LJGDB_HEAPWALK", raising=False)
+        assert walkc.load()[0] is not None, walkc.load()[1]
+    return request.param
 
 
 # --------------------------------------------------------------------------
