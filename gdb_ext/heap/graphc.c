@@ -308,6 +308,56 @@ static int by_addr(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The waiting requests in address order, those of one address in the
+   order they were made: none moved when they are in order already (the
+   objects' own requests are), else a radix sort of the address's bits 3
+   to 47, 15 at a time (qsort, a merge sort in glibc, when its second
+   buffer cannot be had). */
+static void sort_requests(graphc_t *h)
+{
+    uint64_t n = h->nreq, k = 1;
+    req_t *a = h->req;
+    while (k < n && ADDR_OF(&a[k - 1]) <= ADDR_OF(&a[k]))
+        k++;
+    if (k >= n)
+        return;
+    req_t *b = malloc(n * sizeof *b);
+    uint64_t *cnt = malloc(32768 * sizeof *cnt);
+    if (!b || !cnt) {
+        free(b);
+        free(cnt);
+        qsort(a, n, sizeof(req_t), by_addr);
+        return;
+    }
+    for (int shift = 3; shift < ADDR_BITS; shift += 15) {
+        memset(cnt, 0, 32768 * sizeof *cnt);
+        for (uint64_t i = 0; i < n; i++)
+            cnt[(ADDR_OF(&a[i]) >> shift) & 32767]++;
+        if (cnt[(ADDR_OF(&a[0]) >> shift) & 32767] == n)
+            continue;                   /* one digit for all: nothing moves */
+        uint64_t sum = 0;
+        for (int d = 0; d < 32768; d++) {
+            uint64_t c = cnt[d];
+            cnt[d] = sum;
+            sum += c;
+        }
+        for (uint64_t i = 0; i < n; i++)
+            b[cnt[(ADDR_OF(&a[i]) >> shift) & 32767]++] = a[i];
+        req_t *t = a;
+        a = b;
+        b = t;
+    }
+    if (a != h->req) {
+        /* (the sorted copy becomes the list, of capacity n; b is the old) */
+        free(h->req);
+        h->req = a;
+        h->capreq = n;
+    } else {
+        free(b);
+    }
+    free(cnt);
+}
+
 /* Sorts the waiting requests by address and groups them into runs, each
    one read: neighbours less than `gap` bytes apart share a run, up to
    `maxrun` bytes (a longer request is a run of its own), and a run stays
@@ -322,7 +372,7 @@ uint64_t graphc_plan(graphc_t *h, uint64_t gap, uint64_t maxrun, const uint64_t 
         h->nreq -= h->head;
         h->head = 0;
     }
-    qsort(h->req, h->nreq, sizeof(req_t), by_addr);
+    sort_requests(h);
     free(h->runs);
     h->runs = NULL;
     uint64_t nr = 0, cap = 0, ri = 0;

@@ -22,7 +22,8 @@ from array import array
 from typing import Any, Callable, Dict, List, Optional, Tuple, TYPE_CHECKING
 
 from .. import consts as C
-from ..cbuild import CHelper, address_of as _at, feed_runs, words as _words, zeros as _zeros
+from ..cbuild import (CHelper, address_of as _at, buffer_address, feed_runs, words as _words,
+                      zeros as _zeros)
 from ..errors import LjError
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
@@ -66,7 +67,7 @@ def _signatures() -> Dict[str, Tuple[Any, List[Any]]]:
             "graphc_oom": (ctypes.c_int, [VP]),
             "graphc_plan": (U64, [VP, U64, U64, VP, U64, P(VP)]),
             "graphc_peek": (ctypes.c_int, [VP, P(U64)]),
-            "graphc_feed": (ctypes.c_int64, [VP, U64, ctypes.c_char_p, U64]),
+            "graphc_feed": (ctypes.c_int64, [VP, U64, VP, U64]),
             "graphc_skip": (None, [VP]),
             "graphc_read_all": (None, [VP]),
             "graphc_metatables": (U64, [VP, P(VP)]),
@@ -161,11 +162,21 @@ class _Graph(object):
         self._check(0)
         runs = _words(out.value, 3 * nruns)
 
+        mapped = self.heap.t.mapped
+
+        def read(base, length):
+            # A run inside memory the target holds in place (a core's
+            # mmap) is handed over where it is, not copied.
+            m = mapped(base)
+            if m is not None and base + length <= m[1]:
+                return m[2][base - m[0]:base - m[0] + length]
+            return mem.read(base, length)
+
         def decode(base, data, length):
-            done = lib.graphc_feed(h, base, data, length)
+            done = lib.graphc_feed(h, base, buffer_address(data), length)
             self._check(done)
             return done
-        feed_runs(mem.read, runs, decode, lambda al: lib.graphc_peek(h, al),
+        feed_runs(read, runs, decode, lambda al: lib.graphc_peek(h, al),
                   lambda: lib.graphc_skip(h))
         return nruns
 

@@ -1,33 +1,36 @@
 """python3 tests/support/runs_unreadable.py CORE BINARY COMMAND ...: the
-core reader with every long read of the C paths refused (each run of
-requests graphc.py or threadc.py reads at once raises FaultError), so that
-they fall back to reading one request at a time.  For test_heapgraph_c.py
-and test_threads_scale.py."""
+core reader with every long read of the C paths refused (the first read
+of each run of requests graphc.py or threadc.py plans raises FaultError),
+so that they fall back to reading one request at a time.  For
+test_heapgraph_c.py and test_threads_scale.py."""
 import atexit
-import linecache
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import ljgdb  # noqa: E402,F401
+from ljgdb.gdb_ext import cbuild  # noqa: E402
 from ljgdb.gdb_ext.errors import FaultError  # noqa: E402
-from ljgdb.gdb_ext.vm import pages  # noqa: E402
+from ljgdb.gdb_ext.heap import graphc  # noqa: E402
+from ljgdb.gdb_ext.stack import threadc  # noqa: E402
 
-_read = pages.PageCache.read
 refused = [0]
 
 
-def read(self, addr, n):
-    f = sys._getframe(1)
-    if f.f_code.co_name == "feed_runs" and \
-            "(base, length)" in linecache.getline(f.f_code.co_filename, f.f_lineno):
-        refused[0] += 1
-        raise FaultError("a run refused by the test", addr)
-    return _read(self, addr, n)
+def feed_runs(read, runs, feed, peek, skip):
+    whole = {(runs[3 * r], runs[3 * r + 1]) for r in range(len(runs) // 3)}
+
+    def refusing(addr, n):
+        if (addr, n) in whole:
+            whole.discard((addr, n))        # (read again a request at a time)
+            refused[0] += 1
+            raise FaultError("a run refused by the test", addr)
+        return read(addr, n)
+    return cbuild.feed_runs(refusing, runs, feed, peek, skip)
 
 
-pages.PageCache.read = read
+graphc.feed_runs = threadc.feed_runs = feed_runs
 atexit.register(lambda: sys.stderr.write("runs refused: %d\n" % refused[0]))
 
 if __name__ == "__main__":
