@@ -205,7 +205,7 @@ static int window(walkc_t *h, uint64_t o, uint32_t need)
     for (int lv = 1; lv <= 3; lv++) {
         uint64_t base = o & ~(LEVEL[lv] - 1);
         piece_t *p = find(h, base | lv);
-        if (p && o + need <= base + p->len) {
+        if (p && o - base <= p->len && p->len - (o - base) >= need) {
             h->wbase = base;
             h->wbuf = p->ptr;
             h->wend = base + p->len;
@@ -230,6 +230,13 @@ static int window(walkc_t *h, uint64_t o, uint32_t need)
         if (out[2] == LEVEL[lv] && !(out[0] & (LEVEL[lv] - 1)))
             insert(h, out[0] | lv, h->wbuf, out[2]);
     return 0;
+}
+
+/* Whether the window holds [o, o + n) (an address near 2^64 does not:
+   no sum here wraps). */
+static inline int holds(const walkc_t *h, uint64_t o, uint64_t n)
+{
+    return o >= h->wbase && o < h->wend && h->wend - o >= n;
 }
 
 /* ---- what is kept of each object ------------------------------------ */
@@ -521,17 +528,17 @@ int64_t walkc_walk(walkc_t *h, const uint64_t *starts, uint64_t nstarts, int onl
         while (o) {
             if (o == c.mark)
                 return fail(h, E_CYCLE, o, 0);
-            if (o < h->wbase || o + L->need > h->wend) {
+            if (!holds(h, o, L->need)) {
                 if (window(h, o, L->need))
                     return -1;
-                if (o + L->b2.off + 1 > h->wend)
+                if (!holds(h, o, L->b2.off + 1))
                     return fail(h, E_SHORT, o, 0);
             }
             const uint8_t *p = h->wbuf + (o - h->wbase);
             uint64_t nxt = get(p, L->nextgc);
             int marked = p[L->marked.off], gct = p[L->gct.off];
             int b1 = p[L->b1.off], b2 = p[L->b2.off];
-            if (o + L->need > h->wend && o + L->type_need[gct & (NT - 1)] > h->wend)
+            if (!holds(h, o, L->need) && !holds(h, o, L->type_need[gct & (NT - 1)]))
                 return fail(h, E_SHORT, o, (uint64_t)gct);
             int64_t sz = size_of(h, o, p, gct, b1, b2, marked);
             if (sz < 0)
@@ -566,10 +573,10 @@ static int64_t walk_str(walkc_t *h, const uint64_t *starts, uint64_t nstarts, in
         while (o) {
             if (o == c.mark)
                 return fail(h, E_CYCLE, o, 0);
-            if (o < h->wbase || o + L->str_need > h->wend) {
+            if (!holds(h, o, L->str_need)) {
                 if (window(h, o, L->str_need))
                     return -1;
-                if (o + L->type_need[GCT_STR] > h->wend)
+                if (!holds(h, o, L->type_need[GCT_STR]))
                     return fail(h, E_SHORT, o, GCT_STR);
             }
             const uint8_t *p = h->wbuf + (o - h->wbase);
