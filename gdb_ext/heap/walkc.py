@@ -154,6 +154,11 @@ class CWalk(object):
             self.h = None
         self.held.clear()
         self.last = None
+        # The callbacks hold this object and it holds the walker (and its
+        # page cache): let go of both now, not at the next full collection
+        # (a gdb session's next commands would find the pages still held).
+        self._cbs = ()
+        self.w = None
 
     # --- the callbacks (an exception is kept and re-raised by _done) -------
     def _locate(self, o: int, need: int, out: Any) -> int:

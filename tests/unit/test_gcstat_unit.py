@@ -243,3 +243,26 @@ def test_bad_type_byte_is_corrupt(variant):
     with pytest.raises(CorruptError) as e:
         walk_heap(vm_of(h, L))
     assert "0x%x" % first in str(e.value)
+
+
+@pytest.mark.parametrize("variant", ["r21-gc64", "r20-x64"])
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_finished_walk_holds_no_memory(variant, keep):
+    """Once the walk is done (and its objects taken), nothing it made holds
+    its page cache: in a gdb session the pages of one command's walk were
+    held until Python's next full collection, through the C walk's
+    callbacks, a reference cycle."""
+    import gc
+    import weakref
+    h, G, L, expect, total = build(variant)
+    gc.disable()
+    try:
+        w = HeapWalker(vm_of(h, L), keep=keep)
+        w.run()
+        if keep:
+            w.objects()
+        pages = weakref.ref(w.mem)
+        del w
+        assert pages() is None
+    finally:
+        gc.enable()
