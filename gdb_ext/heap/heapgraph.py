@@ -132,6 +132,10 @@ class Heap(object):
         # loops that build it)
         self.budget = None
         self._jtrace = self._irk = self._pending = None
+        # find_ref's last array part: ((address, slots), its bytes).  The
+        # chains to the most retaining objects go through the same big
+        # tables again and again (one of 8 million slots: 64 MB each time).
+        self._last_array = (None, b"")
 
     # --- reading ----------------------------------------------------------
     def read(self, addr: int, n: int) -> bytes:
@@ -297,7 +301,9 @@ class Heap(object):
             if mt == target:
                 return Ref(holder, gct, target, ("mt",))
             if asize and arr and not wv and asize < (1 << 28):
-                data = self.read(arr, 8 * asize)
+                if self._last_array[0] != (arr, asize):
+                    self._last_array = ((arr, asize), self.read(arr, 8 * asize))
+                data = self._last_array[1]
                 k = data.find(pat)
                 while k >= 0 and k % 8:
                     k = data.find(pat, k + 1)
