@@ -515,11 +515,14 @@ static int paced(walkc_t *h, pace_t *c, uint64_t o)
 
 /* The nextgc chain from each address in starts until NULL (or until the
  * object stop_after, included); only: the type each must have (-1: any).
- * The objects walked, or -1 with the error in walkc_error. */
-int64_t walkc_walk(walkc_t *h, const uint64_t *starts, uint64_t nstarts, int only,
-                   uint64_t stop_after)
+ * strings: string chains (the type checked first, as _walk_str does);
+ * one_step: the first object of each chain only, its successor kept for
+ * walkc_wave.  The objects walked, or -1 with the error in walkc_error. */
+static int64_t walk_chains(walkc_t *h, const uint64_t *starts, uint64_t nstarts, int only,
+                           uint64_t stop_after, int strings, int one_step)
 {
     const struct walkc_layout *L = &h->L;
+    uint64_t need = strings ? L->str_need : L->need;
     pace_t c = {h->n, h->n + h->every, h->n + h->every, 0, 0, 0};
     h->err = E_NONE;
     for (uint64_t s = 0; s < nstarts; s++) {
@@ -528,8 +531,8 @@ int64_t walkc_walk(walkc_t *h, const uint64_t *starts, uint64_t nstarts, int onl
         while (o) {
             if (o == c.mark)
                 return fail(h, E_CYCLE, o, 0);
-            if (!holds(h, o, L->need)) {
-                if (window(h, o, L->need))
+            if (!holds(h, o, need)) {
+                if (window(h, o, (uint32_t)need))
                     return -1;
                 if (!holds(h, o, L->b2.off + 1))
                     return fail(h, E_SHORT, o, 0);
@@ -538,7 +541,9 @@ int64_t walkc_walk(walkc_t *h, const uint64_t *starts, uint64_t nstarts, int onl
             uint64_t nxt = get(p, L->nextgc);
             int marked = p[L->marked.off], gct = p[L->gct.off];
             int b1 = p[L->b1.off], b2 = p[L->b2.off];
-            if (!holds(h, o, L->need) && !holds(h, o, L->type_need[gct & (NT - 1)]))
+            if (strings && gct != GCT_STR)
+                return fail(h, E_TYPE, o, (uint64_t)gct);
+            if (!holds(h, o, need) && !holds(h, o, L->type_need[gct & (NT - 1)]))
                 return fail(h, E_SHORT, o, (uint64_t)gct);
             int64_t sz = size_of(h, o, p, gct, b1, b2, marked);
             if (sz < 0)
@@ -546,46 +551,6 @@ int64_t walkc_walk(walkc_t *h, const uint64_t *starts, uint64_t nstarts, int onl
             if (only >= 0 && gct != only)
                 return fail(h, E_TYPE, o, (uint64_t)gct);
             if (count(h, o, (uint64_t)sz, gct, marked))
-                return -1;
-            h->n++;
-            if (h->n >= c.next_check && paced(h, &c, o))
-                return -1;
-            if (o == stop_after)
-                break;
-            o = nxt;
-        }
-    }
-    return (int64_t)(h->n - c.start_n);
-}
-
-/* One string chain step by step (one_step: the first string of each chain
- * only, with its successor kept for walkc_waves). */
-static int64_t walk_str(walkc_t *h, const uint64_t *starts, uint64_t nstarts, int one_step)
-{
-    const struct walkc_layout *L = &h->L;
-    pace_t c = {h->n, h->n + h->every, h->n + h->every, 0, 0, 0};
-    uint64_t base_sz = L->sz_str, add = L->str_rounded ? 4 : 1;
-    uint64_t andmask = L->str_rounded ? ~(uint64_t)3 : ~(uint64_t)0;
-    h->err = E_NONE;
-    for (uint64_t s = 0; s < nstarts; s++) {
-        uint64_t o = starts[s];
-        chain_start(h, &c);
-        while (o) {
-            if (o == c.mark)
-                return fail(h, E_CYCLE, o, 0);
-            if (!holds(h, o, L->str_need)) {
-                if (window(h, o, L->str_need))
-                    return -1;
-                if (!holds(h, o, L->type_need[GCT_STR]))
-                    return fail(h, E_SHORT, o, GCT_STR);
-            }
-            const uint8_t *p = h->wbuf + (o - h->wbase);
-            uint64_t nxt = get(p, L->nextgc);
-            int marked = p[L->marked.off], gct = p[L->gct.off];
-            if (gct != GCT_STR)
-                return fail(h, E_TYPE, o, (uint64_t)gct);
-            uint64_t sz = base_sz + ((get(p, L->str_len) + add) & andmask);
-            if (count(h, o, sz, GCT_STR, marked))
                 return -1;
             h->n++;
             if (h->n >= c.next_check && paced(h, &c, o))
@@ -599,10 +564,23 @@ static int64_t walk_str(walkc_t *h, const uint64_t *starts, uint64_t nstarts, in
                 }
                 break;
             }
+            if (o == stop_after)
+                break;
             o = nxt;
         }
     }
     return (int64_t)(h->n - c.start_n);
+}
+
+int64_t walkc_walk(walkc_t *h, const uint64_t *starts, uint64_t nstarts, int only,
+                   uint64_t stop_after)
+{
+    return walk_chains(h, starts, nstarts, only, stop_after, 0, 0);
+}
+
+static int64_t walk_str(walkc_t *h, const uint64_t *starts, uint64_t nstarts, int one_step)
+{
+    return walk_chains(h, starts, nstarts, GCT_STR, 0, 1, one_step);
 }
 
 /* The string table's slots (count anchors of rs bytes each; bit 0 is the
