@@ -32,11 +32,14 @@ class CoreHost(OwnSettings):
     debug_hint = "--set debug=on (before CORE) shows a traceback"
     reader = "the core reader"
 
-    def __init__(self, path, executable=None, settings=None, thread=1, sysroot="/"):
+    def __init__(self, path, executable=None, settings=None, thread=1, sysroot="/",
+                 release_every=0):
         """thread: the number of the thread to look at, as gdb numbers a
         core's threads (1 is the first in the core, the one that got the
         signal); sysroot: where the files the core names are (gdb's `set
-        sysroot`)."""
+        sysroot`); release_every: let go of the core's resident pages
+        every so many bytes read (Target.RELEASE_EVERY; 0: never)."""
+        self.release_every = release_every
         self.path = path
         self.executable = executable
         self.thread = thread
@@ -63,6 +66,7 @@ class CoreHost(OwnSettings):
             from ...gdb_ext.backends.coretarget import open_target
             from ...gdb_ext.layouts.layout import Layout
             target = open_target(self._core(), self.thread - 1)
+            target.RELEASE_EVERY = self.release_every
             self._lay = Layout(target)
             self._target = target
         return self._target, self._lay

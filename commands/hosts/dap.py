@@ -275,7 +275,9 @@ class Session(object):
             paths = [paths]
         self.source_dirs = [os.path.abspath(d) for d in paths]
         self.close()                # (a session that attached before)
-        self.host = install(CoreHost(core, program, None, 1, sysroot))
+        # (A session stays open: the pages of the core it went over are
+        # let go of every 64 MB, not held for the session's life.)
+        self.host = install(CoreHost(core, program, None, 1, sysroot, release_every=64 << 20))
         self.look()
         return None
 

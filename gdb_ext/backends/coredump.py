@@ -621,6 +621,9 @@ class Process(object):
         """(start, end, buffer) of memory held in place around addr, or None."""
         return None
 
+    def release_pages(self) -> None:
+        """Let go of the pages of memory held in place (none here)."""
+
     def regions(self) -> List[Tuple[int, int, bool, str]]:
         """[(start, end, writable, name)] of the memory that can be read."""
         raise NotImplementedError
@@ -1147,6 +1150,17 @@ class Core(Process):
             parts.append(piece)
             a += len(piece)
         return b"".join(parts)
+
+    def release_pages(self) -> None:
+        """The core's pages this process holds dropped (MADV_DONTNEED on
+        its read-only mapping of the file: the next read of them faults
+        them in again from the page cache or the file)."""
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        if advice is not None and isinstance(self._m, mmap.mmap):
+            try:
+                self._m.madvise(advice)
+            except OSError:
+                pass
 
     def mapped(self, addr: int) -> Optional[Tuple[int, int, Any]]:
         """(start, end, memoryview) of the core's bytes around addr (one

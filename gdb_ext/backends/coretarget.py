@@ -59,6 +59,7 @@ class CoreTarget(Target):
         self._unit_types = {}        # (DWARF file, compile unit) -> DwarfTypes (types_of)
 
     def read_raw(self, addr: int, n: int) -> bytes:
+        self.touched(n)
         return self.core.read(addr, n)
 
     def process_id(self) -> Optional[int]:
@@ -98,6 +99,9 @@ class CoreTarget(Target):
 
     def mapped(self, addr: int) -> Optional[Tuple[int, int, Any]]:
         return self.core.mapped(addr)
+
+    def release_pages(self) -> None:
+        self.core.release_pages()
 
     def regions(self) -> Optional[List[Tuple[int, int, bool, str]]]:
         return self.core.regions()

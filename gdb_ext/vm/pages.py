@@ -48,8 +48,25 @@ class PageCache(object):
         self._levels = ((PAGE, self.full, self.split, 3), (P64, self.p64, self.bad64, 2),
                         (P4, self.p4, self.bad4, 1))
         self.held = 0                  # bytes held in the dicts
+        # Pieces held in place (a core's mmap), and their bytes: every
+        # target.RELEASE_EVERY bytes they are dropped and the target lets
+        # go of its pages (Target.release_pages), so that this cache keeps
+        # at most that much of the core resident.
+        self.placed = []
+        self.placed_bytes = 0
 
     # ------------------------------------------------------------------
+    def _in_place(self, size):
+        if not self.t.RELEASE_EVERY:
+            return
+        self.placed_bytes += size
+        if self.placed_bytes > self.t.RELEASE_EVERY:
+            for kept, base in self.placed:
+                kept.pop(base, None)
+            self.placed = []
+            self.placed_bytes = size
+            self.t.release_pages()
+
     def _keep(self, d, base, data):
         d[base] = data
         self.held += len(data)
@@ -86,7 +103,10 @@ class PageCache(object):
             for size, kept, _, _ in self._levels:
                 base = addr & ~(size - 1)
                 if start <= base and base + size <= end:
+                    self._in_place(size)
                     data = kept[base] = buf[base - start:base - start + size]
+                    if self.t.RELEASE_EVERY:
+                        self.placed.append((kept, base))
                     return base, data
         visits = self.visits[page] = self.visits.get(page, 0) + 1
         for size, kept, bad, min_visits in self._levels:
