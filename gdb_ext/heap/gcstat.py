@@ -217,7 +217,7 @@ class HeapWalker(object):
             self._walk([root], "g->gc.root", None)
             self._walk_strings()
             if self.c is not None:
-                self.threads = self.c.threads(0)
+                self.threads = self.c.threads()
             for L, uv in list(self.threads):
                 if uv:
                     self._walk([uv], "openupval list of lua_State 0x%x" % L, C.GCT_UPVAL)

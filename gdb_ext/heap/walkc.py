@@ -288,12 +288,12 @@ class CWalk(object):
         raise _no_memory(e[3])
 
     # --- results ---------------------------------------------------------
-    def threads(self, start: int) -> List[Tuple[int, int]]:
-        """(address, openupval) of the threads found, from the start-th on."""
+    def threads(self) -> List[Tuple[int, int]]:
+        """(address, openupval) of every thread found."""
         p = ctypes.c_void_p()
         n = self.lib.walkc_threads(self.h, ctypes.byref(p))
         w = _words(p.value, 2 * n)
-        return [(w[2 * i], w[2 * i + 1]) for i in range(start, n)]
+        return [(w[2 * i], w[2 * i + 1]) for i in range(n)]
 
     def top(self) -> List[Tuple[int, int, int]]:
         p = ctypes.c_void_p()
