@@ -72,6 +72,16 @@ class TypeStat(object):
     def name(self) -> str:
         return C.GCT_NAMES[self.gct]
 
+    def add(self, count: int, nbytes: int, smallest: int, largest: int, dead: int,
+            dead_bytes: int) -> None:
+        """Fold in what one walk counted of this type (count > 0)."""
+        self.count += count
+        self.bytes += nbytes
+        self.min = smallest if self.min is None else min(self.min, smallest)
+        self.max = max(self.max, largest)
+        self.dead += dead
+        self.dead_bytes += dead_bytes
+
 
 class HeapStat(object):
     """Result of walk_heap.  types: gct -> TypeStat; other: [(name, bytes,
@@ -366,13 +376,7 @@ class HeapWalker(object):
             st.objects = n
             for g in TYPE_ORDER:
                 if cnt[g]:
-                    ts = types[g]
-                    ts.count += cnt[g]
-                    ts.bytes += tot[g]
-                    ts.min = mn[g] if ts.min is None else min(ts.min, mn[g])
-                    ts.max = max(ts.max, mx[g])
-                    ts.dead += dcnt[g]
-                    ts.dead_bytes += dtot[g]
+                    types[g].add(cnt[g], tot[g], mn[g], mx[g], dcnt[g], dtot[g])
         return n - start_n
 
     def _walk_str(self, starts, what, nexts=None):
@@ -461,13 +465,7 @@ class HeapWalker(object):
         finally:
             st.objects = n
             if cnt:
-                ts = st.types[T_STR]
-                ts.count += cnt
-                ts.bytes += tot
-                ts.min = mn if ts.min is None else min(ts.min, mn)
-                ts.max = max(ts.max, mx)
-                ts.dead += dcnt
-                ts.dead_bytes += dtot
+                st.types[T_STR].add(cnt, tot, mn, mx, dcnt, dtot)
         return n - start_n
 
     def _region(self, o):

@@ -248,15 +248,8 @@ class CWalk(object):
         s = self._stats
         lib.walkc_take(self.h, s)
         for g in range(NT):
-            c = s[g]
-            if c:
-                ts = st.types[g]
-                ts.count += c
-                ts.bytes += s[NT + g]
-                ts.min = s[2 * NT + g] if ts.min is None else min(ts.min, s[2 * NT + g])
-                ts.max = max(ts.max, s[3 * NT + g])
-                ts.dead += s[4 * NT + g]
-                ts.dead_bytes += s[5 * NT + g]
+            if s[g]:
+                st.types[g].add(*s[g::NT])
         e = (ctypes.c_uint64 * 4)()
         lib.walkc_error(self.h, e)
         st.objects = e[3]
