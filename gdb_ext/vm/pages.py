@@ -56,16 +56,21 @@ class PageCache(object):
         self.placed_bytes = 0
 
     # ------------------------------------------------------------------
-    def _in_place(self, size):
-        if not self.t.RELEASE_EVERY:
-            return
-        self.placed_bytes += size
-        if self.placed_bytes > self.t.RELEASE_EVERY:
-            for kept, base in self.placed:
-                kept.pop(base, None)
-            self.placed = []
-            self.placed_bytes = size
-            self.t.release_pages()
+    def _place(self, kept, base, data):
+        """Keep a piece held in place (a view of the target's memory) in
+        `kept` at base.  With RELEASE_EVERY set, it is counted, and when
+        the pieces before it reach that many bytes they are dropped and the
+        target lets go of its pages first."""
+        if self.t.RELEASE_EVERY:
+            self.placed_bytes += len(data)
+            if self.placed_bytes > self.t.RELEASE_EVERY:
+                for d, b in self.placed:
+                    d.pop(b, None)
+                self.placed = []
+                self.placed_bytes = len(data)
+                self.t.release_pages()
+            self.placed.append((kept, base))
+        kept[base] = data
 
     def _keep(self, d, base, data):
         d[base] = data
@@ -103,10 +108,8 @@ class PageCache(object):
             for size, kept, _, _ in self._levels:
                 base = addr & ~(size - 1)
                 if start <= base and base + size <= end:
-                    self._in_place(size)
-                    data = kept[base] = buf[base - start:base - start + size]
-                    if self.t.RELEASE_EVERY:
-                        self.placed.append((kept, base))
+                    data = buf[base - start:base - start + size]
+                    self._place(kept, base, data)
                     return base, data
         visits = self.visits[page] = self.visits.get(page, 0) + 1
         for size, kept, bad, min_visits in self._levels:
