@@ -79,11 +79,8 @@ def test_every_kind_of_object(variant, tmp_path_factory, monkeypatch):
     rec = stop.expected
     assert py["pending"] == sum(int(r[2]) for r in rec if r[0] == "pending")
     made = {r[2] for r in rec if r[0] == "delta" and int(r[3]) > 0}
-    assert made and all(py["types"][kind][0] > 0 for kind in
-                        ("table", "str", "thread", "func", "upval", "cdata", "udata")
-                        if {"table": "table", "str": "string", "thread": "thread",
-                            "func": "function", "upval": "upvalue", "cdata": "cdata",
-                            "udata": "userdata"}[kind] in made)
+    kind = {C.GCT_TEXT[g]: C.GCT_NAMES[g] for g in C.GCT_TEXT}   # ("string": "str")
+    assert made and all(py["types"][kind[text]][0] > 0 for text in made), made
     assert len(py["top"]) == 40 and py["chunks"] and py["threads"]
 
 
