@@ -133,7 +133,7 @@ class CWalk(object):
         self.lib, self.w = lib, w
         self.held = {}              # pieces handed to the C code: (base, length) -> buffer
         self.held_bytes = 0
-        self.last = None            # the last piece handed over that it does not keep
+        self.last = None            # the piece the C code reads now (a short one is in no table)
         self.error = None           # the exception a callback caught
         self.what = ""
         # (kept referenced: the C code calls them until freed)
