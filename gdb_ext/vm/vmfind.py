@@ -76,8 +76,8 @@ def check_state(t: 'Target', lay: 'Layout', G: int, L: int, tries: int = 1) -> O
     checks of fields the VM rewrites as it runs (the stack's, the VM
     state) are read again, the target's cache cleared, when they fail on
     a knot that holds: a process read as it runs can be caught between
-    the stores of L->base and L->top (the BPF sampler finds its VMs so;
-    once in 100 reads of a program that calls C functions in a loop)."""
+    the stores of L->stack and of L->base and L->top moved to the new
+    stack (lj_state_growstack; the BPF sampler finds its VMs so)."""
     try:
         main = t.uint(G + lay.G.mainthref, lay.ref_size, "g->mainthref")
         if main != L:
@@ -105,8 +105,13 @@ def _check_moment(t: 'Target', lay: 'Layout', G: int, L: int) -> Optional[str]:
         th = Thread(Bare(t, lay, G), L)
         if th.glref != G:
             return "L->glref is 0x%x" % th.glref
+        # L->base and L->top each lie in the stack, in no order: the
+        # interpreter stores L->base alone before the helpers that can
+        # throw or collect, so a base above a stale top is a state the VM
+        # stays in (docs/luajit-facts.md "The VM at any moment").
+        end = th.stack + 8 * th.stacksize
         if not (th.stack and 0 < th.stacksize < (1 << 28) and
-                th.stack <= th.base <= th.top <= th.stack + 8 * th.stacksize):
+                th.stack <= th.base <= end and th.stack <= th.top <= end):
             return "the main thread's stack fields are not consistent"
         vs = t.i32(G + lay.G.vmstate, "g->vmstate")
         if vs < 0 and ~vs not in lay.vmstate_names:

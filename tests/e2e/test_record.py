@@ -253,6 +253,27 @@ def test_idle_pipe(tmp_path):
         prog.close()
 
 
+@pytest.mark.parametrize("variant", ["deb-x64", "r21-gc64"])
+def test_vms_found_running(variant, tmp_path):
+    """profile.lua `syscall`, read 60 times as it runs (the BPF sampler's
+    way to find its VMs, without a stop): every read finds the program's
+    one VM, the one found at a stop from its frames.  (Its interpreter
+    keeps an L->base above a stale L->top for long stretches: such a
+    read was once refused, one read in five on deb-x64.)"""
+    from gdb_ext.backends.live import open_process, sampling_target
+    prog = Profiled(variant, tmp_path, "syscall")
+    proc = open_process(prog.pid)
+    try:
+        stopped = sampling_target(proc)[2]
+        assert len(stopped) == 1, stopped
+        for i in range(60):
+            assert sampling_target(proc, stop=False)[2] == stopped, i
+            time.sleep(0.01)
+    finally:
+        proc.close()
+        prog.close()
+
+
 def test_coroutine_without_a_stop(tmp_path):
     """wait.lua waits in a read inside a coroutine: --nonblocking --idle
     (no stop, no registers) gives the stack a stop gives (record --idle):

@@ -80,7 +80,7 @@ def test_list_states_merges_frames_and_search(variant):
 
 
 class _Running(SyntheticTarget):
-    """A process read as it runs: the VM's store of L->top lands after the
+    """A process read as it runs: the VM's store of a field lands after the
     first read of it, when the cache is cleared for the next."""
 
     def __init__(self, js, segs, fix):
@@ -98,22 +98,41 @@ class _Running(SyntheticTarget):
             mem[addr - base:addr - base + len(data)] = data
 
 
+def _field(h, L, name):
+    f = h.types["lua_State"].fields[name]
+    return L + f.offset, bytes(h.mem[L + f.offset - h.base:L + f.offset - h.base + f.size])
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_a_torn_read_of_the_stack_is_read_again(variant):
-    """Caught between the stores of L->base and L->top (base above top), a
-    VM found without a stop is not lost: its changing fields are read again
-    (tries), never taken as they were; one try alone rejects it."""
+    """Caught between lj_state_growstack's store of L->stack and its moves
+    of L->base and L->top (the new stack 1 MB away), a VM found without a
+    stop is not lost: its changing fields are read again (tries), never
+    taken as they were; one try alone rejects it."""
     h, states = heap_with_states(variant, 1)
     G, L = states[0]
-    f = h.types["lua_State"].fields["top"]
-    good = bytes(h.mem[L + f.offset - h.base:L + f.offset - h.base + f.size])
-    top = int.from_bytes(good, "little")
-    h.put("lua_State", L, "top", top - 8)          # below base: torn
-    t = _Running(h.js, [(h.base, bytes(h.mem))], (L + f.offset, good))
+    addr, good = _field(h, L, "stack")
+    h.put("lua_State", L, "stack", int.from_bytes(good, "little") + (1 << 20))
+    t = _Running(h.js, [(h.base, bytes(h.mem))], (addr, good))
     assert search_states(t, Layout(t)) == []
-    t = _Running(h.js, [(h.base, bytes(h.mem))], (L + f.offset, good))
+    t = _Running(h.js, [(h.base, bytes(h.mem))], (addr, good))
     assert [(s.G, s.L) for s in list_states(t, Layout(t), [], tries=3)[0]] == states
     assert t.cleared == 1
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_base_above_a_stale_top_is_a_vm(variant):
+    """L->base stored alone (before lj_meta_*, lj_tab_new...) above the top
+    an earlier C call left: a state the interpreter stays in, taken at the
+    first read."""
+    h, states = heap_with_states(variant, 1)
+    G, L = states[0]
+    _, top = _field(h, L, "top")
+    _, base = _field(h, L, "base")
+    h.put("lua_State", L, "base", int.from_bytes(top, "little") + 16)
+    assert int.from_bytes(base, "little") <= int.from_bytes(top, "little")
+    t = h.target()
+    assert [(s.G, s.L) for s in search_states(t, Layout(t))] == states
 
 
 def test_hits_across_windows_and_chunks():
