@@ -265,6 +265,27 @@ class Tab(GCObj):
             seen += 1
         return out
 
+    def hash_funcs(self, vm: 'VM', limit: int) -> List[Tuple[Value, int]]:
+        """[(key Value, function address)] of the hash part's function
+        values, in slot order, at most limit; told from the others by
+        their type word, and only their keys decoded (builtin_names looks
+        at every library's slots at each stop that shows a builtin)."""
+        base, n, stride, off, what = self._parts(vm)[1]
+        ko = vm.lay.node.key
+        if vm.lay.gc64:
+            shift, tag, mask = C.GC64_TAG_SHIFT, C.LJ_TFUNC & 0x1FFFF, C.GCVMASK
+        else:
+            shift, tag, mask = 32, C.LJ_TFUNC, 0xFFFFFFFF
+        out = []
+        for _, o, data in self._slots(vm, base, n, stride, off, what):
+            raw = _Q.unpack_from(data, o)[0]
+            if raw >> shift != tag:
+                continue
+            out.append((decode_tv(vm, _Q.unpack_from(data, o - off + ko)[0]), raw & mask))
+            if len(out) >= limit:
+                break
+        return out
+
 
 class Func(GCObj):
     gct_expected = C.GCT_FUNC

@@ -1,6 +1,7 @@
 """Things the process itself knows at run time: the registry, loaded
 libraries, jit.version.  Read-only walks over tables."""
-from typing import Dict, List, Optional, TYPE_CHECKING, Tuple
+from typing import Any, Dict, Iterator, List, Optional, TYPE_CHECKING, Tuple
+from .. import consts as C
 from ..errors import CorruptError, FaultError
 from .objects import Func, Str, Tab, decode_tv
 
@@ -82,65 +83,123 @@ def loaded_libs(vm: 'VM') -> List[Tuple[str, int]]:
     return entries
 
 
-def _funcs_in(vm, tab_addr, limit=4096):
-    """[(key, ffid, func addr)] of the fast and C functions in a table."""
-    out = []
-    t = Tab(vm, tab_addr)
-    nodes, _ = t.hash_nodes(vm, limit)
-    for k, v in nodes:
-        if v.kind != "func":
-            continue
-        key = _str_of(vm, k)
-        if key is None:
-            continue
-        try:
-            fn = Func(vm, v.addr)
-        except (FaultError, CorruptError):
-            continue
-        out.append((key, fn.ffid, v.addr))
-    return out
+def _ffid(vm, addr):
+    """The ffid of the function at addr, read alone; None when it cannot be
+    read or is not a function."""
+    s = vm.lay.s["GCfuncC"]
+    go, fo = s.field("gct").offset, s.field("ffid").offset
+    try:
+        head = vm.t.read(addr, max(go, fo) + 1, "function header")
+    except FaultError:
+        return None
+    return head[fo] if head[go] == C.GCT_FUNC else None
 
 
-def builtin_names(vm: 'VM') -> Dict[int, str]:
-    """{ffid: 'lib.name'} for fast functions, from the process itself:
+# Library modules of lj_lib*.c (LJLIB_MODULE_*); buildvm prints their
+# underscores as dots (jit/vmdef.lua ffnames: io.method.close, ffi.meta.__call).
+_MODULES = ("io_method", "ffi_meta", "buffer_method", "jit_util", "jit_opt", "jit_profile", "string",
+            "table", "math", "io", "os", "coroutine", "debug", "jit", "bit", "ffi", "buffer",
+            "package")
+
+
+class BuiltinNames(object):
+    """ffid -> 'lib.name' for fast functions, from the process itself:
     package.loaded (base functions under their plain names, others as
     lib.name), the file methods in registry['FILE*'] as io.method.name, and
     for the rest the FF_* enumerators of the build's DWARF (lj_ff.h), split
-    at a known library prefix.  Missing ids fall back to builtin#N."""
-    names = {}
-    libs = []
-    try:
-        for lib, addr in loaded_libs(vm):
-            libs.append(lib.replace(".", "_"))
-            for key, ffid, _ in _funcs_in(vm, addr):
-                if ffid >= 2 and ffid not in names:
-                    names[ffid] = key if lib == "_G" else "%s.%s" % (lib, key)
+    at a known library prefix; a dict's get() and items().  Worked out as
+    asked, in the order the answer is decided: each function's ffid is
+    read when a search first passes it, and only the key of the function
+    that names the ffid asked for (a stop's lbt names one or two builtins
+    of the 180 that package.loaded holds; reading them all was two thirds
+    of lbt's time at such a stop)."""
+
+    def __init__(self, vm: 'VM') -> None:
+        self.vm = vm
+        # [lib (None: FILE*), key Value, function address, its ffid or
+        # False before it is read], in the order they win; the tables not
+        # yet read
+        self._slots = []
+        self._tables = None
+        self._libs = []
+        self._got = {}
+
+    def _table_order(self) -> Iterator[Tuple[Optional[str], int]]:
+        """(lib, table) in the order their names win: package.loaded's,
+        then registry['FILE*'] (lib None)."""
+        vm = self.vm
+        libs = loaded_libs(vm)
+        self._libs = [lib.replace(".", "_") for lib, _ in libs]
+        yield from libs
         reg = registry_table(vm)
         if reg is not None:
             fh = tab_get_str(vm, reg, b"FILE*")
             if fh is not None and fh.kind == "table":
-                for key, ffid, _ in _funcs_in(vm, fh.addr):
-                    if ffid >= 2 and ffid not in names and not key.startswith("__"):
-                        names[ffid] = "io.method." + key
-    except (FaultError, CorruptError):
-        pass
-    # Library modules of lj_lib*.c (LJLIB_MODULE_*); buildvm prints their
-    # underscores as dots (jit/vmdef.lua ffnames: io.method.close, ffi.meta.__call).
-    prefixes = sorted(set(libs + ["io_method", "ffi_meta", "buffer_method", "jit_util", "jit_opt",
-                                  "jit_profile", "string", "table", "math", "io", "os",
-                                  "coroutine", "debug", "jit", "bit", "ffi", "buffer",
-                                  "package"]) - {"_G"},
-                      key=len, reverse=True)
-    for ffid, enum_name in vm.lay.ff_names.items():
-        if ffid in names or not enum_name.startswith("FF_"):
-            continue
+                yield None, fh.addr
+
+    def _each_slot(self) -> Iterator[List[Any]]:
+        """The slots in order, each table read when the walk reaches it,
+        each ffid when it is passed; stops at a table that cannot be read."""
+        if self._tables is None:
+            self._tables = self._table_order()
+        i = 0
+        while True:
+            while i >= len(self._slots):
+                try:
+                    lib, addr = next(self._tables)
+                    funcs = Tab(self.vm, addr).hash_funcs(self.vm, 4096)
+                    self._slots.extend([lib, k, a, False] for k, a in funcs)
+                except (StopIteration, FaultError, CorruptError):
+                    self._tables = iter(())
+                    return
+            slot = self._slots[i]
+            if slot[3] is False:
+                slot[3] = _ffid(self.vm, slot[2])
+            yield slot
+            i += 1
+
+    def get(self, ffid: int, default: Any = None) -> Any:
+        if ffid in self._got:
+            name = self._got[ffid]
+            return default if name is None else name
+        name = None
+        try:
+            for lib, k, _, f in self._each_slot() if ffid >= 2 else ():
+                if f != ffid:
+                    continue
+                key = _str_of(self.vm, k)
+                if key is None or (lib is None and key.startswith("__")):
+                    continue
+                name = key if lib == "_G" else "io.method." + key if lib is None \
+                    else "%s.%s" % (lib, key)
+                break
+        except (FaultError, CorruptError):
+            pass
+        if name is None:
+            name = self._dwarf_name(ffid)
+        self._got[ffid] = name
+        return default if name is None else name
+
+    def _dwarf_name(self, ffid: int) -> Optional[str]:
+        enum_name = self.vm.lay.ff_names.get(ffid)
+        if enum_name is None or not enum_name.startswith("FF_"):
+            return None
         rest = enum_name[3:]
+        prefixes = sorted(set(self._libs + list(_MODULES)) - {"_G"}, key=len, reverse=True)
         for p in prefixes:
             if rest.startswith(p + "_"):
-                rest = p.replace("_", ".") + "." + rest[len(p) + 1:]
-                break
-        names[ffid] = rest
-    return names
+                return p.replace("_", ".") + "." + rest[len(p) + 1:]
+        return rest
+
+    def items(self) -> List[Tuple[int, str]]:
+        ids = sorted(set(s[3] for s in self._each_slot() if s[3] is not None) |
+                     set(self.vm.lay.ff_names))
+        return [(i, n) for i, n in ((i, self.get(i)) for i in ids) if n is not None]
+
+
+def builtin_names(vm: 'VM') -> BuiltinNames:
+    """The names of the fast functions (BuiltinNames), worked out as asked."""
+    return BuiltinNames(vm)
 
 
 def cfunc_names(vm: 'VM', max_tables: int = 4096) -> Optional[Dict[int, str]]:
