@@ -327,9 +327,21 @@ def test_same_as_gdb_on_kernel_cores(variant, tmp_path):
     where gdb's went on."""
     need_lldb()
     compared, bad, verdicts = 0, [], {}
-    for shape, i, records, outs, core, build in kernel_cores(variant, tmp_path, 2000):
-        got = lldb_commands("%s --core %s" % (build["host"], core), MOMENT_COMMANDS,
-                            os.path.dirname(core), build=build)
+    cores = list(kernel_cores(variant, tmp_path, 2000))
+    # One lldb for the twelve cores, each loaded and deleted in turn (as a
+    # user goes from core to core).
+    build = cores[0][5]
+    cmds = []
+    for _, _, _, _, core, _ in cores:
+        cmds += ["target create %s --core %s" % (build["host"], core)] + MOMENT_COMMANDS + \
+            ["target delete"]
+    first = ["platform select remote-linux --sysroot " + build["sysroot"]] \
+        if build.get("sysroot") else []
+    every = lldb_run(first, cmds, str(tmp_path))
+    n = len(MOMENT_COMMANDS) + 2
+    for k, (shape, i, records, outs, core, build) in enumerate(cores):
+        made, got = every[k * n], every[k * n + 1:(k + 1) * n - 1]
+        assert made[1] is None, made
         lbt = (got[0][0] or "") + (got[0][1] or "")
         verdict, why = moments.judge(records, lbt)
         verdicts[verdict] = verdicts.get(verdict, 0) + 1
