@@ -605,7 +605,9 @@ def test_bpf_exact_at_every_sample(variant, tmp_path):
     frame.  GC64 and X64 layouts, 2.0 (no g->cur_L: the interpreter's C
     frame names the running lua_State) and 2.1.  At least 100 stacks kept
     a shape (500 a CPU second: the program's share of a CPU is the
-    machine's to give), and at most 10% not kept: a lua_State the walk
+    machine's to give, so a starved program is recorded again, up to four
+    times: once in CI, 53 samples in 1.5 s beside the other worker's
+    tests), and at most 10% not kept: a lua_State the walk
     needs that the BPF program finds on no chain of C frames (on 2.0 a
     coroutine's, found from its C frame only while the interpreter runs
     it; a finalizer's caller's) is copied from the hints of the samples
@@ -615,16 +617,23 @@ def test_bpf_exact_at_every_sample(variant, tmp_path):
     from support import moments
     build = manifest()[variant]
     for shape in EXACT_SHAPES:
+        kept = samples = 0
+        stacks, errs = [], []
         with moments.running(build, shape, str(tmp_path / shape)) as (p, expected):
-            out = str(tmp_path / shape / "s.folded")
-            status, err = record(p.pid, out, "--rate", "500", "--duration", "1.5",
-                                 "--format", "folded", "--sampler", "bpf")
-            m = SUMMARY.search(err)
-            assert status == 0 and m, err
+            for k in range(4):
+                out = str(tmp_path / shape / ("s%d.folded" % k))
+                status, err = record(p.pid, out, "--rate", "500", "--duration", "1.5",
+                                     "--format", "folded", "--sampler", "bpf")
+                m = SUMMARY.search(err)
+                assert status == 0 and m, err
+                kept, samples = kept + int(m.group(2)), samples + int(m.group(1))
+                stacks += list(folded(out))
+                errs.append(err)
+                if kept >= 100:
+                    break
         records = read_expected(expected)
-        kept, samples = int(m.group(2)), int(m.group(1))
-        assert kept >= 100 and kept >= 0.9 * samples, (shape, err)
-        for stack in folded(out):
+        assert kept >= 100 and kept >= 0.9 * samples, (shape, errs)
+        for stack in stacks:
             assert _exact(records, stack.split(";")[::-1]), (shape, stack, records)
 
 
