@@ -125,6 +125,10 @@ def _flatten(t: Any, base: int, prefix: str, out: Dict[str, Field], depth: int) 
 
 # The enumerators of one set of modules (LldbTypes._enumerators).
 _ENUMS = {}
+# The structs found in the module that holds LuaJIT, by its path and UUID
+# (LldbTypes.type_info): a Target is made per command, and reading lua_State
+# and its neighbours' members again cost lldb 2 ms a command.
+_FIRST_TYPES = {}
 
 
 class LldbTypes(TypeSource):
@@ -137,6 +141,19 @@ class LldbTypes(TypeSource):
         self.first = first          # the SBModule with LuaJIT, searched first
         self._types = {}
         self._enums = None          # enumerator -> (value, {enumerator: value})
+        self._kept = None           # _FIRST_TYPES' entry of the first module
+
+    def _first_types(self) -> Dict[str, TypeInfo]:
+        if self._kept is None:
+            self._kept = {}
+            if self.first is not None and self.first.IsValid():
+                key = (self.first.GetFileSpec().fullpath, self.first.GetUUIDString())
+                if key[0] and key[1]:
+                    if key not in _FIRST_TYPES:
+                        _FIRST_TYPES.clear()
+                        _FIRST_TYPES[key] = {}
+                    self._kept = _FIRST_TYPES[key]
+        return self._kept
 
     def _modules(self) -> List[Any]:
         mods = [self.sbt.GetModuleAtIndex(i) for i in range(self.sbt.GetNumModules())]
@@ -146,16 +163,20 @@ class LldbTypes(TypeSource):
 
     def type_info(self, name: str) -> Optional[TypeInfo]:
         if name not in self._types:
-            info = None
-            for mod in self._modules():
-                t = mod.FindFirstType(name)
-                if t.IsValid():
-                    t = t.GetCanonicalType()
-                    if _is_record(t):
-                        fields = {}
-                        _flatten(t, 0, "", fields, 0)
-                        info = TypeInfo(name, t.GetByteSize(), fields)
-                        break
+            kept = self._first_types()
+            info = kept.get(name)
+            if info is None:
+                for i, mod in enumerate(self._modules()):
+                    t = mod.FindFirstType(name)
+                    if t.IsValid():
+                        t = t.GetCanonicalType()
+                        if _is_record(t):
+                            fields = {}
+                            _flatten(t, 0, "", fields, 0)
+                            info = TypeInfo(name, t.GetByteSize(), fields)
+                            if i == 0 and mod == self.first:
+                                kept[name] = info
+                            break
             self._types[name] = info
         return self._types[name]
 

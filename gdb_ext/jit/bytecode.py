@@ -68,11 +68,13 @@ def opcodes(vm: 'VM') -> Dict[int, str]:
     """{opcode number: name} of this build (its BCOp enumerators)."""
     ops = vm.cache("bcops")
     if not ops:
-        members = vm.t.enum_members("BC_ISLT")
-        if not members:
+        # (the Layout's, read once: asking the target again cost lldb 3 ms
+        # at every command)
+        names = vm.lay.bc_names
+        if not names:
             raise NotLuaJITError("the debug information has no BCOp enumeration (lj_bc.h): "
                                  "cannot name bytecodes")
-        ops.update({v: k[3:] for k, v in members.items() if k.startswith("BC_") and
+        ops.update({v: k[3:] for v, k in names.items() if k.startswith("BC_") and
                     k != "BC__MAX"})
     return ops
 
