@@ -15,8 +15,6 @@ host prints them, one line each) and the reader goes on without the file.
 Nothing is asked when DEBUGINFOD_URLS is unset or empty."""
 import os
 import tempfile
-import urllib.error
-import urllib.request
 from typing import Dict, List, Optional, Tuple
 
 # (build-id, what) -> why it could not be fetched (asked once a process).
@@ -65,6 +63,9 @@ def fetch(build_id: str, what: str) -> Optional[str]:
         return path
     if (build_id, what) in failures:
         return None
+    # (imported here: urllib takes 40 ms to import, and every core reader
+    # and ljgdb.py in gdb would pay it at each start)
+    import urllib.error
     why = []
     for url in servers:
         try:
@@ -80,6 +81,7 @@ def fetch(build_id: str, what: str) -> Optional[str]:
 
 
 def _get(url: str, path: str) -> None:
+    import urllib.request
     with urllib.request.urlopen(url, timeout=_timeout()) as r:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".debuginfo.")
