@@ -259,7 +259,7 @@ def test_vms_found_running(variant, tmp_path):
     way to find its VMs, without a stop): every read finds the program's
     one VM, the one found at a stop from its frames.  (Its interpreter
     keeps an L->base above a stale L->top for long stretches: such a
-    read was once refused, one read in five on deb-x64.)"""
+    search was once refused, one in five on deb-x64.)"""
     from gdb_ext.backends.live import open_process, sampling_target
     prog = Profiled(variant, tmp_path, "syscall")
     proc = open_process(prog.pid)
