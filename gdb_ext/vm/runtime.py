@@ -83,18 +83,6 @@ def loaded_libs(vm: 'VM') -> List[Tuple[str, int]]:
     return entries
 
 
-def _ffid(vm, addr):
-    """The ffid of the function at addr, read alone; None when it cannot be
-    read or is not a function."""
-    s = vm.lay.s["GCfuncC"]
-    go, fo = s.field("gct").offset, s.field("ffid").offset
-    try:
-        head = vm.t.read(addr, max(go, fo) + 1, "function header")
-    except FaultError:
-        return None
-    return head[fo] if head[go] == C.GCT_FUNC else None
-
-
 # Library modules of lj_lib*.c (LJLIB_MODULE_*); buildvm prints their
 # underscores as dots (jit/vmdef.lua ffnames: io.method.close, ffi.meta.__call).
 _MODULES = ("io_method", "ffi_meta", "buffer_method", "jit_util", "jit_opt", "jit_profile", "string",
@@ -123,6 +111,17 @@ class BuiltinNames(object):
         self._tables = None
         self._libs = []
         self._got = {}
+        f = vm.lay.s["GCfuncC"]
+        self._gct, self._ffid_at = f.field("gct").offset, f.field("ffid").offset
+
+    def _ffid(self, addr: int) -> Optional[int]:
+        """The ffid of the function at addr, its header read for it alone;
+        None when it cannot be read or is not a function."""
+        try:
+            head = self.vm.t.read(addr, max(self._gct, self._ffid_at) + 1, "function header")
+        except FaultError:
+            return None
+        return head[self._ffid_at] if head[self._gct] == C.GCT_FUNC else None
 
     def _table_order(self) -> Iterator[Tuple[Optional[str], int]]:
         """(lib, table) in the order their names win: package.loaded's,
@@ -154,7 +153,7 @@ class BuiltinNames(object):
                     return
             slot = self._slots[i]
             if slot[3] is False:
-                slot[3] = _ffid(self.vm, slot[2])
+                slot[3] = self._ffid(slot[2])
             yield slot
             i += 1
 
