@@ -283,8 +283,9 @@ class Target(object):
         from the file again when asked); nothing for other backends."""
 
     def touched(self, n: int) -> None:
-        """n more bytes read (a backend's read_raw) or taken in place
-        (mapped(), by the page cache)."""
+        """n more bytes read (a backend's read_raw).  The pieces a page
+        cache takes in place (mapped()) it counts itself, as it must also
+        drop them when the pages go (PageCache._place)."""
         if not self.RELEASE_EVERY:
             return
         self._touched += n
