@@ -77,7 +77,8 @@ typedef struct {
     uint8_t *found;      /* ... in found[holder] when the target is this index */
     uint32_t *off, *dst; uint64_t ndst;
     uint64_t norder;
-    uint32_t *slots; uint64_t slot_mask; unsigned slot_shift;
+    struct { uint64_t chunk, base; } *chunks; uint64_t chunk_mask; unsigned chunk_shift;
+    uint32_t *dir;
     uint64_t references, passes;
     int oom;
     /* The heap snapshot (named: see "The heap snapshot" below). */
@@ -144,45 +145,89 @@ static inline uint64_t get(const uint8_t *p, uint32_t size)
     return v;
 }
 
-/* Where an address is among the objects: a hash table of their indices
-   (open addressing, at least 1.5 slots an object), one or two memory
-   reads a lookup where a binary search over 10^7 addresses takes some
-   twenty-four, most of them cache misses. */
-#define NO_SLOT 0xFFFFFFFFu
+/* Where an address is among the objects, kept in their address order so
+   that neighbouring targets are looked up in neighbouring memory: the
+   objects' addresses are cut into chunks of 1 MB and those into blocks of
+   512 bytes.  Each chunk that holds an object's start has DIR_BLOCKS + 1
+   words in dir[]: the index of the first object at or after each block's
+   start, and after its end; a small hash table (open addressing, at least
+   two slots a chunk) finds a chunk's words.  A lookup is one probe of that
+   table (it stays in the cache), two words of dir[] and a search of the
+   few addresses of one block.  A hash table of the objects themselves
+   took 64 MB at 10^7 objects and a cache miss or two a lookup. */
+#define CHUNK_SHIFT 20
+#define BLOCK_SHIFT 9
+#define DIR_BLOCKS (1u << (CHUNK_SHIFT - BLOCK_SHIFT))
+#define NO_CHUNK UINT64_MAX
 
-static inline uint64_t slot_of(const graphc_t *h, uint64_t a)
+static inline uint64_t chunk_slot(const graphc_t *h, uint64_t c)
 {
-    return ((a >> 3) * 0x9E3779B97F4A7C15ull) >> h->slot_shift;
+    return (c * 0x9E3779B97F4A7C15ull) >> h->chunk_shift;
 }
 
-static int make_slots(graphc_t *h)
+static int make_dir(graphc_t *h)
 {
+    uint64_t n = h->n, nc = 0;
+    for (uint64_t i = 0; i < n; i++)
+        nc += !i || (h->addrs[i] >> CHUNK_SHIFT) != (h->addrs[i - 1] >> CHUNK_SHIFT);
     unsigned bits = 4;
-    while ((1ull << bits) < h->n + h->n / 2)
+    while ((1ull << bits) < 2 * nc)
         bits++;
-    h->slot_shift = 64 - bits;
-    h->slot_mask = (1ull << bits) - 1;
-    h->slots = malloc((h->slot_mask + 1) * 4);
-    if (!h->slots)
+    h->chunk_shift = 64 - bits;
+    h->chunk_mask = (1ull << bits) - 1;
+    h->chunks = malloc((h->chunk_mask + 1) * sizeof *h->chunks);
+    h->dir = malloc((nc ? nc : 1) * (DIR_BLOCKS + 1) * sizeof *h->dir);
+    if (!h->chunks || !h->dir)
         return -1;
-    memset(h->slots, 0xff, (h->slot_mask + 1) * 4);
-    for (uint64_t i = 0; i < h->n; i++) {
-        uint64_t k = slot_of(h, h->addrs[i]);
-        while (h->slots[k] != NO_SLOT)
-            k = (k + 1) & h->slot_mask;
-        h->slots[k] = (uint32_t)i;
+    for (uint64_t k = 0; k <= h->chunk_mask; k++)
+        h->chunks[k].chunk = NO_CHUNK;
+    uint64_t i = 0, base = 0;
+    while (i < n) {
+        uint64_t c = h->addrs[i] >> CHUNK_SHIFT;
+        uint64_t k = chunk_slot(h, c);
+        while (h->chunks[k].chunk != NO_CHUNK)
+            k = (k + 1) & h->chunk_mask;
+        h->chunks[k].chunk = c;
+        h->chunks[k].base = base;
+        uint32_t *d = h->dir + base;
+        for (uint32_t b = 0; b <= DIR_BLOCKS; b++) {
+            uint64_t start = (c << CHUNK_SHIFT) + ((uint64_t)b << BLOCK_SHIFT);
+            while (i < n && h->addrs[i] < start)
+                i++;
+            d[b] = (uint32_t)i;
+        }
+        base += DIR_BLOCKS + 1;
     }
     return 0;
 }
 
+static void drop_dir(graphc_t *h)
+{
+    free(h->chunks);
+    free(h->dir);
+    h->chunks = NULL;
+    h->dir = NULL;
+}
+
 static int64_t position(const graphc_t *h, uint64_t a)
 {
-    for (uint64_t k = slot_of(h, a);; k = (k + 1) & h->slot_mask) {
-        uint32_t i = h->slots[k];
-        if (i == NO_SLOT)
+    uint64_t c = a >> CHUNK_SHIFT;
+    for (uint64_t k = chunk_slot(h, c);; k = (k + 1) & h->chunk_mask) {
+        uint64_t got = h->chunks[k].chunk;
+        if (got == NO_CHUNK)
             return -1;
-        if (h->addrs[i] == a)
-            return i;
+        if (got != c)
+            continue;
+        const uint32_t *d = h->dir + h->chunks[k].base + ((a >> BLOCK_SHIFT) & (DIR_BLOCKS - 1));
+        uint32_t lo = d[0], hi = d[1];
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) >> 1;
+            if (h->addrs[mid] < a)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        return lo < d[1] && h->addrs[lo] == a ? (int64_t)lo : -1;
     }
 }
 
@@ -267,7 +312,8 @@ graphc_t *graphc_new(const struct graphc_layout *L, uint64_t n, const uint64_t *
     h->n = n; h->addrs = addrs; h->gcts = gcts; h->sizes = sizes;
     h->strong = strong;
     h->find = -1;
-    if (make_slots(h)) {
+    if (make_dir(h)) {
+        drop_dir(h);
         free(h);
         return NULL;
     }
@@ -282,7 +328,7 @@ graphc_t *graphc_new(const struct graphc_layout *L, uint64_t n, const uint64_t *
     }
     if (h->oom) {
         free(h->req);
-        free(h->slots);
+        drop_dir(h);
         free(h);
         return NULL;
     }
@@ -294,7 +340,8 @@ void graphc_free(graphc_t *h)
     if (!h)
         return;
     free(h->req); free(h->runs); free(h->tabs); free(h->mts);
-    free(h->esrc); free(h->edst); free(h->ekey); free(h->off); free(h->dst); free(h->slots);
+    free(h->esrc); free(h->edst); free(h->ekey); free(h->off); free(h->dst);
+    drop_dir(h);
     free(h->ename); free(h->etype); free(h->strrank); free(h->dk); free(h->dslot);
     free(h->pend); free(h->wtabs); free(h->ety); free(h->obuf);
     free(h);
@@ -647,8 +694,7 @@ int graphc_add(graphc_t *h, uint32_t owner, const uint64_t *targets, uint64_t co
 static int build_csr(graphc_t *h)
 {
     uint64_t n = h->n, E = h->nedge;
-    free(h->slots);                 /* (no more references come) */
-    h->slots = NULL;
+    drop_dir(h);                    /* (no more references come) */
     uint32_t *off = calloc(n + 1, 4);
     uint32_t *dst = malloc((E ? E : 1) * 4);
     uint8_t *part = malloc(E ? E : 1);
@@ -961,6 +1007,27 @@ void graphc_unreached(const int32_t *num, const uint64_t *sizes, uint64_t n, uin
     out[1] = bytes;
 }
 
+/* heapdom.Dominators.shared_by_roots: over the m numbered objects whose
+   immediate dominator is the virtual root (idom -1), out[2] sums their
+   retained bytes; out[0] and out[1] the objects and bytes of those that
+   are no root (the roots are numbered 0 to nroots - 1). */
+void graphc_shared(const int32_t *idom, const uint64_t *ret, const uint32_t *cnt, uint64_t m,
+                   uint64_t nroots, uint64_t *out)
+{
+    uint64_t objs = 0, bytes = 0, total = 0;
+    for (uint64_t k = 0; k < m; k++)
+        if (idom[k] == -1) {
+            total += ret[k];
+            if (k >= nroots) {
+                objs += cnt[k];
+                bytes += ret[k];
+            }
+        }
+    out[0] = objs;
+    out[1] = bytes;
+    out[2] = total;
+}
+
 /* One 16 MB region of the heap walk's kept objects (gcstat.HeapWalker.
    objects): words[0..count) hold offset << 40 | dead << 39 | gct << 35 |
    size; sorted, then split into the arrays (the addresses base | offset). */
@@ -1087,6 +1154,8 @@ static int64_t nedge(graphc_t *h, uint32_t owner, uint32_t part, uint8_t type, u
 
 #define NE(owner, part, type, name, target) \
     do { if (nedge(h, owner, part, type, name, target) == -2) return -1; } while (0)
+
+#define NO_SLOT 0xFFFFFFFFu
 
 static inline uint64_t dhash(uint64_t key, uint32_t sub, uint32_t cls)
 {
@@ -1341,8 +1410,7 @@ int graphc_snap_add(graphc_t *h, uint32_t owner, uint32_t part, const uint8_t *t
 static int snap_sort(graphc_t *h)
 {
     uint64_t n = h->n, E = h->nedge;
-    free(h->slots);
-    h->slots = NULL;
+    drop_dir(h);
     uint32_t *off = calloc(n + 1, 4), *at = malloc((n ? n : 1) * 4);
     uint32_t *dst = malloc((E ? E : 1) * 4), *nm = malloc((E ? E : 1) * 4);
     uint8_t *ty = malloc(E ? E : 1);
