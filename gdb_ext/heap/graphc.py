@@ -78,6 +78,7 @@ def _signatures() -> Dict[str, Tuple[Any, List[Any]]]:
             "graphc_result": (None, [VP, P(U64)]),
             "graphc_top": (U64, [VP, VP, ctypes.c_char_p, U64, ctypes.c_uint32, U64, VP]),
             "graphc_unreached": (None, [VP, VP, U64, P(U64)]),
+            "graphc_shared": (None, [VP, VP, VP, U64, U64, P(U64)]),
             "graphc_split": (None, [VP, U64, U64, VP, VP, VP, VP]),
             "graphc_find": (None, [VP, ctypes.c_uint32, VP]),
             "graphc_diff": (None, [VP, ctypes.c_char_p, VP, U64, VP, ctypes.c_char_p, VP, U64,
@@ -443,6 +444,18 @@ def unreached(num: array, sizes: array) -> Optional[Tuple[int, int]]:
     res = (ctypes.c_uint64 * 2)()
     lib.graphc_unreached(_at(num), _at(sizes), len(num), res)
     return res[0], res[1]
+
+
+def shared(idom: array, retained: array, count: array,
+           nroots: int) -> Optional[Tuple[int, int, int]]:
+    """Dominators.shared_by_roots in C (the roots numbered 0 to nroots - 1);
+    None when the C code is not at hand."""
+    lib, _ = load()
+    if lib is None:
+        return None
+    res = (ctypes.c_uint64 * 3)()
+    lib.graphc_shared(_at(idom), _at(retained), _at(count), len(idom), nroots, res)
+    return res[0], res[1], res[2]
 
 
 def split(words: array, base: int, first: int, addrs: array, sizes: array,

@@ -185,6 +185,10 @@ class Dominators(object):
         object the roots reach."""
         idom, ret, cnt = self.idom, self.retained, self.count
         names = self.root_names
+        # (the roots are numbered first: 0 to len(names) - 1)
+        fast = graphc.shared(idom, ret, cnt, len(names))
+        if fast is not None:
+            return fast
         objs = nbytes = total = 0
         for k in range(len(idom)):
             if idom[k] == -1:

@@ -27,12 +27,13 @@ class GraphHeap(object):
     """What Dominators asks of a heapgraph.Heap, for a given graph: objects
     at 0x1000 + 16 * i, all tables, with edges[i] their references."""
 
-    def __init__(self, n, edges, roots, sizes):
-        self.addrs = array("Q", [0x1000 + 16 * i for i in range(n)])
+    def __init__(self, n, edges, roots, sizes, addrs=None, strays=()):
+        self.addrs = array("Q", addrs or [0x1000 + 16 * i for i in range(n)])
         self.gcts = bytes([C.GCT_TAB]) * n
         self.sizes = array("Q", sizes)
         self.edges = edges
         self._roots = roots
+        self.strays = strays        # addresses of no object, among each one's references
 
     def check_budget(self, done):
         pass                    # (no memory bound here: heap/budget.py's tests)
@@ -41,10 +42,11 @@ class GraphHeap(object):
         return self.addrs, self.gcts
 
     def roots(self):
-        return [(("root", r), 0x1000 + 16 * r) for r in self._roots]
+        return [(("root", r), self.addrs[r]) for r in self._roots]
 
     def graph_targets(self, o, gct):
-        yield [0x1000 + 16 * j for j in self.edges[(o - 0x1000) // 16]]
+        i = self.addrs.index(o)
+        yield [self.addrs[j] for j in self.edges[i]] + list(self.strays)
 
 
 def reachable(n, edges, roots, without=None):
@@ -102,6 +104,56 @@ def test_dominators_match_the_definition(seed, searched_in):
     objs, nbytes = dom.unreached()
     assert (objs, nbytes) == (n - len(want_doms),
                               sum(sizes[v] for v in range(n) if v not in want_doms))
+    check_shared(dom, want_doms, want_ret, roots)
+
+
+def check_shared(dom, want_doms, want_ret, roots):
+    """shared_by_roots: the objects no one root dominates (their only
+    dominator is themselves, and they are no root), and every object the
+    roots reach."""
+    tops = [v for v in want_doms if want_doms[v] == {v}]
+    shared = [v for v in tops if v not in roots]
+    assert dom.shared_by_roots() == (
+        sum(sum(1 for w in want_doms if v in want_doms[w]) for v in shared),
+        sum(want_ret[v] for v in shared), sum(want_ret[v] for v in tops))
+
+
+def spread(n, rnd):
+    """n object addresses, sorted, over several 1 MB chunks (odd and even,
+    far apart) and at their 512-byte blocks' edges, as graphc.c's
+    directory of the objects cuts them."""
+    out = set()
+    chunks = (1, 2, 3, 7, 0x7fff5a, 0x7fff5b)
+    edges = (0, 8, 504, 512, 520, 1016, 1024, 0xffe00, 0xffff0, 0xffff8)
+    while len(out) < n:
+        out.add((rnd.choice(chunks) << 20) + rnd.choice(edges + (8 * rnd.randrange(1 << 17),)))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_objects_spread_over_chunks(seed, searched_in):
+    """Each reference found by its address wherever the objects lie;
+    addresses of no object (beside an object, at a block's start, in a
+    chunk with no object) are no reference."""
+    rnd = random.Random(seed)
+    n = rnd.randint(5, 60)
+    addrs = spread(n, rnd)
+    edges = [[rnd.randrange(n) for _ in range(rnd.randint(0, 3))] for _ in range(n)]
+    roots = sorted(set(rnd.randrange(n) for _ in range(rnd.randint(1, 3))))
+    sizes = [rnd.randint(1, 1000) for _ in range(n)]
+    taken = set(addrs)
+    strays = sorted(set(a for a in (addrs[0] - 8, addrs[-1] + 8, addrs[n // 2] + 8,
+                                    (addrs[0] >> 20) << 20, (5 << 20) + 512, 1 << 40)
+                        if a not in taken))
+    dom = Dominators(GraphHeap(n, edges, roots, sizes, addrs, strays))
+    assert dom.searched_in == searched_in
+    want_doms, want_ret = brute(n, edges, roots, sizes)
+    assert dom.reached == len(want_doms)
+    for k in range(dom.reached):
+        v = dom.order[k]
+        assert {dom.order[d] for d in dom.dominator_chain(k)} | {v} == want_doms[v], (seed, v)
+        assert dom.retained[k] == want_ret[v], (seed, v)
+    check_shared(dom, want_doms, want_ret, roots)
 
 
 # Graphs where a guess made during the search is wrong until a later pass
