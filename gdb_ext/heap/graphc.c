@@ -10,7 +10,9 @@
    themselves (a table's header, a function, an upvalue); then what those
    point to (a table's array and hash part, an open upvalue's stack slot).
    Nothing here reads memory on its own, so one code serves gdb, lldb, the
-   core reader and --pid alike.
+   core reader and --pid alike.  Memory the caller holds in place (a
+   core's segments, mapped by the core reader) is handed over at the start,
+   and a request inside it is decoded as it is made, with no plan or read.
 
    The references kept are heapgraph.Heap.graph_targets's, in its order:
    a table's metatable, its array slots, its hash part's values, then its
@@ -54,6 +56,9 @@ typedef struct { uint64_t addr; uint32_t len, owner, aux, kind; } rq_t;
 #define ADDR_BITS 48
 #define ADDR_OF(r) ((r)->w & ((1ull << ADDR_BITS) - 1))
 typedef struct { uint32_t owner; uint32_t asize, hmask; uint64_t mt, arr, node; } tab_t;
+/* Memory the caller holds in place (a core's segments, mapped): [lo, hi)
+   is at p. */
+typedef struct { uint64_t lo, hi; const uint8_t *p; } inplace_t;
 /* The heap snapshot's names Python gives (graphc_snap_pending): each
    distinct (class, key, sub) once, and what waits for it (a node or an
    edge by index) with the distinct one's number. */
@@ -67,6 +72,7 @@ typedef struct {
     const uint8_t *gcts;
     const uint64_t *sizes;
     req_t *req; uint64_t nreq, capreq, head;
+    const inplace_t *inplace; uint64_t ninplace;   /* memory held in place, sorted */
     uint64_t *runs, planned;
     tab_t *tabs; uint64_t ntabs, captabs;
     uint64_t *mts; uint64_t nmts;
@@ -112,11 +118,42 @@ static void *grow(void *p, uint64_t *cap, uint64_t need, size_t each, int *oom)
     return q;
 }
 
+static int decode(graphc_t *h, const rq_t *q, const uint8_t *p);
+
+/* Where memory held in place has [addr, addr + len), or NULL. */
+static const uint8_t *in_place(const graphc_t *h, uint64_t addr, uint32_t len)
+{
+    uint64_t lo = 0, hi = h->ninplace;
+    while (lo < hi) {               /* the first that ends after addr */
+        uint64_t mid = (lo + hi) >> 1;
+        if (h->inplace[mid].hi <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == h->ninplace)
+        return NULL;
+    const inplace_t *m = &h->inplace[lo];
+    return m->lo <= addr && addr + len <= m->hi ? m->p + (addr - m->lo) : NULL;
+}
+
+/* A request of the bytes [addr, addr + len): decoded at once when they are
+   held in place and no other request waits (so that those of one object's
+   part are still decoded in their order: a part's pieces are asked for in
+   address order, and the waiting ones are decoded in address order), else
+   kept until it is planned and fed. */
 static int add_req(graphc_t *h, uint64_t addr, uint32_t len, uint32_t owner, uint8_t kind,
                    uint32_t aux)
 {
     if (addr >> ADDR_BITS || addr + len < addr)
         return 0;                   /* no user-space address: nothing to read */
+    if (h->ninplace && h->head == h->nreq) {
+        const uint8_t *p = in_place(h, addr, len);
+        if (p) {
+            rq_t q = {addr, len, owner, aux, kind};
+            return (h->named ? decode_named : decode)(h, &q, p) ? -1 : 0;
+        }
+    }
     req_t *r = grow(h->req, &h->capreq, h->nreq + 1, sizeof(req_t), &h->oom);
     if (!r)
         return -1;
@@ -296,12 +333,14 @@ static int edge(graphc_t *h, uint32_t owner, uint32_t part, uint64_t target)
     return edge_k(h, owner, part, 0, target);
 }
 
-/* memory: decode tables, functions and upvalues from the bytes fed (else
-   every reference comes through graphc_add).  strong: a Lua function's
-   upvalues are the values its upvalue objects hold (Heap.strong_targets,
-   for lgcpath) rather than the objects (graph_targets). */
+/* strong: a Lua function's upvalues are the values its upvalue objects
+   hold (Heap.strong_targets, for lgcpath) rather than the objects
+   (graph_targets).  inplace: the memory the caller holds in place (sorted,
+   none overlapping, kept alive until graphc_free), whose requests are
+   decoded as they are made. */
 graphc_t *graphc_new(const struct graphc_layout *L, uint64_t n, const uint64_t *addrs,
-                     const uint8_t *gcts, const uint64_t *sizes, int memory, int strong)
+                     const uint8_t *gcts, const uint64_t *sizes, int strong,
+                     const inplace_t *inplace, uint64_t ninplace)
 {
     if (n >= (1u << 30))
         return NULL;
@@ -312,27 +351,33 @@ graphc_t *graphc_new(const struct graphc_layout *L, uint64_t n, const uint64_t *
     h->n = n; h->addrs = addrs; h->gcts = gcts; h->sizes = sizes;
     h->strong = strong;
     h->find = -1;
+    h->inplace = inplace;
+    h->ninplace = ninplace;
     if (make_dir(h)) {
         drop_dir(h);
         free(h);
         return NULL;
     }
-    for (uint64_t i = 0; memory && i < n && !h->oom; i++) {
-        uint8_t g = gcts[i];
-        if (g == GCT_TAB)
-            add_req(h, addrs[i], L->tab_size, (uint32_t)i, K_TAB, 0);
-        else if (g == GCT_FUNC)
-            add_req(h, addrs[i], (uint32_t)sizes[i], (uint32_t)i, K_FUNC, 0);
-        else if (g == GCT_UPVAL)
-            add_req(h, addrs[i], L->uv_size, (uint32_t)i, K_UPVAL, 0);
-    }
-    if (h->oom) {
-        free(h->req);
-        drop_dir(h);
-        free(h);
-        return NULL;
-    }
     return h;
+}
+
+/* The first requests: the tables', functions' and upvalues' own bytes (in
+   address order, the objects'), once the graph is set up (graphc_find,
+   graphc_snap_begin).  0, or -1 out of memory. */
+int graphc_objects(graphc_t *h)
+{
+    const struct graphc_layout *L = &h->L;
+    for (uint64_t i = 0; i < h->n && !h->oom; i++) {
+        uint8_t g = h->gcts[i];
+        uint64_t a = h->addrs[i];
+        if (g == GCT_TAB)
+            add_req(h, a, L->tab_size, (uint32_t)i, K_TAB, 0);
+        else if (g == GCT_FUNC)
+            add_req(h, a, (uint32_t)h->sizes[i], (uint32_t)i, K_FUNC, 0);
+        else if (g == GCT_UPVAL)
+            add_req(h, a, L->uv_size, (uint32_t)i, K_UPVAL, 0);
+    }
+    return h->oom ? -1 : 0;
 }
 
 void graphc_free(graphc_t *h)
@@ -1332,7 +1377,7 @@ static int decode_named(graphc_t *h, const rq_t *q, const uint8_t *p)
 /* The snapshot's graph from here on: names (n entries, the caller's)
    receives each node's name, bytype[gct] where nothing better is known;
    fixed: the names of a metatable, environment, prototype, key and value
-   reference.  Before the first graphc_feed.  -1 out of memory. */
+   reference.  Before graphc_objects.  -1 out of memory. */
 int graphc_snap_begin(graphc_t *h, uint32_t *names, const uint32_t *bytype, const uint32_t *fixed)
 {
     h->named = 1;

@@ -15,7 +15,9 @@ parts and open upvalues' slots) sorted by address and grouped into runs;
 each run is one read through the Heap's page cache, so gdb, lldb, the core
 reader and --pid all serve it.  A run that cannot be read whole is read a
 request at a time, and a request that cannot be read is passed over, as
-the Python search passes over what it cannot read."""
+the Python search passes over what it cannot read.  The memory a target
+holds in place (the core reader's mapped segments) is handed to the C code
+at the start: a request inside it is decoded as it is made."""
 import ctypes
 import os
 from array import array
@@ -62,7 +64,8 @@ class _Layout(ctypes.Structure):
 def _signatures() -> Dict[str, Tuple[Any, List[Any]]]:
     P, U64, VP = ctypes.POINTER, ctypes.c_uint64, ctypes.c_void_p
     INT = ctypes.c_int
-    return {"graphc_new": (VP, [P(_Layout), U64, VP, ctypes.c_char_p, VP, INT, INT]),
+    return {"graphc_new": (VP, [P(_Layout), U64, VP, ctypes.c_char_p, VP, INT, VP, U64]),
+            "graphc_objects": (INT, [VP]),
             "graphc_free": (None, [VP]),
             "graphc_oom": (ctypes.c_int, [VP]),
             "graphc_plan": (U64, [VP, U64, U64, VP, U64, P(VP)]),
@@ -128,25 +131,42 @@ class _Graph(object):
         self._arrays = (addrs, gcts, heap.sizes)
         n = len(addrs)
         lay = _layout(heap) if memory else _Layout()
+        spans = sorted((r[0], r[1]) for r in heap.t.regions() or ()) if memory else []
+        # The memory the target holds in place (a core's segments): its
+        # requests are decoded in C as they are made, not read here.
+        self._inplace, self._views = self._held(spans)
         self.h = lib.graphc_new(ctypes.byref(lay), n, _at(addrs), gcts if n else None,
-                                _at(heap.sizes), 1 if memory else 0, 1 if strong else 0)
+                                _at(heap.sizes), 1 if strong else 0, _at(self._inplace),
+                                len(self._inplace) // 3)
         if not self.h:
             raise _no_memory(n)
         self.memory, self.strong, self.weak_too = memory, strong, weak_too
         # The readable regions (start, end, sorted and merged): no read
         # crosses from one to the next.
         self.regions = array("Q")
-        spans = heap.t.regions() if memory else None
-        for lo, hi in sorted((r[0], r[1]) for r in spans or ()):
+        for lo, hi in spans:
             if len(self.regions) and lo <= self.regions[-1]:
                 self.regions[-1] = max(self.regions[-1], hi)
             else:
                 self.regions.extend((lo, hi))
 
+    def _held(self, spans: List[Tuple[int, int]]) -> Tuple[array, List[Any]]:
+        """(start, end, address) of each piece of memory held in place
+        among the regions, sorted, and the views that keep them."""
+        out, views = array("Q"), []
+        for lo, _ in spans:
+            m = self.heap.t.mapped(lo)
+            if m is None or m[0] != lo or m[1] <= lo or (len(out) and m[0] < out[-2]):
+                continue
+            views.append(m[2])
+            out.extend((m[0], m[1], buffer_address(m[2])))
+        return out, views
+
     def close(self) -> None:
         if self.h:
             self.lib.graphc_free(self.h)
             self.h = None
+        self._views = []
 
     def _check(self, rc: int) -> None:
         if rc < 0 or self.lib.graphc_oom(self.h):
@@ -213,6 +233,7 @@ class _Graph(object):
         tables' parts and the upvalues' values (the memory bound checked
         after each round)."""
         check, n = self.heap.check_budget, len(self.heap.addrs)
+        self._check(self.lib.graphc_objects(self.h))
         self.feed()
         check(n)
         self.weak()

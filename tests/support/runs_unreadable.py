@@ -1,11 +1,14 @@
 """python3 tests/support/runs_unreadable.py CORE BINARY COMMAND ...: the
 core reader with every long read of the C paths refused (the first read
 of each run of requests graphc.py or threadc.py plans raises FaultError),
-so that they fall back to reading one request at a time.  For
+so that they fall back to reading one request at a time; and no memory
+is handed to graphc.c in place (the core's mapped segments), so that the
+heap graph's requests are planned and read at all.  For
 test_heapgraph_c.py and test_threads_scale.py."""
 import atexit
 import os
 import sys
+from array import array
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -31,6 +34,7 @@ def feed_runs(read, runs, feed, peek, skip):
 
 
 graphc.feed_runs = threadc.feed_runs = feed_runs
+graphc._Graph._held = lambda self, spans: (array("Q"), [])
 atexit.register(lambda: sys.stderr.write("runs refused: %d\n" % refused[0]))
 
 if __name__ == "__main__":
