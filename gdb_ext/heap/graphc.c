@@ -739,6 +739,8 @@ int graphc_add(graphc_t *h, uint32_t owner, const uint64_t *targets, uint64_t co
 static int build_csr(graphc_t *h)
 {
     uint64_t n = h->n, E = h->nedge;
+    if (h->off)
+        return 0;                   /* (built already: graphc_csr) */
     drop_dir(h);                    /* (no more references come) */
     uint32_t *off = calloc(n + 1, 4);
     uint32_t *dst = malloc((E ? E : 1) * 4);
@@ -829,6 +831,15 @@ static int build_csr(graphc_t *h)
         h->dst = dst;
     h->ndst = w;
     return 0;
+}
+
+/* The references in CSR form now, before the caller makes the arrays
+   that graphc_bfs or graphc_dominators fill: the references as found are
+   let go of first, so the two are never held together.  0, or -1 out of
+   memory. */
+int graphc_csr(graphc_t *h)
+{
+    return build_csr(h);
 }
 
 /* The nearest common ancestor of a and b in the tree of guesses (a

@@ -76,6 +76,7 @@ def _signatures() -> Dict[str, Tuple[Any, List[Any]]]:
             "graphc_metatables": (U64, [VP, P(VP)]),
             "graphc_set_weak": (ctypes.c_int, [VP, ctypes.c_char_p]),
             "graphc_add": (ctypes.c_int, [VP, ctypes.c_uint32, VP, U64]),
+            "graphc_csr": (ctypes.c_int, [VP]),
             "graphc_dominators": (ctypes.c_int, [VP, VP, U64] + [VP] * 6),
             "graphc_bfs": (ctypes.c_int, [VP, VP, U64, ctypes.c_uint32, VP]),
             "graphc_result": (None, [VP, P(U64)]),
@@ -252,6 +253,7 @@ class _Graph(object):
 
     def parents(self, roots: List[int], target: int) -> array:
         r = array("I", roots)
+        self._check(self.lib.graphc_csr(self.h))      # (before the array it fills)
         parent = _zeros("i", len(self.heap.addrs))
         self._check(self.lib.graphc_bfs(self.h, _at(r), len(r), target, _at(parent)))
         return parent
@@ -259,6 +261,7 @@ class _Graph(object):
     def dominators(self, roots: List[int]) -> Dict[str, Any]:
         r = array("I", roots)
         n = len(self.heap.addrs)
+        self._check(self.lib.graphc_csr(self.h))      # (before the arrays it fills)
         # Written in place by the C code (no copies): n entries each, the
         # ones by number cut to the objects reached.
         out = {"num": _zeros("i", n), "order": _zeros("I", n), "idom": _zeros("i", n),
