@@ -64,9 +64,9 @@ def save(heap: 'Heap', path: str, holders: Iterable[Dict[str, Any]] = ()) -> Dic
             f.write(MAGIC)
             f.write(len(data).to_bytes(8, "little"))
             f.write(data)
-            f.write(addrs.tobytes())
+            f.write(addrs)              # (the arrays' own bytes, not a copy)
             f.write(gcts)
-            f.write(heap.sizes.tobytes())
+            f.write(heap.sizes)
     except OSError as e:
         raise SnapshotError("cannot write %s: %s" % (path, e.strerror or e))
     return head
@@ -94,11 +94,13 @@ def load(path: str) -> Snapshot:
         count = head["objects"]
         if len(data) != k + 17 * count:
             raise ValueError("%d bytes of objects, %d expected" % (len(data) - k, 17 * count))
+        view = memoryview(data)         # (no copy of each part before its array)
         addrs = array("Q")
-        addrs.frombytes(data[k:k + 8 * count])
+        addrs.frombytes(view[k:k + 8 * count])
         gcts = data[k + 8 * count:k + 9 * count]
         sizes = array("Q")
-        sizes.frombytes(data[k + 9 * count:])
+        sizes.frombytes(view[k + 9 * count:])
+        view.release()
     except (ValueError, KeyError, TypeError) as e:
         raise SnapshotError("%s is a damaged heap snapshot (%s)" % (path, e))
     return Snapshot(head, addrs, gcts, sizes)
