@@ -73,6 +73,7 @@ typedef struct {
     const uint64_t *sizes;
     req_t *req; uint64_t nreq, capreq, head;
     const inplace_t *inplace; uint64_t ninplace;   /* memory held in place, sorted */
+    int kept_any; uint32_t kept_owner;              /* the last request kept: whose */
     uint64_t *runs, planned;
     tab_t *tabs; uint64_t ntabs, captabs;
     uint64_t *mts; uint64_t nmts;
@@ -138,22 +139,28 @@ static const uint8_t *in_place(const graphc_t *h, uint64_t addr, uint32_t len)
 }
 
 /* A request of the bytes [addr, addr + len): decoded at once when they are
-   held in place and no other request waits (so that those of one object's
-   part are still decoded in their order: a part's pieces are asked for in
-   address order, and the waiting ones are decoded in address order), else
-   kept until it is planned and fed. */
+   held in place, else kept until it is planned and fed.  The references
+   of one object's part must come in their order: its pieces are asked for
+   one after another in address order, and the kept ones are decoded in
+   address order, so once a piece of an object is kept, so are the rest of
+   its pieces.  A string's text goes to the file in node order: once one
+   is kept, so are all after it. */
 static int add_req(graphc_t *h, uint64_t addr, uint32_t len, uint32_t owner, uint8_t kind,
                    uint32_t aux)
 {
     if (addr >> ADDR_BITS || addr + len < addr)
         return 0;                   /* no user-space address: nothing to read */
-    if (h->ninplace && h->head == h->nreq) {
+    int free_to = kind == K_STR ? h->head == h->nreq
+                                : !(h->kept_any && h->kept_owner == owner);
+    if (h->ninplace && free_to) {
         const uint8_t *p = in_place(h, addr, len);
         if (p) {
             rq_t q = {addr, len, owner, aux, kind};
             return (h->named ? decode_named : decode)(h, &q, p) ? -1 : 0;
         }
     }
+    h->kept_any = 1;
+    h->kept_owner = owner;
     req_t *r = grow(h->req, &h->capreq, h->nreq + 1, sizeof(req_t), &h->oom);
     if (!r)
         return -1;

@@ -135,7 +135,7 @@ class _Graph(object):
         spans = sorted((r[0], r[1]) for r in heap.t.regions() or ()) if memory else []
         # The memory the target holds in place (a core's segments): its
         # requests are decoded in C as they are made, not read here.
-        self._inplace, self._views = self._held(spans)
+        self._inplace, self._views = self._held(spans) if memory else (array("Q"), [])
         self.h = lib.graphc_new(ctypes.byref(lay), n, _at(addrs), gcts if n else None,
                                 _at(heap.sizes), 1 if strong else 0, _at(self._inplace),
                                 len(self._inplace) // 3)
@@ -152,15 +152,28 @@ class _Graph(object):
                 self.regions.extend((lo, hi))
 
     def _held(self, spans: List[Tuple[int, int]]) -> Tuple[array, List[Any]]:
-        """(start, end, address) of each piece of memory held in place
-        among the regions, sorted, and the views that keep them."""
-        out, views = array("Q"), []
+        """(start, end, address) of each piece of memory held in place,
+        sorted, and the buffers that keep them: the regions the target
+        holds in place (a core's mapped segments), else the pages the
+        walk read that the Heap's page cache still holds (gdb, lldb,
+        --pid).  The buffers are kept here, so a page the cache drops
+        while the graph is read stays where the C code was told it is."""
+        pieces = []
         for lo, _ in spans:
             m = self.heap.t.mapped(lo)
-            if m is None or m[0] != lo or m[1] <= lo or (len(out) and m[0] < out[-2]):
-                continue
-            views.append(m[2])
-            out.extend((m[0], m[1], buffer_address(m[2])))
+            if m is not None and m[0] == lo and m[1] > lo:
+                pieces.append(m)
+        mem = getattr(self.heap, "mem", None)
+        if not pieces and mem is not None:
+            for kept in (mem.full, mem.p64, mem.p4):
+                pieces.extend((base, base + len(data), data) for base, data in kept.items())
+        pieces.sort(key=lambda p: p[0])
+        out, views = array("Q"), []
+        for lo, hi, buf in pieces:
+            if len(out) and lo < out[-2]:
+                continue                # (overlapping pieces: the first is enough)
+            views.append(buf)
+            out.extend((lo, hi, buffer_address(buf)))
         return out, views
 
     def close(self) -> None:

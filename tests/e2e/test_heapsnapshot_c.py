@@ -1,6 +1,7 @@
 """The V8 heap snapshot with its graph built in C (graphc.SnapGraph) holds
 what the Python writer's holds (LJGDB_HEAPGRAPH=python), and so it does when
-no run of its reads can be read at once: every node (type, name, id, self
+no run of its reads can be read at once, and when it is handed the walk's
+copied pages (as in gdb, lldb and --pid): every node (type, name, id, self
 size, edges) and every edge (type, name or index, target) the same, on a
 core of testprogs/lua/snapshot.lua (keys, strings, weak tables, metatables'
 __name, upvalues, C functions, coroutines, big arrays and hashes, traces),
@@ -53,10 +54,11 @@ def document(stop, how):
     return out
 
 
-def test_the_same_snapshot_three_ways(stop):
-    docs = {how: document(stop, how) for how in ("C", "python", "runs unreadable")}
+def test_the_same_snapshot_four_ways(stop):
+    docs = {how: document(stop, how) for how in ("C", "python", "runs unreadable", "pages copied")}
     assert docs["C"] == docs["python"], first_difference(docs["C"], docs["python"])
     assert docs["runs unreadable"] == docs["python"]
+    assert docs["pages copied"] == docs["python"]
     # (and what they agree on is the program's: its strings by their text,
     # cut at 200 bytes)
     names = {n[1] for n in docs["C"] if n[0] == "string"}
