@@ -518,7 +518,10 @@ class CSnapshotWriter(SnapshotWriter):
         g = self.g = graphc.snap_graph(heap, self.names, bytype, fixed)
         self.root = self._root_edges()
         g.read_memory()
-        for k in g.weak_tables():
+        # (Names are made in an order of their own, never in the order the
+        # C code met them: that order depends on which memory was at hand
+        # in place, and the document must not.)
+        for k in sorted(g.weak_tables()):
             self._python_edges(k, 1, lambda o, add: self._table_edges(o, add, with_mt=False))
         for gct in (C.GCT_THREAD, C.GCT_PROTO, C.GCT_TRACE, C.GCT_UDATA):
             for k in graphc.positions(gcts, gct):
@@ -546,7 +549,8 @@ class CSnapshotWriter(SnapshotWriter):
         g = self.g
         keep = 0xFF
         types, names = bytearray(len(asked)), zeros("I", len(asked))
-        for d, (cls, key, sub) in enumerate(asked):
+        for d in sorted(range(len(asked)), key=asked.__getitem__):
+            cls, key, sub = asked[d]
             types[d] = keep
             if cls == g.METATABLE:
                 text = self._mt_name(key)

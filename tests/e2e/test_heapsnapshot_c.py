@@ -59,6 +59,13 @@ def test_the_same_snapshot_four_ways(stop):
     assert docs["C"] == docs["python"], first_difference(docs["C"], docs["python"])
     assert docs["runs unreadable"] == docs["python"]
     assert docs["pages copied"] == docs["python"]
+    # The C writer's file, byte for byte, whichever memory it had in place
+    # (the order in which names are met is not the order they are made).
+    files = set()
+    for how in ("C", "runs unreadable", "pages copied"):
+        with open(os.path.join(stop.work, how.replace(" ", "-") + ".heapsnapshot"), "rb") as f:
+            files.add(f.read())
+    assert len(files) == 1
     # (and what they agree on is the program's: its strings by their text,
     # cut at 200 bytes)
     names = {n[1] for n in docs["C"] if n[0] == "string"}
