@@ -187,12 +187,15 @@ def diff_data(vm, heap, path, top, listing, progress=None, max_string=200):
         doc["other"].append({"name": name, "bytes_then": then_other.get(name, 0),
                              "bytes_now": now_other.get(name, 0)})
     doc["gc_total_then"], doc["gc_total_now"] = snap.head["gc_total"], st.total
+    # The objects matched before the graph is built: the snapshot's arrays
+    # are let go of first, so the two are never held together.
+    d = heapsnap.Diff(heap, snap) if doc["same_process"] else None
+    snap.forget()
     dom = Dominators(heap, progress)
     doc["paths"] = _path_changes(snap.head.get("holders") or [],
                                  holders(vm, heap, dom, HOLDERS, max_string), top)
-    if not doc["same_process"]:
+    if d is None:
         return doc
-    d = heapsnap.Diff(heap, snap)
     doc["new"] = {C.GCT_TEXT[g]: v for g, v in d.new.items() if v[0]}
     doc["freed"] = {C.GCT_TEXT[g]: v for g, v in d.freed.items() if v[0]}
     doc["resized"] = {C.GCT_TEXT[g]: v for g, v in d.resized.items() if v[0]}

@@ -1118,9 +1118,10 @@ void graphc_find(graphc_t *h, uint32_t target, uint8_t *found)
 
 /* heapsnap.Diff: the objects now (addrs, gcts, sizes: n) against a
    snapshot's (oa, og, osz: m), both in address order.  new_index and
-   resized_index (n entries each) receive the indices now of the new
-   objects (not there then, or of another type) and of those whose size
-   changed; counts[0], counts[1] how many.  stats[16 * 2 * w + 2 * gct]
+   resized_index (as many entries as there are of each, or NULL: counted
+   only) receive the indices now of the new objects (not there then, or of
+   another type) and of those whose size changed; counts[0], counts[1] how
+   many.  stats[16 * 2 * w + 2 * gct]
    and the next word: count and bytes of the new (w 0), the freed (w 1)
    and the resized (w 2: bytes now - then, as a two's complement). */
 void graphc_diff(const uint64_t *addrs, const uint8_t *gcts, const uint64_t *sizes, uint64_t n,
@@ -1134,7 +1135,9 @@ void graphc_diff(const uint64_t *addrs, const uint8_t *gcts, const uint64_t *siz
         if (j >= m || (i < n && addrs[i] < oa[j])) {
             nw[2 * (gcts[i] & 15)]++;
             nw[2 * (gcts[i] & 15) + 1] += sizes[i];
-            new_index[nn++] = (uint32_t)i;
+            if (new_index)
+                new_index[nn] = (uint32_t)i;
+            nn++;
             i++;
         } else if (i >= n || oa[j] < addrs[i]) {
             fr[2 * (og[j] & 15)]++;
@@ -1146,11 +1149,15 @@ void graphc_diff(const uint64_t *addrs, const uint8_t *gcts, const uint64_t *siz
                 fr[2 * (og[j] & 15) + 1] += osz[j];
                 nw[2 * (gcts[i] & 15)]++;
                 nw[2 * (gcts[i] & 15) + 1] += sizes[i];
-                new_index[nn++] = (uint32_t)i;
+                if (new_index)
+                    new_index[nn] = (uint32_t)i;
+                nn++;
             } else if (sizes[i] != osz[j]) {
                 rs[2 * (gcts[i] & 15)]++;
                 rs[2 * (gcts[i] & 15) + 1] += sizes[i] - osz[j];
-                resized_index[nr++] = (uint32_t)i;
+                if (resized_index)
+                    resized_index[nr] = (uint32_t)i;
+                nr++;
             }
             i++;
             j++;

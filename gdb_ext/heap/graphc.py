@@ -524,12 +524,15 @@ def diff(addrs: array, gcts: bytes, sizes: array, oa: array, og: bytes,
     if lib is None:
         return None
     n, m = len(addrs), len(oa)
-    new_index, resized_index = _zeros("I", n), _zeros("I", n)
+    gcts, og = bytes(gcts), bytes(og)
+    # Counted first, so each array is made as long as it must be.
     counts, stats = (ctypes.c_uint64 * 2)(), (ctypes.c_uint64 * 96)()
-    lib.graphc_diff(_at(addrs), bytes(gcts), _at(sizes), n, _at(oa), bytes(og), _at(osz), m,
+    lib.graphc_diff(_at(addrs), gcts, _at(sizes), n, _at(oa), og, _at(osz), m, None, None,
+                    counts, stats)
+    new_index, resized_index = _zeros("I", counts[0]), _zeros("I", counts[1])
+    stats = (ctypes.c_uint64 * 96)()
+    lib.graphc_diff(_at(addrs), gcts, _at(sizes), n, _at(oa), og, _at(osz), m,
                     _at(new_index), _at(resized_index), counts, stats)
-    del new_index[counts[0]:]
-    del resized_index[counts[1]:]
 
     def signed(v):
         return v - (1 << 64) if v >> 63 else v

@@ -20,8 +20,9 @@ the retained sizes of the objects that retain the most, by their paths
 from the roots: those compare between two processes too (two runs of one
 program), where nothing else but the per-type figures does.
 """
-from typing import Any, Dict, Iterable, List, TYPE_CHECKING
+from typing import Any, Dict, Iterable, List, Optional, Tuple, TYPE_CHECKING
 import json
+import os
 from array import array
 
 from .. import consts as C
@@ -73,37 +74,77 @@ def save(heap: 'Heap', path: str, holders: Iterable[Dict[str, Any]] = ()) -> Dic
 
 
 class Snapshot(object):
-    def __init__(self, head: Dict[str, Any], addrs: array, gcts: bytes, sizes: array) -> None:
-        self.head, self.addrs, self.gcts, self.sizes = head, addrs, gcts, sizes
+    """A snapshot's header, and its three arrays: given, or read from its
+    file at `at` when first asked for (the difference needs them only after
+    the heap graph is built, whose peak of memory they would add to)."""
+
+    def __init__(self, head: Dict[str, Any], addrs: Optional[array] = None,
+                 gcts: Optional[bytes] = None, sizes: Optional[array] = None,
+                 path: str = "", at: int = 0) -> None:
+        self.head = head
+        self._arrays = None if addrs is None else (addrs, gcts, sizes)
+        self._path, self._at = path, at
+
+    def _read(self) -> Tuple[array, bytes, array]:
+        if self._arrays is None:
+            count = self.head["objects"]
+            addrs, sizes = array("Q", [0]) * count, array("Q", [0]) * count
+            try:
+                with open(self._path, "rb") as f:
+                    f.seek(self._at)
+                    got = f.readinto(addrs)
+                    gcts = f.read(count)
+                    got += len(gcts) + f.readinto(sizes)
+            except OSError as e:
+                raise SnapshotError("cannot read %s: %s" % (self._path, e.strerror or e))
+            if got != 17 * count:
+                raise SnapshotError("%s changed while it was read (%d bytes of objects, %d "
+                                    "expected)" % (self._path, got, 17 * count))
+            self._arrays = (addrs, gcts, sizes)
+        return self._arrays
+
+    def forget(self) -> None:
+        """Let go of the arrays read from the file (read again if asked)."""
+        if self._path:
+            self._arrays = None
+
+    @property
+    def addrs(self) -> array:
+        return self._read()[0]
+
+    @property
+    def gcts(self) -> bytes:
+        return self._read()[1]
+
+    @property
+    def sizes(self) -> array:
+        return self._read()[2]
 
 
 def load(path: str) -> Snapshot:
-    """The Snapshot in the file at path (SnapshotError when it is none)."""
+    """The Snapshot in the file at path (SnapshotError when it is none):
+    its header read and its length checked; its arrays are read later."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            start = f.read(len(MAGIC) + 8)
+            if not start.startswith(MAGIC) or len(start) < len(MAGIC) + 8:
+                raise SnapshotError("%s is no heap snapshot of lgcstat --save" % path)
+            n = int.from_bytes(start[len(MAGIC):], "little")
+            data = f.read(min(n, 1 << 30))
+            total = os.fstat(f.fileno()).st_size
     except OSError as e:
         raise SnapshotError("cannot read %s: %s" % (path, e.strerror or e))
-    if not data.startswith(MAGIC):
-        raise SnapshotError("%s is no heap snapshot of lgcstat --save" % path)
-    k = len(MAGIC)
+    k = len(start) + n
     try:
-        n = int.from_bytes(data[k:k + 8], "little")
-        head = json.loads(data[k + 8:k + 8 + n].decode())
-        k += 8 + n
+        if len(data) != n:
+            raise ValueError("its header is cut short")
+        head = json.loads(data.decode())
         count = head["objects"]
-        if len(data) != k + 17 * count:
-            raise ValueError("%d bytes of objects, %d expected" % (len(data) - k, 17 * count))
-        view = memoryview(data)         # (no copy of each part before its array)
-        addrs = array("Q")
-        addrs.frombytes(view[k:k + 8 * count])
-        gcts = data[k + 8 * count:k + 9 * count]
-        sizes = array("Q")
-        sizes.frombytes(view[k + 9 * count:])
-        view.release()
+        if total != k + 17 * count:
+            raise ValueError("%d bytes of objects, %d expected" % (total - k, 17 * count))
     except (ValueError, KeyError, TypeError) as e:
         raise SnapshotError("%s is a damaged heap snapshot (%s)" % (path, e))
-    return Snapshot(head, addrs, gcts, sizes)
+    return Snapshot(head, path=path, at=k)
 
 
 def same_heap(a: Dict[str, Any], b: Dict[str, Any]) -> bool:

@@ -65,3 +65,39 @@ def test_diff_counts_every_change(seed, merged_in, monkeypatch):
         assert d.resized[g] == [sum(1 for a in resized if now[a][0] == g),
                                 sum(now[a][1] - then[a][1] for a in resized if now[a][0] == g)]
     assert d.old_sizes == {addrs.index(a): then[a][1] for a in resized}
+
+
+def _snapshot_file(path, addrs, gcts, sizes, extra=b""):
+    import json
+    from ljgdb.gdb_ext.heap.heapsnap import MAGIC
+    head = json.dumps({"objects": len(addrs)}).encode()
+    with open(path, "wb") as f:
+        f.write(MAGIC + len(head).to_bytes(8, "little") + head)
+        f.write(array("Q", addrs).tobytes() + bytes(gcts) + array("Q", sizes).tobytes() + extra)
+
+
+def test_snapshot_arrays_are_read_when_asked(tmp_path):
+    """load() reads the header and checks the length; the arrays come from
+    the file when first asked for, again after forget(), and a file cut
+    short in between is one clear error."""
+    from ljgdb.gdb_ext.heap.heapsnap import SnapshotError, load
+    path = str(tmp_path / "s.snap")
+    addrs, gcts, sizes = [0x1000, 0x1040, 0x2000], [C.GCT_TAB, C.GCT_STR, C.GCT_FUNC], [64, 30, 48]
+    _snapshot_file(path, addrs, gcts, sizes)
+    snap = load(path)
+    assert snap.head == {"objects": 3}
+    assert (list(snap.addrs), list(snap.gcts), list(snap.sizes)) == (addrs, gcts, sizes)
+    snap.forget()
+    with open(path, "r+b") as f:
+        f.truncate(f.seek(0, 2) - 8)
+    with pytest.raises(SnapshotError, match="changed while it was read"):
+        snap.sizes
+    with pytest.raises(SnapshotError, match="is a damaged heap snapshot"):
+        load(path)
+    _snapshot_file(path, addrs, gcts, sizes, extra=b"\0")
+    with pytest.raises(SnapshotError, match="is a damaged heap snapshot"):
+        load(path)
+    with open(path, "wb") as f:
+        f.write(b"not a snapshot")
+    with pytest.raises(SnapshotError, match="is no heap snapshot of lgcstat --save"):
+        load(path)
