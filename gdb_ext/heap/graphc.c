@@ -1752,20 +1752,27 @@ static void string_text(graphc_t *h, uint32_t k, const uint8_t *p, uint32_t got)
         json_text(h, p + L->str_size, m, len > h->max_string);
 }
 
-/* The strings' texts as requests, in node order: each read is written
-   (",\n" and its text cut at max_string bytes, "..." after; "string"
-   when it cannot be read).  -1 out of memory. */
-int graphc_snap_strings(graphc_t *h, uint32_t max_string)
+/* The strings' texts as requests, in node order, from the object at index
+   `from` on: each read is written (",\n" and its text cut at max_string
+   bytes, "..." after; "string" when it cannot be read).  A string held in
+   place is written at once; from the first that is not, the requests are
+   kept until the next string held in place, whose index is returned: the
+   caller reads those kept (graphc_plan, graphc_feed) and goes on from
+   there, so the texts stay in node order.  The number of objects once all
+   are asked for, -1 out of memory. */
+int64_t graphc_snap_strings(graphc_t *h, uint32_t max_string, uint64_t from)
 {
     h->strings = 1;
     h->max_string = max_string;
-    for (uint64_t k = 0; k < h->n; k++)
+    for (uint64_t k = from; k < h->n; k++)
         if (h->gcts[k] == GCT_STR) {
             uint64_t len = (uint64_t)h->L.str_size + max_string;
             if (len > h->sizes[k])
                 len = h->sizes[k];
+            if (h->nreq > h->head && in_place(h, h->addrs[k], (uint32_t)len))
+                return (int64_t)k;
             if (add_req(h, h->addrs[k], (uint32_t)len, (uint32_t)k, K_STR, 0))
                 return -1;
         }
-    return 0;
+    return (int64_t)h->n;
 }

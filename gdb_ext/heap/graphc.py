@@ -99,7 +99,7 @@ def _signatures() -> Dict[str, Tuple[Any, List[Any]]]:
             "graphc_snap_flush": (INT, [VP]),
             "graphc_snap_nodes": (None, [VP, ctypes.c_char_p, ctypes.c_uint32]),
             "graphc_snap_edges": (None, [VP, INT, ctypes.c_uint32]),
-            "graphc_snap_strings": (INT, [VP, ctypes.c_uint32])}
+            "graphc_snap_strings": (ctypes.c_int64, [VP, ctypes.c_uint32, U64])}
 
 
 _HELPER = CHelper(SOURCE, "graphc", "the heap graph's C code", "LJGDB_HEAPGRAPH", _signatures)
@@ -359,9 +359,14 @@ class SnapGraph(_Graph):
     def write_strings(self, f: Any, max_string: int) -> None:
         """The strings' texts in node order, each after ",\n", read now."""
         def strings():
-            self._check(self.lib.graphc_snap_strings(self.h, max_string))
-            while self.feed():
-                pass
+            # (the C code stops at each string not held in place: it is
+            # read, then the rest go on from the next)
+            at, n = 0, len(self.heap.addrs)
+            while at < n:
+                at = self.lib.graphc_snap_strings(self.h, max_string, at)
+                self._check(at)
+                while self.feed():
+                    pass
         self._writing(f, strings)
 
 
