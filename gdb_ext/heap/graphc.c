@@ -11,8 +11,9 @@
    point to (a table's array and hash part, an open upvalue's stack slot).
    Nothing here reads memory on its own, so one code serves gdb, lldb, the
    core reader and --pid alike.  Memory the caller holds in place (a
-   core's segments, mapped by the core reader) is handed over at the start,
-   and a request inside it is decoded as it is made, with no plan or read.
+   core's segments, mapped by the core reader; the pages the walk's page
+   cache copied, in gdb, lldb and --pid) is handed over at the start, and a
+   request inside it is decoded as it is made, with no plan or read.
 
    The references kept are heapgraph.Heap.graph_targets's, in its order:
    a table's metatable, its array slots, its hash part's values, then its
@@ -56,8 +57,8 @@ typedef struct { uint64_t addr; uint32_t len, owner, aux, kind; } rq_t;
 #define ADDR_BITS 48
 #define ADDR_OF(r) ((r)->w & ((1ull << ADDR_BITS) - 1))
 typedef struct { uint32_t owner; uint32_t asize, hmask; uint64_t mt, arr, node; } tab_t;
-/* Memory the caller holds in place (a core's segments, mapped): [lo, hi)
-   is at p. */
+/* Memory the caller holds in place (a core's mapped segment, a page the
+   page cache copied): [lo, hi) is at p. */
 typedef struct { uint64_t lo, hi; const uint8_t *p; } inplace_t;
 /* The heap snapshot's names Python gives (graphc_snap_pending): each
    distinct (class, key, sub) once, and what waits for it (a node or an

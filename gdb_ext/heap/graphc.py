@@ -15,9 +15,10 @@ parts and open upvalues' slots) sorted by address and grouped into runs;
 each run is one read through the Heap's page cache, so gdb, lldb, the core
 reader and --pid all serve it.  A run that cannot be read whole is read a
 request at a time, and a request that cannot be read is passed over, as
-the Python search passes over what it cannot read.  The memory a target
-holds in place (the core reader's mapped segments) is handed to the C code
-at the start: a request inside it is decoded as it is made."""
+the Python search passes over what it cannot read.  The memory at hand
+(the core reader's mapped segments; in gdb, lldb and --pid the pages the
+walk's page cache holds) is handed to the C code at the start: a request
+inside it is decoded as it is made, and only the rest is planned and read."""
 import ctypes
 import os
 from array import array
@@ -133,8 +134,8 @@ class _Graph(object):
         n = len(addrs)
         lay = _layout(heap) if memory else _Layout()
         spans = sorted((r[0], r[1]) for r in heap.t.regions() or ()) if memory else []
-        # The memory the target holds in place (a core's segments): its
-        # requests are decoded in C as they are made, not read here.
+        # The memory at hand (a core's mapped segments, or the page
+        # cache's pages): its requests are decoded in C as they are made.
         self._inplace, self._views = self._held(spans) if memory else (array("Q"), [])
         self.h = lib.graphc_new(ctypes.byref(lay), n, _at(addrs), gcts if n else None,
                                 _at(heap.sizes), 1 if strong else 0, _at(self._inplace),
