@@ -34,8 +34,8 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { K_TAB = 1, K_FUNC, K_UPVAL, K_ARR, K_NODE, K_UVVAL, K_STR };
-enum { GCT_STR = 4, GCT_UPVAL = 5, GCT_FUNC = 8, GCT_TAB = 11 };
+enum { K_TAB = 1, K_FUNC, K_UPVAL, K_ARR, K_NODE, K_UVVAL, K_STR, K_THREAD, K_STACK };
+enum { GCT_STR = 4, GCT_UPVAL = 5, GCT_THREAD = 6, GCT_FUNC = 8, GCT_TAB = 11 };
 #define ARR_PIECE 65536u
 #define NODE_PIECE 16384u
 
@@ -47,6 +47,7 @@ struct graphc_layout {
     uint32_t fn_ffid, fn_nup, fn_env, fnl_pc, fnl_uvptr, fnc_upvalue, pt_size;
     uint32_t uv_size, uv_v;
     uint32_t str_len, str_size;
+    uint32_t th_size, th_env, th_stack, th_top, ps;
 };
 
 /* A request as kept (16 bytes): the address in the low 48 bits of w, the
@@ -370,9 +371,11 @@ graphc_t *graphc_new(const struct graphc_layout *L, uint64_t n, const uint64_t *
 }
 
 /* The first requests: the tables', functions' and upvalues' own bytes (in
-   address order, the objects'), once the graph is set up (graphc_find,
-   graphc_snap_begin).  0, or -1 out of memory. */
-int graphc_objects(graphc_t *h)
+   address order, the objects'), and with `threads` the threads' (their
+   environment and stack slots: heapgraph.Heap._thread's references where
+   a frame's function is a slot of its own, LJ_FR2), once the graph is set
+   up (graphc_find, graphc_snap_begin).  0, or -1 out of memory. */
+int graphc_objects(graphc_t *h, int threads)
 {
     const struct graphc_layout *L = &h->L;
     for (uint64_t i = 0; i < h->n && !h->oom; i++) {
@@ -384,6 +387,8 @@ int graphc_objects(graphc_t *h)
             add_req(h, a, (uint32_t)h->sizes[i], (uint32_t)i, K_FUNC, 0);
         else if (g == GCT_UPVAL)
             add_req(h, a, L->uv_size, (uint32_t)i, K_UPVAL, 0);
+        else if (g == GCT_THREAD && threads)
+            add_req(h, a, L->th_size, (uint32_t)i, K_THREAD, 0);
     }
     return h->oom ? -1 : 0;
 }
@@ -588,6 +593,21 @@ static int decode(graphc_t *h, const rq_t *q, const uint8_t *p)
     }
     case K_UVVAL:
         return edge_k(h, o, q->aux ? 1 : 0, q->aux, gc_of(h, get(p, 8)));
+    case K_THREAD: {            /* its environment, then its stack's slots */
+        uint64_t stack = get(p + L->th_stack, L->ms), top = get(p + L->th_top, L->ps);
+        if (edge(h, o, 0, get(p + L->th_env, L->rs)))
+            return -1;
+        uint64_t n = top > stack ? (top - stack) / 8 : 0;
+        return stack && n && n < (1u << 24) ? add_req(h, stack, (uint32_t)(8 * n), o, K_STACK, 0)
+                                             : 0;
+    }
+    case K_STACK:               /* (a slot holding the thread itself is none) */
+        for (uint32_t i = 0; i < q->len / 8; i++) {
+            uint64_t v = gc_of(h, get(p + 8 * i, 8));
+            if (v != h->addrs[o] && edge(h, o, 0, v))
+                return -1;
+        }
+        return 0;
     case K_ARR:
         for (uint32_t i = 0; i < q->len / 8; i++)
             if (edge(h, o, 1, gc_of(h, get(p + 8 * i, 8))))

@@ -37,8 +37,12 @@ GAP = 64 << 10          # requests closer than this share one read
 PAGE_GAP = 4095         # (when the target cannot list its regions: never across a page)
 MAX_RUN = 16 << 20      # and one read is at most this long (a longer request alone)
 # Objects whose references the C code decodes from memory; the others'
-# (threads, prototypes, userdata, traces) come from Heap.graph_targets.
+# (prototypes, userdata, traces) come from Heap.graph_targets, and so do
+# the threads' where a frame's function is no slot of its own (not LJ_FR2:
+# Heap._thread walks their frames) and in the heap snapshot (its edges
+# name each slot).
 IN_C = (C.GCT_TAB, C.GCT_FUNC, C.GCT_UPVAL)
+THREADS_IN_C = IN_C + (C.GCT_THREAD,)
 NO_REFS = (C.GCT_STR, C.GCT_CDATA)
 
 
@@ -59,14 +63,15 @@ class _Layout(ctypes.Structure):
             "tab_size", "tab_mt", "tab_asize", "tab_hmask", "tab_array", "tab_node",
             "node_size", "node_key", "node_val",
             "fn_ffid", "fn_nup", "fn_env", "fnl_pc", "fnl_uvptr", "fnc_upvalue", "pt_size",
-            "uv_size", "uv_v", "str_len", "str_size")]
+            "uv_size", "uv_v", "str_len", "str_size",
+            "th_size", "th_env", "th_stack", "th_top", "ps")]
 
 
 def _signatures() -> Dict[str, Tuple[Any, List[Any]]]:
     P, U64, VP = ctypes.POINTER, ctypes.c_uint64, ctypes.c_void_p
     INT = ctypes.c_int
     return {"graphc_new": (VP, [P(_Layout), U64, VP, ctypes.c_char_p, VP, INT, VP, U64]),
-            "graphc_objects": (INT, [VP]),
+            "graphc_objects": (INT, [VP, INT]),
             "graphc_free": (None, [VP]),
             "graphc_oom": (ctypes.c_int, [VP]),
             "graphc_plan": (U64, [VP, U64, U64, VP, U64, P(VP)]),
@@ -119,7 +124,8 @@ def _layout(heap: 'Heap') -> _Layout:
         node_size=lay.node.size, node_key=lay.node.key, node_val=lay.node.val,
         fn_ffid=fn.ffid, fn_nup=fn.nupvalues, fn_env=fn.env, fnl_pc=fl.pc, fnl_uvptr=fl.uvptr,
         fnc_upvalue=fn.upvalue, pt_size=lay.pt.size, uv_size=lay.uv.size, uv_v=lay.uv.v,
-        str_len=lay.str.len, str_size=lay.str.size)
+        str_len=lay.str.len, str_size=lay.str.size, th_size=lay.L.size, th_env=lay.L.env,
+        th_stack=lay.L.stack, th_top=lay.L.top, ps=lay.ptr_size)
 
 
 class _Graph(object):
@@ -143,6 +149,8 @@ class _Graph(object):
         if not self.h:
             raise _no_memory(n)
         self.memory, self.strong, self.weak_too = memory, strong, weak_too
+        # (SnapGraph and lgcref's search take the threads in Python)
+        self.in_c = THREADS_IN_C if memory and heap.lay.fr2 and not weak_too else IN_C
         # The readable regions (start, end, sorted and merged): no read
         # crosses from one to the next.
         self.regions = array("Q")
@@ -248,7 +256,7 @@ class _Graph(object):
         tables' parts and the upvalues' values (the memory bound checked
         after each round)."""
         check, n = self.heap.check_budget, len(self.heap.addrs)
-        self._check(self.lib.graphc_objects(self.h))
+        self._check(self.lib.graphc_objects(self.h, 1 if self.in_c == THREADS_IN_C else 0))
         self.feed()
         check(n)
         self.weak()
@@ -260,7 +268,7 @@ class _Graph(object):
         """Every object's references, from memory or from the heap."""
         if self.memory:
             self.read_memory()
-            self.others(IN_C)
+            self.others(self.in_c)
         else:
             self.others(())
         self.heap.check_budget(len(self.heap.addrs))
@@ -307,6 +315,7 @@ class SnapGraph(_Graph):
     def __init__(self, lib: ctypes.CDLL, heap: Any, names: array, bytype: List[int],
                  fixed: List[int]) -> None:
         super().__init__(lib, heap, True)
+        self.in_c = IN_C
         self.names = names
         by, fx = array("I", bytype), array("I", fixed)      # (alive through the call)
         self._check(lib.graphc_snap_begin(self.h, _at(names), _at(by), _at(fx)))

@@ -3,7 +3,7 @@ the fast scanner (gdb_ext/stack/threadscan.py) against what the program
 recorded with coroutine.status and debug.getinfo, --group's counts against
 the program's own, and lbt --all's block of a sample of threads of every
 kind against lbt L= of that thread (the Backtracer's full rules), live and
-on the core."""
+on the core; and the heap graph over those threads in C as in Python."""
 import re
 
 import pytest
@@ -121,6 +121,13 @@ def test_many_coroutines(variant, tmp_path):
         assert outs["python"] == outs["runs unreadable"], outs
         assert len([ln for ln in outs["python"].splitlines() if ln.startswith("0x")]) == \
             len(all_blocks)
+        # The heap graph over many threads: their stacks' references read
+        # in C (graphc.c, LJ_FR2) give what Heap._thread gives in Python.
+        th = [ln.split()[0] for ln in outs["python"].splitlines() if ln.startswith("0x")]
+        for args in (["lgcstat", "--retained", "--json"], ["lgcpath", th[len(th) // 2]]):
+            got = {how: reader(s, how, "LJGDB_HEAPGRAPH", *args)
+                   for how in ("C", "python", "pages copied")}
+            assert len(set(got.values())) == 1, (args, got)
     for mode in ("live", "core"):
         out = s.out(mode, "python exec(open(%r).read())" % script)
         assert "MISMATCH" not in out and re.search(r"COMPARED \d\d", out), (mode, out[-3000:])
