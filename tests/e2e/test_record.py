@@ -12,6 +12,7 @@ testprogs/lua/counter.lua counts for ever, or exits after some seconds: the
 process must go on counting whatever happens to record (SIGKILL at random
 moments, Ctrl-C), and an exit ends the profile cleanly."""
 import json
+import math
 import os
 import random
 import re
@@ -173,7 +174,10 @@ def test_syscall_shares(variant, sampler, tmp_path):
     stops come at moments of the wall clock: test_lprofile's
     test_syscall_shares says why not CPU time; the BPF sampler's events
     come per CPU second, and the thread is on a CPU all along, inside the
-    kernel or not); at most 1% of the thread samples off-CPU."""
+    kernel or not); at most 1% of the thread samples off-CPU.  (Within 3
+    points or four standard errors of a share of that many samples, the
+    larger: some 2400 samples give a share of 40% an error of 1 point, and
+    in ten runs of deb-x64's a share moved by 3.25 and 3.5 points once each.)"""
     prog = Profiled(variant, tmp_path, "syscall")
     try:
         out = str(tmp_path / "sys.folded")
@@ -185,10 +189,12 @@ def test_syscall_shares(variant, sampler, tmp_path):
         times = {k: times["wall " + k] for k in ("sysc", "interp", "jitted")}
         total = sum(times.values())
         spans = _spans(lines, ("sysc", "interp", "jitted"))
+        count = sum(stacks.values())
         for name in ("sysc", "interp", "jitted"):
-            got = 100.0 * sum(n for st, n in stacks.items()
-                              if _in_span(st, spans[name])) / sum(stacks.values())
-            assert abs(got - 100.0 * times[name] / total) <= 3.0, (name, got, times, err)
+            got = 100.0 * sum(n for st, n in stacks.items() if _in_span(st, spans[name])) / count
+            want = times[name] / total
+            tol = max(3.0, 4 * 100.0 * math.sqrt(want * (1 - want) / count))
+            assert abs(got - 100.0 * want) <= tol, (name, got, tol, times, err)
         m = SUMMARY.search(err)
         samples = int(m.group(1))
         off = re.search(r"(\d+) off-CPU", m.group(4) or "")
