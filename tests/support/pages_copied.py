@@ -3,7 +3,8 @@ reader with no memory held in place (CoreTarget.mapped answers None), so
 that it reads a core as gdb, lldb and --pid read a process: the walk's
 page cache copies the heap's pages, the heap graph's C code is handed
 those pages, and whatever crosses from one page to the next is planned
-and read.  For test_heapgraph_c.py and test_heapsnapshot_c.py."""
+and read.  For test_heapgraph_c.py, test_heapsnapshot_c.py and
+test_threads_scale.py."""
 import os
 import sys
 
