@@ -130,6 +130,7 @@ def _layout(heap: 'Heap') -> _Layout:
 
 class _Graph(object):
     """One graphc_t: fed from the heap's memory, then searched."""
+    THREADS = True          # the threads' references decoded in C where they can be
 
     def __init__(self, lib: ctypes.CDLL, heap: Any, memory: bool, strong: bool = False,
                  weak_too: bool = False) -> None:
@@ -149,8 +150,9 @@ class _Graph(object):
         if not self.h:
             raise _no_memory(n)
         self.memory, self.strong, self.weak_too = memory, strong, weak_too
-        # (SnapGraph and lgcref's search take the threads in Python)
-        self.in_c = THREADS_IN_C if memory and heap.lay.fr2 and not weak_too else IN_C
+        # (lgcref's search takes the threads in Python, as SnapGraph does)
+        self.in_c = (THREADS_IN_C if self.THREADS and memory and heap.lay.fr2 and not weak_too
+                     else IN_C)
         # The readable regions (start, end, sorted and merged): no read
         # crosses from one to the next.
         self.regions = array("Q")
@@ -174,8 +176,7 @@ class _Graph(object):
                 pieces.append(m)
         mem = getattr(self.heap, "mem", None)
         if not pieces and mem is not None:
-            for kept in (mem.full, mem.p64, mem.p4):
-                pieces.extend((base, base + len(data), data) for base, data in kept.items())
+            pieces = [(base, base + len(data), data) for base, data in mem.pieces()]
         pieces.sort(key=lambda p: p[0])
         out, views = array("Q"), []
         for lo, hi, buf in pieces:
@@ -311,11 +312,11 @@ class SnapGraph(_Graph):
 
     # What pending() asks for: (class, key, sub).
     METATABLE, SITE, BUILTIN, UPVALUE, C_UPVALUE, KEY = range(1, 7)
+    THREADS = False         # (a thread's edges name each slot: heapsnapshot.py makes them)
 
     def __init__(self, lib: ctypes.CDLL, heap: Any, names: array, bytype: List[int],
                  fixed: List[int]) -> None:
         super().__init__(lib, heap, True)
-        self.in_c = IN_C
         self.names = names
         by, fx = array("I", bytype), array("I", fixed)      # (alive through the call)
         self._check(lib.graphc_snap_begin(self.h, _at(names), _at(by), _at(fx)))

@@ -27,6 +27,7 @@ from array import array
 
 from .. import consts as C
 from . import graphc
+from ..cbuild import zeros
 from ..errors import LjError
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
@@ -88,7 +89,7 @@ class Snapshot(object):
     def _read(self) -> Tuple[array, bytes, array]:
         if self._arrays is None:
             count = self.head["objects"]
-            addrs, sizes = array("Q", [0]) * count, array("Q", [0]) * count
+            addrs, sizes = zeros("Q", count), zeros("Q", count)
             try:
                 with open(self._path, "rb") as f:
                     f.seek(self._at)

@@ -16,7 +16,7 @@ stays bounded.  A region is read in 4 KB, then 64 KB, then 1 MB pieces as
 a walk keeps coming back to it (see _piece); what cannot be read is
 remembered, so a walk that keeps touching it fails fast with FaultError.
 """
-from typing import Any, Callable, Sequence, TYPE_CHECKING, Tuple
+from typing import Any, Callable, Iterator, Sequence, TYPE_CHECKING, Tuple
 import struct
 from operator import itemgetter
 
@@ -126,6 +126,11 @@ class PageCache(object):
                 self._keep(kept, base, data)
                 return base, data
         raise FaultError("cannot access memory at 0x%x" % addr, addr)
+
+    def pieces(self) -> Iterator[Tuple[int, Any]]:
+        """(base, bytes) of every piece held now, of every size."""
+        for _, kept, _, _ in self._levels:
+            yield from kept.items()
 
     def window(self, addr: int, n: int) -> Tuple[int, Any]:
         """(base, buf) with buf holding at least [addr, addr+n) at buf[addr-base:].
