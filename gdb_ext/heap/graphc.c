@@ -75,6 +75,7 @@ typedef struct {
     const uint64_t *sizes;
     req_t *req; uint64_t nreq, capreq, head;
     const inplace_t *inplace; uint64_t ninplace;   /* memory held in place, sorted */
+    uint64_t ip_last;                               /* ... the piece in_place found last */
     int kept_any; uint32_t kept_owner;              /* the last request kept: whose */
     uint64_t *runs, planned;
     tab_t *tabs; uint64_t ntabs, captabs;
@@ -123,9 +124,16 @@ static void *grow(void *p, uint64_t *cap, uint64_t need, size_t each, int *oom)
 
 static int decode(graphc_t *h, const rq_t *q, const uint8_t *p);
 
-/* Where memory held in place has [addr, addr + len), or NULL. */
-static const uint8_t *in_place(const graphc_t *h, uint64_t addr, uint32_t len)
+/* Where memory held in place has [addr, addr + len), or NULL.  The piece
+   of the last answer is tried first: requests come in address order, and
+   a table's parts mostly lie near it. */
+static const uint8_t *in_place(graphc_t *h, uint64_t addr, uint32_t len)
 {
+    if (!h->ninplace)
+        return NULL;
+    const inplace_t *c = &h->inplace[h->ip_last];
+    if (c->lo <= addr && addr + len <= c->hi)
+        return c->p + (addr - c->lo);
     uint64_t lo = 0, hi = h->ninplace;
     while (lo < hi) {               /* the first that ends after addr */
         uint64_t mid = (lo + hi) >> 1;
@@ -137,7 +145,10 @@ static const uint8_t *in_place(const graphc_t *h, uint64_t addr, uint32_t len)
     if (lo == h->ninplace)
         return NULL;
     const inplace_t *m = &h->inplace[lo];
-    return m->lo <= addr && addr + len <= m->hi ? m->p + (addr - m->lo) : NULL;
+    if (m->lo > addr || addr + len > m->hi)
+        return NULL;
+    h->ip_last = lo;
+    return m->p + (addr - m->lo);
 }
 
 /* A request of the bytes [addr, addr + len): decoded at once when they are
@@ -548,6 +559,38 @@ static int keep_tab(graphc_t *h, const tab_t *t)
     return 0;
 }
 
+/* A table's array and hash part become requests, but for the halves its
+   weak mode (bit 0 keys, bit 1 values) leaves out.  (aux: the array
+   piece's number, for the snapshot's element indices.) */
+static int table_parts(graphc_t *h, const tab_t *t, uint32_t mode)
+{
+    if (t->asize && t->arr && t->asize < (1u << 28) && !(mode & 2))
+        for (uint64_t first = 0; first < t->asize; first += ARR_PIECE) {
+            uint64_t c = t->asize - first < ARR_PIECE ? t->asize - first : ARR_PIECE;
+            if (add_req(h, t->arr + 8 * first, (uint32_t)(8 * c), t->owner, K_ARR,
+                        (uint32_t)(first / ARR_PIECE)))
+                return -1;
+        }
+    if (t->node && t->hmask < (1u << 27) && mode != 3) {
+        uint64_t total = (uint64_t)t->hmask + 1;
+        for (uint64_t first = 0; first < total; first += NODE_PIECE) {
+            uint64_t c = total - first < NODE_PIECE ? total - first : NODE_PIECE;
+            if (add_req(h, t->node + first * h->L.node_size,
+                        (uint32_t)(c * h->L.node_size), t->owner, K_NODE, mode))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* A table with no metatable is weak in neither half: its parts are asked
+   for at once.  One with a metatable is kept until graphc_set_weak knows
+   its mode. */
+static int table_next(graphc_t *h, const tab_t *t)
+{
+    return t->mt ? keep_tab(h, t) : table_parts(h, t, 0);
+}
+
 static int decode(graphc_t *h, const rq_t *q, const uint8_t *p)
 {
     const struct graphc_layout *L = &h->L;
@@ -555,7 +598,7 @@ static int decode(graphc_t *h, const rq_t *q, const uint8_t *p)
     switch (q->kind) {
     case K_TAB: {
         tab_t t = tab_header(L, o, p);
-        return edge(h, o, 0, t.mt) ? -1 : keep_tab(h, &t);
+        return edge(h, o, 0, t.mt) ? -1 : table_next(h, &t);
     }
     case K_FUNC: {
         uint32_t nup = p[L->fn_nup];
@@ -729,23 +772,8 @@ int graphc_set_weak(graphc_t *h, const uint8_t *modes)
             w[h->nwtabs++] = t->owner;
             continue;
         }
-        /* (aux: the piece's number, for the snapshot's element indices) */
-        if (t->asize && t->arr && t->asize < (1u << 28) && !(mode & 2))
-            for (uint64_t first = 0; first < t->asize; first += ARR_PIECE) {
-                uint64_t c = t->asize - first < ARR_PIECE ? t->asize - first : ARR_PIECE;
-                if (add_req(h, t->arr + 8 * first, (uint32_t)(8 * c), t->owner, K_ARR,
-                            (uint32_t)(first / ARR_PIECE)))
-                    return -1;
-            }
-        if (t->node && t->hmask < (1u << 27) && mode != 3) {
-            uint64_t total = (uint64_t)t->hmask + 1;
-            for (uint64_t first = 0; first < total; first += NODE_PIECE) {
-                uint64_t c = total - first < NODE_PIECE ? total - first : NODE_PIECE;
-                if (add_req(h, t->node + first * h->L.node_size,
-                            (uint32_t)(c * h->L.node_size), t->owner, K_NODE, mode))
-                    return -1;
-            }
-        }
+        if (table_parts(h, t, mode))
+            return -1;
     }
     free(h->tabs);
     h->tabs = NULL;
@@ -1333,7 +1361,7 @@ static int decode_named(graphc_t *h, const rq_t *q, const uint8_t *p)
         NE(o, 0, E_INTERNAL, F[N_MT], t.mt);
         if (t.mt && pend(h, P_MT, o, 0, t.mt))
             return -1;
-        return keep_tab(h, &t);
+        return table_next(h, &t);
     }
     case K_FUNC: {
         uint32_t nup = p[L->fn_nup], ffid = p[L->fn_ffid];
