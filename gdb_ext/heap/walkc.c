@@ -689,24 +689,27 @@ uint64_t walkc_chunks(walkc_t *h, const uint64_t **out)
     return m;
 }
 
-/* Sort the kept objects by address, carrying each one's word: a radix
- * sort of the address less the lowest, from bit 3 up to the highest that
- * differs, in passes of at most 8 bits (a pass over 256 buckets keeps its
- * writes in the cache; 15 bits at a time over 32768 took twice as long at
- * 10^7 objects).  The number of objects, or -1 when the memory is lacking. */
-int64_t walkc_sort(walkc_t *h)
+/* The number of objects kept. */
+uint64_t walkc_kept(const walkc_t *h)
 {
-    uint64_t n = h->kn, *a2 = malloc((n ? n : 1) * sizeof *a2);
-    uint32_t *m2 = malloc((n ? n : 1) * sizeof *m2);
-    uint64_t *cnt = malloc(256 * sizeof *cnt);
-    if (!a2 || !m2 || !cnt) {
-        free(a2);
-        free(m2);
-        free(cnt);
-        return -1;
-    }
-    uint64_t *a = h->addrs;
-    uint32_t *m = h->meta;
+    return h->kn;
+}
+
+/* The kept objects sorted by address into the caller's arrays (walkc_kept
+ * entries each): address, type, size and dead mark; the kept arrays are
+ * freed.  A radix sort of the address less the lowest, from bit 3 up to
+ * the highest that differs, in passes of at most 8 bits (a pass over 256
+ * buckets keeps its writes in the cache; 15 bits at a time over 32768
+ * took twice as long at 10^7 objects).  Its second buffer is the caller's
+ * arrays (addresses, and the first half of sizes for the words), so no
+ * memory is had for it: the passes start from whichever side makes them
+ * end there.  The words are then spread into sizes from the last down,
+ * each 8-byte size written over words already read. */
+void walkc_sort_into(walkc_t *h, uint64_t *addrs, uint8_t *gcts, uint64_t *sizes, uint8_t *dead)
+{
+    uint64_t n = h->kn, cnt[256];
+    uint64_t *a = h->addrs, *a2 = addrs;
+    uint32_t *m = h->meta, *m2 = (uint32_t *)sizes;
     int sorted = 1;
     uint64_t lo = n ? a[0] : 0, hi = lo;
     for (uint64_t i = 1; i < n; i++) {
@@ -720,9 +723,17 @@ int64_t walkc_sort(walkc_t *h)
     int passes = sorted ? 0 : (bits + 7) / 8;
     int digit = passes ? (bits + passes - 1) / passes : 0;
     uint64_t mask = (1ull << digit) - 1;
+    if (passes % 2 == 0) {          /* (an even number of passes: start there) */
+        if (n) {
+            memcpy(a2, a, n * sizeof *a);
+            memcpy(m2, m, n * sizeof *m);
+        }
+        a2 = a, m2 = m;
+        a = addrs, m = (uint32_t *)sizes;
+    }
     for (int pass = 0; pass < passes; pass++) {
         int shift = 3 + digit * pass;
-        memset(cnt, 0, 256 * sizeof *cnt);
+        memset(cnt, 0, sizeof cnt);
         for (uint64_t i = 0; i < n; i++)
             cnt[((a[i] - lo) >> shift) & mask]++;
         uint64_t sum = 0;
@@ -740,32 +751,20 @@ int64_t walkc_sort(walkc_t *h)
         uint32_t *tm = m;
         a = a2, m = m2, a2 = ta, m2 = tm;
     }
-    h->addrs = a;
-    h->meta = m;
-    free(a2);
-    free(m2);
-    free(cnt);
+    /* (now a == addrs and m is the start of sizes) */
     if (h->nbig)
         qsort(h->big, h->nbig, 2 * sizeof *h->big, by_value);
-    return (int64_t)n;
-}
-
-/* After walkc_sort: each kept object's address, type, size and dead mark
- * into the caller's arrays; the kept arrays are freed. */
-void walkc_split(walkc_t *h, uint64_t *addrs, uint8_t *gcts, uint64_t *sizes, uint8_t *dead)
-{
-    uint64_t b = 0;
-    for (uint64_t i = 0; i < h->kn; i++) {
-        uint32_t w = h->meta[i];
+    uint64_t b = h->nbig;
+    for (uint64_t i = n; i-- > 0;) {
+        uint32_t w = m[i];
         uint64_t sz = w & BIG;
-        addrs[i] = h->addrs[i];
         gcts[i] = (w >> 27) & 15;
         dead[i] = w >> 31;
         if (sz == BIG) {
-            while (b < h->nbig && h->big[2 * b] < h->addrs[i])
-                b++;
-            if (b < h->nbig && h->big[2 * b] == h->addrs[i])
-                sz = h->big[2 * b + 1];
+            while (b > 0 && h->big[2 * (b - 1)] > addrs[i])
+                b--;
+            if (b > 0 && h->big[2 * (b - 1)] == addrs[i])
+                sz = h->big[2 * (b - 1) + 1];
         }
         sizes[i] = sz;
     }

@@ -73,8 +73,8 @@ def _signatures() -> Dict[str, Tuple[Any, List[Any]]]:
             "walkc_threads": (U64, [VP, P(VP)]),
             "walkc_top": (U64, [VP, P(VP)]),
             "walkc_chunks": (U64, [VP, P(VP)]),
-            "walkc_sort": (I64, [VP]),
-            "walkc_split": (None, [VP, VP, VP, VP, VP])}
+            "walkc_kept": (U64, [VP]),
+            "walkc_sort_into": (None, [VP, VP, VP, VP, VP])}
 
 
 _HELPER = CHelper(SOURCE, "walkc", "the heap walk's C code", "LJGDB_HEAPWALK", _signatures)
@@ -305,14 +305,12 @@ class CWalk(object):
         HeapWalker.objects gives them; the C code's copy is let go of."""
         self.held.clear()
         self.last = None
-        n = self.lib.walkc_sort(self.h)
-        if n < 0:
-            raise _no_memory(self.w.st.objects)
+        n = self.lib.walkc_kept(self.h)
         addrs, sizes = new("Q", n), new("Q", n)
         gcts, dead = bytearray(n), bytearray(n)
         g = (ctypes.c_char * n).from_buffer(gcts) if n else None
         d = (ctypes.c_char * n).from_buffer(dead) if n else None
-        self.lib.walkc_split(self.h, _at(addrs), g and ctypes.addressof(g), _at(sizes),
-                             d and ctypes.addressof(d))
+        self.lib.walkc_sort_into(self.h, _at(addrs), g and ctypes.addressof(g), _at(sizes),
+                                 d and ctypes.addressof(d))
         del g, d
         return addrs, bytes(gcts), sizes, bytes(dead)

@@ -88,7 +88,10 @@ def link(h, objs):
         h.write(a, b.to_bytes(h.ref, "little"))
 
 
-def build(variant):
+def build(variant, pad=0, udata_len=24):
+    """A synthetic heap of every kind of object; pad: bytes left between
+    the first objects and the strings (a wider span of addresses sorts in
+    more passes); udata_len: the second userdata's length."""
     h = Heap(variant)
     G, L = h.new_state(stack_slots=40)
     rs = h.ref
@@ -129,6 +132,8 @@ def build(variant):
     # Strings: 4 slots, two strings in slot 1 (anchor flagged), one in slot 3.
     # (The chunk name string made by new_lua_func is not on any list: drop
     # it from the count by not chaining it.)
+    if pad:
+        h.alloc(pad)
     strs = []
     for data in (b"alpha", b"be", b"gamma-delta"):
         s = h.new_str(data)
@@ -153,8 +158,8 @@ def build(variant):
     h.put("lua_State", L, "openupval", ouv)
     add("upval", h.size("GCupval"))
     # mmudata: two userdata in a circle, anchored at the last.
-    u1, u2 = h.alloc(h.size("GCudata") + 8), h.alloc(h.size("GCudata") + 24)
-    for u, n in ((u1, 8), (u2, 24)):
+    u1, u2 = h.alloc(h.size("GCudata") + 8), h.alloc(h.size("GCudata") + min(udata_len, 24))
+    for u, n in ((u1, 8), (u2, udata_len)):
         h.header("GCudata", u, C.GCT_UDATA)
         h.put("GCudata", u, "len", n)
         add("udata", h.size("GCudata") + n)
@@ -204,6 +209,28 @@ def test_kept_objects_come_in_address_order(variant, sorted_in, monkeypatch):
         e[1] += size
     assert got == expect
     assert set(dead) <= {0, 1}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("pad", [0, 1 << 20])
+def test_kept_objects_sorted_in_both_parities(variant, pad):
+    """walkc_sort_into's passes end in the caller's arrays whether there
+    are two (pad 0: a span of kilobytes) or three (a span of a megabyte);
+    a size too large for the kept word (2^28 bytes of userdata, only its
+    header in memory) comes back whole."""
+    big = 1 << 28
+    h, G, L, expect, total = build(variant, pad=pad, udata_len=big)
+    w = HeapWalker(vm_of(h, L), keep=True)
+    w.run()
+    addrs, gcts, sizes, dead = w.objects()
+    assert list(addrs) == sorted(set(addrs))
+    got = {}
+    for g, size in zip(gcts, sizes):
+        e = got.setdefault(C.GCT_NAMES[g], [0, 0])
+        e[0] += 1
+        e[1] += size
+    assert got == expect
+    assert expect["udata"][1] > big and max(sizes) == h.size("GCudata") + big
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
