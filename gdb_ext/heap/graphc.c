@@ -810,25 +810,32 @@ static int build_csr(graphc_t *h)
         off[(h->esrc[e] & 0x3FFFFFFF) + 1]++;
     for (uint64_t i = 0; i < n; i++)
         off[i + 1] += off[i];
-    uint32_t *at = malloc((n ? n : 1) * 4);
-    if (!at) {
-        free(off); free(dst); free(part); free(key);
-        return -1;
-    }
-    memcpy(at, off, n * 4);
+    /* (off[s] is object s's next place as it fills: each ends as the
+       start of the next, and all move back one place after) */
     for (uint64_t e = 0; e < E; e++) {
         uint32_t s = h->esrc[e] & 0x3FFFFFFF;
-        uint32_t k = at[s]++;
+        uint32_t k = off[s]++;
         dst[k] = h->edst[e];
         part[k] = (uint8_t)(h->esrc[e] >> 30);
         if (key)
             key[k] = h->ekey[e];
     }
-    free(h->esrc); free(h->edst); free(h->ekey);
+    for (uint64_t i = n; i > 0; i--)
+        off[i] = off[i - 1];
+    off[0] = 0;
+    /* at[]: the last object to have seen each target, plus one; in the
+       references' own memory when it is large enough (already touched). */
+    uint32_t *at = h->capedge >= n && h->esrc ? h->esrc : malloc((n ? n : 1) * 4);
+    if (at != h->esrc)
+        free(h->esrc);
+    free(h->edst); free(h->ekey);
     h->esrc = h->edst = h->ekey = NULL;
     h->nedge = h->capedge = 0;
-    /* Within each object: stable by part, then each target once (at[] is
-       reused as the last object to have seen each target, plus one). */
+    if (!at) {
+        free(off); free(dst); free(part); free(key);
+        return -1;
+    }
+    /* Within each object: stable by part, then each target once. */
     memset(at, 0, n * 4);
     uint32_t *tmp = NULL;
     uint64_t captmp = 0;
