@@ -3,8 +3,8 @@
 `--save` and `--diff` on big heaps, inside gdb (live) and in the core
 reader.
 
-  python3 bench/bench_heapgraph.py [--sizes N,N,...] [VARIANT ...]
-      default: --sizes 1000000,5000000 r21-gc64
+  python3 bench/bench_heapgraph.py [--sizes N,N,...] [--runs R] [VARIANT ...]
+      default: --sizes 1000000,5000000 --runs 1 r21-gc64
 
 testprogs/lua/heap.lua builds a heap of about N GC objects (tables,
 strings, closures with upvalues, coroutines) and one probe table, the last
@@ -27,7 +27,11 @@ is checked against the program's own count and the probe: lgcpath must
 end at it, lgcref must find the one slot that holds it, lgcstat --retained
 must give the probe's path (its retained size is checked by the tests),
 --save must save, and --diff, of the heap against its own snapshot, must
-find no new object.
+find no new object.  With --runs R the commands run R rounds, one after
+another within a round (lgcstat too), and each command's fewest seconds
+and largest peak are given: the multiples of lgcstat's time then compare
+runs made in the same minutes, so a busy moment of the machine counts
+against neither.
 """
 import os
 import re
@@ -66,8 +70,9 @@ gdb.execute("linfo", to_string=True)
 probe = [l.split("\\t")[1].split()[1] for l in open(%r) if l.startswith("probe")][0]
 snap = %r
 COMMANDS = %r
+RUNS = %d
 %s
-for cmd, with_probe in COMMANDS:
+for cmd, with_probe in [c for _ in range(RUNS) for c in COMMANDS]:
     line = cmd.replace("SNAP", snap) + (" " + probe if with_probe else "")
     t = time.perf_counter()
     out = gdb.execute(line, to_string=True)
@@ -97,30 +102,42 @@ def reader(core, binary, cmd, args):
     return time.perf_counter() - t, usage.ru_maxrss, answer(cmd, out)
 
 
-def run(variant, n, work):
+def keep(rows, key, got):
+    """Of a command's runs: the fewest seconds, the largest peak, the
+    first run's answer (each run's must be right: check() sees the worst)."""
+    secs, rss, first = got
+    if key in rows:
+        s0, r0, f0 = rows[key]
+        rows[key] = (min(s0, secs), max(r0, rss), f0 if f0 == first else first + " (runs differ)")
+    else:
+        rows[key] = got
+
+
+def run(variant, n, work, runs):
     m = manifest()[variant]
     exp = os.path.join(work, "heap.exp")
     timer = os.path.join(work, "timer.gdb")
     import inspect
     with open(timer, "w") as f:
-        f.write(TIMER % (exp, os.path.join(work, "snap-gdb"), COMMANDS,
+        f.write(TIMER % (exp, os.path.join(work, "snap-gdb"), COMMANDS, runs,
                          inspect.getsource(answer)))
     core = os.path.join(work, "heap.core")
     live = gdb(["-ex", "source " + LOADER, "-ex", "break ljgdb_break", "-ex", "run",
                 "-ex", "source " + timer, "-ex", "gcore " + core, "-ex", "kill",
                 "--args", m["host"], os.path.join(LUA_DIR, "heap.lua"), exp, str(n)], work)
     rows = {}
-    for cmd, secs, rss, first in re.findall(r"^BENCH (\S+) ([\d.]+) (\d+) (.*)$", live, re.M):
-        rows[("gdb (live)", cmd.replace("~", " "))] = (float(secs), int(rss),
-                                                       first.replace("~", " "))
-    if len(rows) != len(COMMANDS):
+    found = re.findall(r"^BENCH (\S+) ([\d.]+) (\d+) (.*)$", live, re.M)
+    for cmd, secs, rss, first in found:
+        keep(rows, ("gdb (live)", cmd.replace("~", " ")), (float(secs), int(rss),
+                                                           first.replace("~", " ")))
+    if len(found) != runs * len(COMMANDS):
         raise SystemExit("no benchmark result:\n" + live[-3000:])
     rec = {r[0]: r[1] for r in read_expected(exp)}
     probe = rec["probe"].split()[1]
-    for cmd, with_probe in COMMANDS:
-        rows[("core reader", cmd)] = reader(core, m["host"],
-                                            cmd.replace("SNAP", os.path.join(work, "snap-core")),
-                                            [probe] if with_probe else [])
+    for cmd, with_probe in [c for _ in range(runs) for c in COMMANDS]:
+        keep(rows, ("core reader", cmd),
+             reader(core, m["host"], cmd.replace("SNAP", os.path.join(work, "snap-core")),
+                    [probe] if with_probe else []))
     os.unlink(core)
     files = {w: os.path.getsize(os.path.join(work, "snap-%s.heapsnapshot" % tag))
              for w, tag in (("gdb (live)", "gdb"), ("core reader", "core"))
@@ -147,11 +164,14 @@ def check(cmd, first, probe, made):
 
 
 def main(argv):
-    sizes, variants = [1000000, 5000000], []
+    sizes, variants, runs = [1000000, 5000000], [], 1
     i = 0
     while i < len(argv):
         if argv[i] == "--sizes":
             sizes = [int(float(x)) for x in argv[i + 1].split(",")]
+            i += 1
+        elif argv[i] == "--runs":
+            runs = int(argv[i + 1])
             i += 1
         else:
             variants.append(argv[i])
@@ -162,7 +182,7 @@ def main(argv):
     for v in variants or ["r21-gc64"]:
         for n in sizes:
             with tempfile.TemporaryDirectory(prefix="ljgdb-bench-") as work:
-                rows, made, probe, files = run(v, n, work)
+                rows, made, probe, files = run(v, n, work, runs)
             for (where, cmd), (secs, rss, first) in sorted(rows.items()):
                 right = "yes" if check(cmd, first, probe, made) else "NO: " + first
                 if cmd.endswith("heapsnapshot") and where in files:
