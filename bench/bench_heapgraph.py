@@ -29,9 +29,9 @@ must give the probe's path (its retained size is checked by the tests),
 --save must save, and --diff, of the heap against its own snapshot, must
 find no new object.  With --runs R the commands run R rounds, one after
 another within a round (lgcstat too), and each command's fewest seconds
-and largest peak are given: the multiples of lgcstat's time then compare
-runs made in the same minutes, so a busy moment of the machine counts
-against neither.
+and largest peak (in gdb, the first round's) are given: the multiples of
+lgcstat's time then compare runs made in the same minutes, so a busy
+moment of the machine counts against neither.
 """
 import os
 import re
@@ -103,12 +103,15 @@ def reader(core, binary, cmd, args):
 
 
 def keep(rows, key, got):
-    """Of a command's runs: the fewest seconds, the largest peak, the
-    first run's answer (each run's must be right: check() sees the worst)."""
+    """Of a command's runs: the fewest seconds, the largest peak (but in
+    gdb the first round's: its peak is the session's so far, which the
+    first round has reached), the first run's answer (each run's must be
+    right: check() sees the worst)."""
     secs, rss, first = got
     if key in rows:
         s0, r0, f0 = rows[key]
-        rows[key] = (min(s0, secs), max(r0, rss), f0 if f0 == first else first + " (runs differ)")
+        rows[key] = (min(s0, secs), r0 if key[0] == "gdb (live)" else max(r0, rss),
+                     f0 if f0 == first else first + " (runs differ)")
     else:
         rows[key] = got
 
