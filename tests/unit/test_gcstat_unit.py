@@ -190,6 +190,16 @@ def test_walk_counts_every_list_exactly(variant):
     assert len(st.top) == 3
 
 
+def tally(gcts, sizes):
+    """{type name: [count, bytes]} of kept objects."""
+    got = {}
+    for g, size in zip(gcts, sizes):
+        e = got.setdefault(C.GCT_NAMES[g], [0, 0])
+        e[0] += 1
+        e[1] += size
+    return got
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("sorted_in", ["C", "Python"])
 def test_kept_objects_come_in_address_order(variant, sorted_in, monkeypatch):
@@ -202,12 +212,7 @@ def test_kept_objects_come_in_address_order(variant, sorted_in, monkeypatch):
     w.run()
     addrs, gcts, sizes, dead = w.objects()
     assert list(addrs) == sorted(set(addrs)) and len(gcts) == len(sizes) == len(addrs)
-    got = {}
-    for g, size in zip(gcts, sizes):
-        e = got.setdefault(C.GCT_NAMES[g], [0, 0])
-        e[0] += 1
-        e[1] += size
-    assert got == expect
+    assert tally(gcts, sizes) == expect
     assert set(dead) <= {0, 1}
 
 
@@ -224,12 +229,7 @@ def test_kept_objects_sorted_in_both_parities(variant, pad):
     w.run()
     addrs, gcts, sizes, dead = w.objects()
     assert list(addrs) == sorted(set(addrs))
-    got = {}
-    for g, size in zip(gcts, sizes):
-        e = got.setdefault(C.GCT_NAMES[g], [0, 0])
-        e[0] += 1
-        e[1] += size
-    assert got == expect
+    assert tally(gcts, sizes) == expect
     assert expect["udata"][1] > big and max(sizes) == h.size("GCudata") + big
 
 
