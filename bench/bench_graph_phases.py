@@ -2,11 +2,13 @@
 """Where a heap-graph command's time and page faults go, phase by phase,
 in the core reader.
 
-  python3 bench/bench_graph_phases.py [--size N] [--runs R] [VARIANT]
+  python3 bench/bench_graph_phases.py [--size N] [--runs R] [--shuffle] [VARIANT]
       default: --size 10000000 --runs 3 r21-gc64
 
 testprogs/lua/heap.lua builds a heap of about N objects (as in
-bench_heapgraph.py) and gdb saves its core.  Then `lgcstat`, `lgcpath PROBE`
+bench_heapgraph.py; with --shuffle the table that holds them lists them
+in a random order, so that the references from it point all over the
+heap) and gdb saves its core.  Then `lgcstat`, `lgcpath PROBE`
 and `lgcstat --retained PROBE` each run R times in turns, each in a new
 process of the core reader (python3 -m ljgdb CORE BINARY ...) with a timer
 around each phase of the engine: the walk of the object lists and of the
@@ -82,13 +84,14 @@ def child(argv):
     print(json.dumps(got), file=sys.stderr)
 
 
-def make_core(variant, n, work):
+def make_core(variant, n, work, shuffle):
     from support.stop import LOADER, LUA_DIR, manifest, read_expected
     host = manifest()[variant]["host"]
     exp, core = os.path.join(work, "heap.exp"), os.path.join(work, "heap.core")
     subprocess.run(["gdb", "-nx", "--batch", "-ex", "set confirm off", "-ex", "source " + LOADER,
                     "-ex", "break ljgdb_break", "-ex", "run", "-ex", "gcore " + core, "-ex", "kill",
-                    "--args", host, os.path.join(LUA_DIR, "heap.lua"), exp, str(n)],
+                    "--args", host, os.path.join(LUA_DIR, "heap.lua"), exp, str(n)]
+                   + (["16", "1"] if shuffle else []),
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                    cwd=work, check=True)
     rec = {r[0]: r[1] for r in read_expected(exp)}
@@ -96,7 +99,7 @@ def make_core(variant, n, work):
 
 
 def main(argv):
-    n, runs, variant = 10000000, 3, "r21-gc64"
+    n, runs, variant, shuffle = 10000000, 3, "r21-gc64", False
     i = 0
     while i < len(argv):
         if argv[i] == "--size":
@@ -105,11 +108,13 @@ def main(argv):
         elif argv[i] == "--runs":
             runs = int(argv[i + 1])
             i += 1
+        elif argv[i] == "--shuffle":
+            shuffle = True
         else:
             variant = argv[i]
         i += 1
     with tempfile.TemporaryDirectory(prefix="ljgdb-phases-") as work:
-        host, core, probe, made = make_core(variant, n, work)
+        host, core, probe, made = make_core(variant, n, work, shuffle)
         cmds = ("lgcstat", "lgcpath " + probe, "lgcstat --retained " + probe)
         best = {}
         for _ in range(runs):
@@ -125,7 +130,8 @@ def main(argv):
                 for label, (secs, faults, rss) in got.items():
                     if label not in b or secs < b[label][0]:
                         b[label] = (secs, faults, rss)
-    print("%s, %d objects (heap.lua), the core reader, fewest seconds of %d runs:" % (variant, made, runs))
+    print("%s, %d objects (heap.lua%s), the core reader, fewest seconds of %d runs:"
+          % (variant, made, ", shuffled" if shuffle else "", runs))
     print()
     print("| command | phase | seconds | minor page faults | peak RSS after (MB) |")
     print("| --- | --- | --- | --- | --- |")

@@ -1,12 +1,16 @@
 -- A big heap for benchmarks: about N GC objects (tables, strings, closures
 -- with their upvalues, coroutines) and one probe table, then a stop in
 -- ljgdb_stop.
--- Usage: host heap.lua EXPECTED_FILE N [STRING_BYTES]
+-- Usage: host heap.lua EXPECTED_FILE N [STRING_BYTES [SHUFFLE]]
 --   STRING_BYTES (default 16) is the length of each string: with large
 --   values the heap grows past 4 GB with few objects.
+--   SHUFFLE (default 0): 1 puts keep's entries in a random order (a fixed
+--   seed), so that its slots point all over the heap, as a real program's
+--   long-lived tables do, rather than in the order the objects were made.
 local out = assert(io.open(arg[1], "w"))
 local n = tonumber(arg[2]) or 100000
 local slen = tonumber(arg[3]) or 16
+local shuffle = arg[4] == "1"
 collectgarbage("stop")
 local keep = {}
 local k = 0
@@ -34,6 +38,13 @@ while made < n do
   else
     keep[k] = {}
     made = made + 1
+  end
+end
+if shuffle then
+  math.randomseed(45)
+  for i = k, 2, -1 do
+    local j = math.random(i)
+    keep[i], keep[j] = keep[j], keep[i]
   end
 end
 -- One more table, last in keep: what lgcpath and lgcref look for in
