@@ -266,26 +266,57 @@ static void drop_dir(graphc_t *h)
     h->dir = NULL;
 }
 
-static int64_t position(const graphc_t *h, uint64_t a)
+/* The directory's two words for the block of address a, or NULL when no
+   object starts in its chunk. */
+static inline const uint32_t *dir_of(const graphc_t *h, uint64_t a)
 {
     uint64_t c = a >> CHUNK_SHIFT;
     for (uint64_t k = chunk_slot(h, c);; k = (k + 1) & h->chunk_mask) {
         uint64_t got = h->chunks[k].chunk;
         if (got == NO_CHUNK)
-            return -1;
-        if (got != c)
-            continue;
-        const uint32_t *d = h->dir + h->chunks[k].base + ((a >> BLOCK_SHIFT) & (DIR_BLOCKS - 1));
-        uint32_t lo = d[0], hi = d[1];
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) >> 1;
-            if (h->addrs[mid] < a)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        return lo < d[1] && h->addrs[lo] == a ? (int64_t)lo : -1;
+            return NULL;
+        if (got == c)
+            return h->dir + h->chunks[k].base + ((a >> BLOCK_SHIFT) & (DIR_BLOCKS - 1));
     }
+}
+
+static int64_t position(const graphc_t *h, uint64_t a)
+{
+    const uint32_t *d = dir_of(h, a);
+    if (!d)
+        return -1;
+    uint32_t lo = d[0], hi = d[1];
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) >> 1;
+        if (h->addrs[mid] < a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < d[1] && h->addrs[lo] == a ? (int64_t)lo : -1;
+}
+
+/* A long part's targets lie anywhere in the heap when its table was
+   filled in any order (a cache, a registry): each lookup would wait on
+   a miss in dir[] and then in addrs[].  So the target AHEAD slots on has
+   its directory words asked for, and the one AHEAD / 2 on, whose words
+   have come, its addresses: the misses of many lookups overlap. */
+#define AHEAD 16
+static inline void look_ahead(const graphc_t *h, uint64_t far, uint64_t near)
+{
+    const uint32_t *d;
+    if (far && (d = dir_of(h, far)) != NULL)
+        __builtin_prefetch(d);
+    if (near && (d = dir_of(h, near)) != NULL)
+        __builtin_prefetch(&h->addrs[d[0]]);
+}
+
+/* The TValue of slot i of a part of cnt slots of `size` bytes, its value
+   at `at`: the object it holds, 0 past the end. */
+static inline uint64_t slot_gc(const graphc_t *h, const uint8_t *p, uint32_t i, uint32_t cnt,
+                               uint32_t size, uint32_t at)
+{
+    return i < cnt ? gc_of(h, get(p + (uint64_t)i * size + at, 8)) : 0;
 }
 
 /* Room for one more reference (the snapshot's names too); -1 out of memory. */
@@ -651,15 +682,24 @@ static int decode(graphc_t *h, const rq_t *q, const uint8_t *p)
                 return -1;
         }
         return 0;
-    case K_ARR:
-        for (uint32_t i = 0; i < q->len / 8; i++)
+    case K_ARR: {
+        uint32_t cnt = q->len / 8;
+        for (uint32_t i = 0; i < cnt; i++) {
+            if (cnt > AHEAD)
+                look_ahead(h, slot_gc(h, p, i + AHEAD, cnt, 8, 0),
+                           slot_gc(h, p, i + AHEAD / 2, cnt, 8, 0));
             if (edge(h, o, 1, gc_of(h, get(p + 8 * i, 8))))
                 return -1;
+        }
         return 0;
+    }
     case K_NODE: {
         uint32_t ns = L->node_size, cnt = q->len / ns;
         int wk = q->aux & 1, wv = q->aux & 2;
         for (uint32_t j = 0; j < cnt; j++) {
+            if (cnt > AHEAD && !wv)
+                look_ahead(h, slot_gc(h, p, j + AHEAD, cnt, ns, L->node_val),
+                           slot_gc(h, p, j + AHEAD / 2, cnt, ns, L->node_val));
             const uint8_t *nd = p + j * ns;
             uint64_t vraw = get(nd + L->node_val, 8);
             if (!wv && edge(h, o, 2, gc_of(h, vraw)))
@@ -916,6 +956,23 @@ static inline int32_t common(const int32_t *idom, int32_t a, int32_t b)
     return a;
 }
 
+/* The search's queue holds objects in the order they were reached, which
+   on a heap filled in any order is no order of their indices: the CSR's
+   words of the object AHEAD places on are asked for, its targets' when
+   it is AHEAD / 2 on, and their marks (num[], parent[]: the first four)
+   when it is AHEAD / 4 on, so that the misses overlap. */
+#define BFS_AHEAD(off, dst, mark, queue, head, tail) do { \
+        if ((head) + AHEAD < (tail)) \
+            __builtin_prefetch(&(off)[(queue)[(head) + AHEAD]]); \
+        if ((head) + AHEAD / 2 < (tail)) \
+            __builtin_prefetch(&(dst)[(off)[(queue)[(head) + AHEAD / 2]]]); \
+        if ((head) + AHEAD / 4 < (tail)) { \
+            uint32_t q_ = (queue)[(head) + AHEAD / 4], k_ = (off)[q_], e_ = (off)[q_ + 1]; \
+            for (uint32_t n_ = 0; k_ < e_ && n_ < 4; k_++, n_++) \
+                __builtin_prefetch(&(mark)[(dst)[k_]]); \
+        } \
+    } while (0)
+
 /* heapdom.Dominators: roots (indices, each once, in order); the caller's
    arrays of n entries each receive num (by index), and order, idom,
    parent, retained and count (by number: the first `reached`, see
@@ -945,7 +1002,11 @@ int graphc_dominators(graphc_t *h, const uint32_t *roots, uint64_t nroots, int32
     for (uint64_t head = 0; head < m; head++) {
         int32_t u = (int32_t)head;
         uint32_t i = order[head];
-        for (uint32_t k = h->off[i]; k < h->off[i + 1]; k++) {
+        BFS_AHEAD(h->off, h->dst, num, order, head, m);
+        uint32_t end = h->off[i + 1];
+        for (uint32_t k = h->off[i]; k < end; k++) {
+            if (end - k > AHEAD)
+                __builtin_prefetch(&num[h->dst[k + AHEAD]]);
             uint32_t j = h->dst[k];
             int32_t v = num[j];
             if (v == -1) {
@@ -991,12 +1052,20 @@ int graphc_dominators(graphc_t *h, const uint32_t *roots, uint64_t nroots, int32
     free(iu); free(iv);
     h->passes = passes;
     h->norder = m;
+    /* (in order of number, the objects' and their dominators' indices are
+       in no order: each read asked for AHEAD on) */
     for (uint64_t k = 0; k < m; k++) {
+        if (k + AHEAD < m)
+            __builtin_prefetch(&h->sizes[order[k + AHEAD]]);
         ret[k] = h->sizes[order[k]];
         cnt[k] = 1;
     }
     for (int64_t k = (int64_t)m - 1; k >= 0; k--) {
         int32_t d = idom[k];
+        if (k >= AHEAD && idom[k - AHEAD] >= 0) {
+            __builtin_prefetch(&ret[idom[k - AHEAD]]);
+            __builtin_prefetch(&cnt[idom[k - AHEAD]]);
+        }
         if (d >= 0) {
             ret[d] += ret[k];
             cnt[d] += cnt[k];
@@ -1027,7 +1096,11 @@ int graphc_bfs(graphc_t *h, const uint32_t *roots, uint64_t nroots, uint32_t tar
         }
     for (uint64_t head = 0; head < tail && target < n && parent[target] == -1; head++) {
         uint32_t i = queue[head];
-        for (uint32_t k = h->off[i]; k < h->off[i + 1]; k++) {
+        BFS_AHEAD(h->off, h->dst, parent, queue, head, tail);
+        uint32_t end = h->off[i + 1];
+        for (uint32_t k = h->off[i]; k < end; k++) {
+            if (end - k > AHEAD)
+                __builtin_prefetch(&parent[h->dst[k + AHEAD]]);
             uint32_t j = h->dst[k];
             if (parent[j] == -1) {
                 parent[j] = (int32_t)i;
@@ -1410,14 +1483,21 @@ static int decode_named(graphc_t *h, const rq_t *q, const uint8_t *p)
         NE(o, 0, E_INTERNAL, F[N_VALUE], gc_of(h, get(p, 8)));
         return 0;
     case K_ARR: {
-        uint32_t first = q->aux * ARR_PIECE;
-        for (uint32_t i = 0; i < q->len / 8; i++)
+        uint32_t first = q->aux * ARR_PIECE, cnt = q->len / 8;
+        for (uint32_t i = 0; i < cnt; i++) {
+            if (cnt > AHEAD)
+                look_ahead(h, slot_gc(h, p, i + AHEAD, cnt, 8, 0),
+                           slot_gc(h, p, i + AHEAD / 2, cnt, 8, 0));
             NE(o, 1, E_ELEMENT, first + i, gc_of(h, get(p + 8 * i, 8)));
+        }
         return 0;
     }
     case K_NODE: {
         uint32_t ns = L->node_size, cnt = q->len / ns;
         for (uint32_t j = 0; j < cnt; j++) {
+            if (cnt > AHEAD)
+                look_ahead(h, slot_gc(h, p, j + AHEAD, cnt, ns, L->node_val),
+                           slot_gc(h, p, j + AHEAD / 2, cnt, ns, L->node_val));
             const uint8_t *nd = p + j * ns;
             uint64_t vraw = get(nd + L->node_val, 8), kraw = get(nd + L->node_key, 8);
             if ((vraw >> L->nil_shift) == L->nil_top)
