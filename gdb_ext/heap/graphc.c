@@ -785,8 +785,9 @@ uint64_t graphc_metatables(graphc_t *h, const uint64_t **out)
 }
 
 /* modes[k]: bit 0 weak keys, bit 1 weak values of the tables whose
-   metatable is graphc_metatables's k-th; then the tables' array and hash
-   parts become requests. */
+   metatable is graphc_metatables's k-th; then those tables' array and
+   hash parts become requests (a table with no metatable asked for its
+   parts when it was decoded). */
 int graphc_set_weak(graphc_t *h, const uint8_t *modes)
 {
     for (uint64_t k = 0; k < h->ntabs; k++) {

@@ -226,7 +226,8 @@ class _Graph(object):
         return nruns
 
     def weak(self) -> None:
-        """Each metatable's __mode, then the tables' parts become requests."""
+        """Each metatable's __mode, then the parts of the tables that have
+        a metatable become requests (the others' are asked for already)."""
         out = ctypes.c_void_p()
         m = self.lib.graphc_metatables(self.h, ctypes.byref(out))
         self._check(0)
