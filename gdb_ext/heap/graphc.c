@@ -302,21 +302,29 @@ static int64_t position(const graphc_t *h, uint64_t a)
    its directory words asked for, and the one AHEAD / 2 on, whose words
    have come, its addresses: the misses of many lookups overlap. */
 #define AHEAD 16
-static inline void look_ahead(const graphc_t *h, uint64_t far, uint64_t near)
+
+/* The object slot i of a part of cnt slots of `size` bytes holds in its
+   TValue at `at`, 0 past the end. */
+static inline uint64_t slot_gc(const graphc_t *h, const uint8_t *p, uint32_t i, uint32_t cnt,
+                               uint32_t size, uint32_t at)
 {
+    return i < cnt ? gc_of(h, get(p + (uint64_t)i * size + at, 8)) : 0;
+}
+
+/* At slot i of such a part (a long one only): the lookups ahead.  (Kept
+   inline: GCC 12 otherwise calls its body out of line at every slot.) */
+static inline __attribute__((always_inline)) void part_ahead(const graphc_t *h, const uint8_t *p, uint32_t i, uint32_t cnt,
+                              uint32_t size, uint32_t at)
+{
+    if (cnt <= AHEAD)
+        return;
+    uint64_t far = slot_gc(h, p, i + AHEAD, cnt, size, at);
+    uint64_t near = slot_gc(h, p, i + AHEAD / 2, cnt, size, at);
     const uint32_t *d;
     if (far && (d = dir_of(h, far)) != NULL)
         __builtin_prefetch(d);
     if (near && (d = dir_of(h, near)) != NULL)
         __builtin_prefetch(&h->addrs[d[0]]);
-}
-
-/* The TValue of slot i of a part of cnt slots of `size` bytes, its value
-   at `at`: the object it holds, 0 past the end. */
-static inline uint64_t slot_gc(const graphc_t *h, const uint8_t *p, uint32_t i, uint32_t cnt,
-                               uint32_t size, uint32_t at)
-{
-    return i < cnt ? gc_of(h, get(p + (uint64_t)i * size + at, 8)) : 0;
 }
 
 /* Room for one more reference (the snapshot's names too); -1 out of memory. */
@@ -685,9 +693,7 @@ static int decode(graphc_t *h, const rq_t *q, const uint8_t *p)
     case K_ARR: {
         uint32_t cnt = q->len / 8;
         for (uint32_t i = 0; i < cnt; i++) {
-            if (cnt > AHEAD)
-                look_ahead(h, slot_gc(h, p, i + AHEAD, cnt, 8, 0),
-                           slot_gc(h, p, i + AHEAD / 2, cnt, 8, 0));
+            part_ahead(h, p, i, cnt, 8, 0);
             if (edge(h, o, 1, gc_of(h, get(p + 8 * i, 8))))
                 return -1;
         }
@@ -697,9 +703,8 @@ static int decode(graphc_t *h, const rq_t *q, const uint8_t *p)
         uint32_t ns = L->node_size, cnt = q->len / ns;
         int wk = q->aux & 1, wv = q->aux & 2;
         for (uint32_t j = 0; j < cnt; j++) {
-            if (cnt > AHEAD && !wv)
-                look_ahead(h, slot_gc(h, p, j + AHEAD, cnt, ns, L->node_val),
-                           slot_gc(h, p, j + AHEAD / 2, cnt, ns, L->node_val));
+            if (!wv)
+                part_ahead(h, p, j, cnt, ns, L->node_val);
             const uint8_t *nd = p + j * ns;
             uint64_t vraw = get(nd + L->node_val, 8);
             if (!wv && edge(h, o, 2, gc_of(h, vraw)))
@@ -1486,9 +1491,7 @@ static int decode_named(graphc_t *h, const rq_t *q, const uint8_t *p)
     case K_ARR: {
         uint32_t first = q->aux * ARR_PIECE, cnt = q->len / 8;
         for (uint32_t i = 0; i < cnt; i++) {
-            if (cnt > AHEAD)
-                look_ahead(h, slot_gc(h, p, i + AHEAD, cnt, 8, 0),
-                           slot_gc(h, p, i + AHEAD / 2, cnt, 8, 0));
+            part_ahead(h, p, i, cnt, 8, 0);
             NE(o, 1, E_ELEMENT, first + i, gc_of(h, get(p + 8 * i, 8)));
         }
         return 0;
@@ -1496,9 +1499,7 @@ static int decode_named(graphc_t *h, const rq_t *q, const uint8_t *p)
     case K_NODE: {
         uint32_t ns = L->node_size, cnt = q->len / ns;
         for (uint32_t j = 0; j < cnt; j++) {
-            if (cnt > AHEAD)
-                look_ahead(h, slot_gc(h, p, j + AHEAD, cnt, ns, L->node_val),
-                           slot_gc(h, p, j + AHEAD / 2, cnt, ns, L->node_val));
+            part_ahead(h, p, j, cnt, ns, L->node_val);
             const uint8_t *nd = p + j * ns;
             uint64_t vraw = get(nd + L->node_val, 8), kraw = get(nd + L->node_key, 8);
             if ((vraw >> L->nil_shift) == L->nil_top)
