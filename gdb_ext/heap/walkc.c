@@ -198,19 +198,29 @@ static void insert(walkc_t *h, uint64_t key, const uint8_t *ptr, uint64_t len)
 
 static const uint64_t LEVEL[4] = {0, 1 << 20, 1 << 16, 1 << 12};
 
+/* The piece handed over that holds [o, o + need) (its base: the key less
+ * the level in its low bits), or NULL. */
+static inline const piece_t *held(const walkc_t *h, uint64_t o, uint64_t need)
+{
+    for (int lv = 1; lv <= 3; lv++) {
+        uint64_t base = o & ~(LEVEL[lv] - 1);
+        const piece_t *p = find(h, base | lv);
+        if (p && o - base <= p->len && p->len - (o - base) >= need)
+            return p;
+    }
+    return NULL;
+}
+
 /* Make [o, o + need) the window; what the window holds may be shorter when
  * the object ends a mapping (then the caller checks its own length). */
 static int window(walkc_t *h, uint64_t o, uint32_t need)
 {
-    for (int lv = 1; lv <= 3; lv++) {
-        uint64_t base = o & ~(LEVEL[lv] - 1);
-        piece_t *p = find(h, base | lv);
-        if (p && o - base <= p->len && p->len - (o - base) >= need) {
-            h->wbase = base;
-            h->wbuf = p->ptr;
-            h->wend = base + p->len;
-            return 0;
-        }
+    const piece_t *p = held(h, o, need);
+    if (p) {
+        h->wbase = p->key & ~(uint64_t)3;
+        h->wbuf = p->ptr;
+        h->wend = h->wbase + p->len;
+        return 0;
     }
     uint64_t out[3];
     int rc = h->locate(o, need, out);
@@ -240,14 +250,9 @@ static int window(walkc_t *h, uint64_t o, uint32_t need)
 #define PREFETCH 32
 static inline void prefetch(const walkc_t *h, uint64_t o)
 {
-    for (int lv = 1; lv <= 3; lv++) {
-        uint64_t base = o & ~(LEVEL[lv] - 1);
-        const piece_t *p = find(h, base | lv);
-        if (p && o - base < p->len) {
-            __builtin_prefetch(p->ptr + (o - base));
-            return;
-        }
-    }
+    const piece_t *p = held(h, o, 1);
+    if (p)
+        __builtin_prefetch(p->ptr + (o - (p->key & ~(uint64_t)3)));
 }
 
 /* Whether the window holds [o, o + n) (an address near 2^64 does not:
