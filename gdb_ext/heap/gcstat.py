@@ -33,6 +33,7 @@ from array import array
 
 from .. import consts as C
 from ..bulk import gc_paused
+from ..cbuild import zeros
 from ..errors import CorruptError, FaultError, LjError, NotLuaJITError
 from ..vm.pages import P64, P64_MASK, PAGE, PAGE_MASK, PageCache, raw_reader, struct_reader
 from ..vm.objects import ctype_size
@@ -486,12 +487,12 @@ class HeapWalker(object):
         garbage not yet swept) per object."""
         if self.c is not None:
             try:
-                return self.c.objects(lambda code, n: array(code, [0]) * n)
+                return self.c.objects()
             finally:
                 self.c.close()
                 self.c = None
         n = sum(len(r) for r in self.kept.values())
-        addrs, sizes = array("Q", [0]) * n, array("Q", [0]) * n
+        addrs, sizes = zeros("Q", n), zeros("Q", n)
         gcts, dead = bytearray(n), bytearray(n)
         first = 0
         for key in sorted(self.kept):

@@ -15,10 +15,10 @@ they add up to the page cache's bound; then they are all let go of at
 once and the C code forgets them."""
 import ctypes
 import os
-from typing import Any, Callable, Dict, List, Optional, Tuple, TYPE_CHECKING
+from typing import Any, Dict, List, Optional, Tuple, TYPE_CHECKING
 
 from .. import consts as C
-from ..cbuild import CHelper, address_of as _at, buffer_address, words as _words
+from ..cbuild import CHelper, address_of as _at, buffer_address, words as _words, zeros
 from ..errors import CorruptError, FaultError, LjError
 
 if TYPE_CHECKING:  # for the annotations only (no import cycle at run time)
@@ -300,13 +300,13 @@ class CWalk(object):
         w = _words(p.value, 3 * n)
         return {w[3 * i]: [w[3 * i + 1], w[3 * i + 2]] for i in range(n)}
 
-    def objects(self, new: Callable[[str, int], Any]) -> Tuple[Any, bytes, Any, bytes]:
+    def objects(self) -> Tuple[Any, bytes, Any, bytes]:
         """(addresses, types, sizes, dead) in address order, as
         HeapWalker.objects gives them; the C code's copy is let go of."""
         self.held.clear()
         self.last = None
         n = self.lib.walkc_kept(self.h)
-        addrs, sizes = new("Q", n), new("Q", n)
+        addrs, sizes = zeros("Q", n), zeros("Q", n)
         gcts, dead = bytearray(n), bytearray(n)
         g = (ctypes.c_char * n).from_buffer(gcts) if n else None
         d = (ctypes.c_char * n).from_buffer(dead) if n else None
