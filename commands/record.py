@@ -145,6 +145,7 @@ class Part(object):
         self.ended = False
         self.idle_at = None
         if bpf is not None:
+            self.rec.prepare()
             bpf.add(pid, bpfsample.vm_conf(lay, Gs, proc.arch.name, RED_ZONE, CSTACK,
                                            MAX_LUA_STACK))
 
@@ -217,6 +218,7 @@ class Session(object):
             if self.bpf is not None:
                 self.bpf.close()
             for part in self.parts:
+                part.rec.finish()
                 part.proc.close()
 
     def _loop(self, start, period, duration, on_sample):

@@ -210,6 +210,14 @@ class Target(object):
     def symbolize(self, addr: int) -> Optional[str]:
         return None
 
+    def prepare_frames(self, addrs: Iterable[int], vm: Optional[int] = None) -> None:
+        """Ready, before a sampler's first sample, what unwinding through
+        addrs and the VM's code at vm needs (a backend that unwinds by
+        itself: its debug info)."""
+
+    def save_frames(self) -> None:
+        """What unwinding learnt kept for the next session (the same)."""
+
     def objfile_of(self, addr: int) -> Optional[str]:
         """The file (program or shared library) whose code holds addr, or None."""
         return None

@@ -91,6 +91,15 @@ CSTACK = 16 * 1024
 RED_ZONE = 128
 # lua_States remembered per OS thread from earlier samples.
 RECENT_STATES = 8
+
+# Functions whose frames lie under or among a Lua program's in most
+# samples: the C API's compile unit (lua_pcall, lua_resume, lua_gc), the
+# collector's (a finalizer's call), the base library's (collectgarbage,
+# the coroutine functions), the host's main and the C library's start of
+# the process and of a thread: their debug info read before the first
+# sample (Target.prepare_frames).
+FIRST_FRAMES = ("lua_pcall", "lj_gc_step", "lj_cf_collectgarbage", "main", "__libc_start_main",
+                "start_thread")
 # At most this many C frames followed in one thread's chain of VM entries.
 MAX_CHAIN = 64
 MAX_MACHINE_FRAMES = 512
@@ -375,6 +384,20 @@ class Recorder(object):
         self.fast = 0               # samples stopped by the C sampler
         self.retakes = 0            # its stops made again (the copy lacked a range)
         self.missed = False         # a copy of the last batch lacked a range
+
+    def prepare(self) -> None:
+        """Before the BPF sampler's first sample: the unwinder's debug info
+        read (Target.prepare_frames).  The first copy's decode would wait
+        for it, and the lua_States the kernel copies beyond those it finds
+        itself are learnt from that decode: the samples taken before it
+        lack them (docs/internals.md, "What the BPF sampler copies")."""
+        t = self.t
+        t.prepare_frames([a for a in map(t.symbol, FIRST_FRAMES) if a is not None],
+                         t.symbol("lua_pcall"))
+
+    def finish(self) -> None:
+        """At the end of the samples: what the unwinder learnt kept."""
+        self.t.save_frames()
 
     # --- one sample ---------------------------------------------------------
     def sample(self) -> Sample:
