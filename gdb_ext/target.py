@@ -216,7 +216,8 @@ class Target(object):
         itself: its debug info)."""
 
     def save_frames(self) -> None:
-        """What unwinding learnt kept for the next session (the same)."""
+        """What unwinding learnt kept for the next session (a backend that
+        caches its debug info's answers)."""
 
     def objfile_of(self, addr: int) -> Optional[str]:
         """The file (program or shared library) whose code holds addr, or None."""

@@ -194,10 +194,7 @@ class CoreTarget(Target):
             if img is None:
                 continue
             if img is home and _dwarf_file(img) is not None:
-                if img.path not in self._dwarf_blocks:
-                    from .framevars import DwarfBlocks
-                    self._dwarf_blocks[img.path] = DwarfBlocks(_dwarf_file(img))
-                self._dwarf_blocks[img.path].chain(addr - img.bias)
+                self._blocks_of(img).chain(addr - img.bias)
             self._chain(img, addr - img.bias)
         self.save_frames(0.0)
         now = time.monotonic()
@@ -225,12 +222,16 @@ class CoreTarget(Target):
             chains = self._chains[img] = _load(img, "frames") or {}
         key = "%x" % vaddr
         if key not in chains:
-            if img.path not in self._dwarf_blocks:
-                from .framevars import DwarfBlocks
-                self._dwarf_blocks[img.path] = DwarfBlocks(_dwarf_file(img))
-            chains[key] = self._dwarf_blocks[img.path].chain(vaddr)
+            chains[key] = self._blocks_of(img).chain(vaddr)
             chains[None] = True         # (changed: to be saved)
         return chains[key]
+
+    def _blocks_of(self, img):
+        """framevars.DwarfBlocks of img's DWARF file (opened once)."""
+        if img.path not in self._dwarf_blocks:
+            from .framevars import DwarfBlocks
+            self._dwarf_blocks[img.path] = DwarfBlocks(_dwarf_file(img))
+        return self._dwarf_blocks[img.path]
 
 
 def frame_candidates(target: 'CoreTarget', lay: 'Layout') -> List[Tuple[str, int, str]]:
